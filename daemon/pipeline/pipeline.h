@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pipeline engine: a spec compiled into a plan that produces batches (DESIGN.md §3.5, §4). */
+#ifndef SLUICE_PIPELINE_PIPELINE_H
+#define SLUICE_PIPELINE_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/ioerr.h"
+#include "io/iox.h"
+#include "io/manifest.h"
+#include "spec.h"
+
+/*
+ * A pipeline reads the spec's dataset and produces batches in the layout of ipc/batch.h into
+ * memory from opts.alloc, up to num_prefetch batches ahead of the consumer. Work runs on a
+ * sched pool (parse tasks decode each row straight into its place in the batch) and on one
+ * driver thread of the pipeline's own (reads, framing, interleave, shuffle, batch assembly).
+ * What the batches are is docs/pipeline-semantics.md.
+ *
+ * One consumer thread calls pl_pipeline_next()/pl_batch_release()/pl_pipeline_save().
+ */
+
+struct sched_pool;
+struct pl_pipeline;
+
+struct pl_pipeline_opts {
+	size_t size;             /* sizeof(struct pl_pipeline_opts), set by _init */
+	struct sched_pool *pool; /* NULL: the pipeline starts a pool of num_parallel_parses workers */
+	enum iox_engine engine;  /* default AUTO (honours SLUICE_IO_ENGINE=pread) */
+	const void *state;       /* resume from pl_pipeline_save() output, or NULL */
+	size_t state_len;
+	/*
+	 * Batch memory: len bytes, IPC_BATCH_EXTENT_ALIGN-aligned, or NULL when out of memory.
+	 * NULL alloc: aligned_alloc/free. Called from the pipeline's threads.
+	 */
+	void *(*alloc)(void *ctx, size_t len);
+	void (*free)(void *ctx, void *mem, size_t len);
+	void *alloc_ctx;
+};
+
+void pl_pipeline_opts_init(struct pl_pipeline_opts *opts);
+
+/*
+ * Open the dataset, check the spec against its manifest (errors name the JSON path), and start.
+ * The spec is not kept (copy what you need). -EINVAL (rule), -ENOENT (no files, empty shard),
+ * -EBADMSG (bad manifest, bad state), -ENOMEM, -errno.
+ */
+int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts *opts,
+		       struct pl_pipeline **ret_p, struct io_error *err);
+/* Stops the driver and the pipeline's pool tasks, frees every batch not yet released. NULL ok. */
+void pl_pipeline_destroy(struct pl_pipeline *p);
+
+/* One output tensor of the schema (the order of ipc_batch_tensor.schema_index). */
+struct pl_tensor_info {
+	const char *name;          /* the to_name */
+	enum manifest_dtype dtype;
+	unsigned rank;             /* the batch dimension included */
+	int64_t shape[PL_MAX_RANK]; /* shape[0] = -1 (rows); -1 where it varies per batch */
+	bool ragged;               /* axis 1 is ragged (row_splits) */
+};
+
+size_t pl_pipeline_n_tensors(const struct pl_pipeline *p);
+const struct pl_tensor_info *pl_pipeline_tensor(const struct pl_pipeline *p, size_t i);
+
+struct pl_batch {
+	const void *mem; /* the extent: struct ipc_batch_hdr, tensor table, data */
+	size_t len;
+	uint64_t seq, epoch, rows;
+	uint32_t flags; /* IPC_BATCH_F_* */
+};
+
+/*
+ * The next batch in order. Returns 1 and *ret_batch (the caller's until pl_batch_release), 0 at
+ * the end of the stream, -ETIMEDOUT after timeout_ms (-1: no limit), or the pipeline's error
+ * (-EBADMSG for corrupt data under on_corrupt "fail", ...) with its message, again on every
+ * later call. Batches before an error are delivered first.
+ */
+int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **ret_batch,
+		     struct io_error *err);
+void pl_batch_release(struct pl_pipeline *p, struct pl_batch *b);
+
+/*
+ * The position after the last batch pl_pipeline_next() returned, as a small blob (epoch, batches
+ * done, seed, fingerprint), at most PL_STATE_MAX bytes. Returns its length, or -ENOSPC.
+ */
+#define PL_STATE_MAX 64
+int pl_pipeline_save(const struct pl_pipeline *p, void *buf, size_t cap);
+
+struct pl_stats {
+	uint64_t files_opened;
+	uint64_t records;          /* framed */
+	uint64_t record_bytes;
+	uint64_t file_bytes;
+	uint64_t batches;          /* completed */
+	uint64_t rows;
+	uint64_t skipped_records;  /* on_corrupt */
+	uint64_t skipped_files;
+	uint64_t driver_cpu_ns;    /* read, frame, interleave, shuffle, assemble */
+	uint64_t parse_cpu_ns;     /* parse tasks (thread CPU clock) */
+	uint64_t next_wait_ns;     /* time pl_pipeline_next() waited */
+	const char *io_engine;     /* "io_uring" or "pread" */
+	const char *io_fallback;   /* why not io_uring, or NULL */
+};
+void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret_stats);
+
+#endif

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Pipeline spec (DESIGN.md §3.4): parse and validate the JSON into a struct pl_spec. */
+#ifndef SLUICE_PIPELINE_SPEC_H
+#define SLUICE_PIPELINE_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/ioerr.h"
+#include "io/manifest.h"
+
+/*
+ * A spec is the dataset specification's batch-loader configuration ({"type", "args"}) plus
+ * sluice's "name" beside them and "seed", "on_corrupt", "shard" and "auto" inside args. Every
+ * key, type, default and rule is in docs/pipeline-spec.md. pl_spec_parse() checks everything
+ * that can be checked without opening the dataset; pl_plan_create() (plan.h) checks the rest
+ * against the manifest (feature names, dtypes, shapes).
+ *
+ * Errors are one line: origin, JSON path, what was expected and what was there:
+ *   spec.json: args.primary_features[1].to_name: duplicate "label" (also args.primary_features[0].to_name)
+ *   spec.json: args.num_prefetch: expected an integer >= 0 or "auto", got -1
+ *   spec.json: args.shuffel: unknown key (expected one of: dataset, target_batch_size, ...)
+ */
+
+#define PL_AUTO (-2)    /* a knob given as "auto" */
+#define PL_NULL (-1)    /* "epochs": null, "stride": null */
+#define PL_MAX_RANK 8   /* of a batch tensor, the batch dimension included */
+
+enum pl_loader_type {
+	PL_LOADER_INDEPENDENT,
+	PL_LOADER_CONTINUOUS_SEQUENCE,
+	PL_LOADER_DISCRETE_SEQUENCE,
+};
+
+enum pl_dataset_type {
+	PL_DATASET_DIR,
+	PL_DATASET_LIST,
+};
+
+enum pl_on_corrupt {
+	PL_ON_CORRUPT_FAIL,
+	PL_ON_CORRUPT_SKIP_RECORD,
+	PL_ON_CORRUPT_SKIP_FILE,
+};
+
+/* A JSON scalar as written: for const values and padding values. */
+enum pl_value_kind {
+	PL_VALUE_NONE,   /* absent or null: 0 / "" */
+	PL_VALUE_BOOL,
+	PL_VALUE_INT,
+	PL_VALUE_REAL,
+	PL_VALUE_STRING,
+};
+
+struct pl_value {
+	enum pl_value_kind kind;
+	bool b;
+	int64_t i;
+	double r;
+	char *s;     /* PL_VALUE_STRING: owned, NUL-terminated (JSON strings have no NUL) */
+	size_t s_len;
+};
+
+struct pl_primary {
+	char *from_name; /* the manifest feature */
+	char *to_name;   /* the output tensor */
+};
+
+enum pl_secondary_type {
+	PL_SECONDARY_CONST,
+};
+
+struct pl_secondary {
+	char *to_name;
+	enum pl_secondary_type type;
+	/* const: "shape" is a list (rank, shape) or the to_name of a primary (shape_from) */
+	char *shape_from; /* NULL when shape is a literal */
+	unsigned rank;
+	int64_t shape[PL_MAX_RANK]; /* literal, no batch dimension, each >= 0 */
+	/* "dtype" is a dtype name (dtype) or the to_name of a primary (dtype_from) */
+	char *dtype_from; /* NULL when dtype is a literal */
+	enum manifest_dtype dtype;
+	struct pl_value value; /* PL_VALUE_NONE when absent: 0 or "" */
+};
+
+enum pl_slice_kind {
+	PL_SLICE_INDEX, /* an integer: the axis is dropped */
+	PL_SLICE_RANGE, /* start:stop[:step] with each part optional */
+};
+
+struct pl_slice_dim {
+	enum pl_slice_kind kind;
+	int64_t index;             /* PL_SLICE_INDEX, may be negative */
+	bool has_start, has_stop, has_step;
+	int64_t start, stop, step; /* step != 0 */
+};
+
+enum pl_step_type {
+	PL_STEP_SLICE,
+};
+
+struct pl_step {
+	char *tensor; /* a primary or secondary to_name */
+	enum pl_step_type type;
+	/* slice: "[3,:,4:,:-2,1:4]"; the text is kept for messages */
+	char *slice_text;
+	unsigned n_dims; /* 1 .. PL_MAX_RANK - 1 */
+	struct pl_slice_dim dims[PL_MAX_RANK];
+};
+
+struct pl_padding {
+	char *tensor;
+	bool has_shape;
+	unsigned rank;
+	int64_t shape[PL_MAX_RANK]; /* no batch dimension; -1 = the batch maximum */
+	struct pl_value value;      /* PL_VALUE_NONE: 0 or "" */
+};
+
+struct pl_spec {
+	char *name; /* NULL when absent */
+	enum pl_loader_type type;
+
+	enum pl_dataset_type dataset_type;
+	char *data_dir;      /* dir */
+	char *manifest_file; /* list */
+	char *list_file;     /* list */
+
+	int64_t target_batch_size;   /* >= 1 */
+	bool drop_remainder;
+	int64_t epochs;              /* >= 1, or PL_NULL (forever) */
+	int64_t num_parallel_reads;  /* >= 1 or PL_AUTO; default 1 */
+	int64_t num_parallel_parses; /* >= 1 or PL_AUTO; default 1 */
+	int64_t num_read_buffer_bytes; /* >= 0 or PL_AUTO */
+	int64_t num_prefetch;        /* >= 0 or PL_AUTO */
+	bool shuffle;                /* default false */
+	int64_t num_shuffle_buffer_elements;  /* >= 1; 1 when shuffle is false */
+	int64_t num_filenames_shuffle_buffer; /* >= 1; 1 when shuffle is false */
+	int64_t num_mix_files;                /* >= 1; 1 when shuffle is false */
+	bool sloppy_interleave;               /* default false */
+	int64_t num_interleave_out_buffer_elements; /* >= 1 or PL_AUTO; default 1 */
+	int64_t num_interleave_in_buffer_elements;  /* >= 1 or PL_AUTO; default 1 */
+
+	size_t n_primary; /* >= 1 */
+	struct pl_primary *primary;
+	size_t n_secondary;
+	struct pl_secondary *secondary;
+	size_t n_steps;
+	struct pl_step *steps;
+	bool padding;     /* true, or a non-empty list: every tensor is padded */
+	size_t n_padding; /* entries of the list form */
+	struct pl_padding *paddings;
+
+	/* independent */
+	bool multi_load; /* default false */
+	/* continuous_sequence and discrete_sequence */
+	int64_t min_window; /* >= 1 */
+	int64_t max_window; /* >= min_window */
+	int64_t stride;     /* continuous_sequence: >= 1 or PL_NULL (default: the window length) */
+
+	/* sluice's additions */
+	uint64_t seed;                 /* default 0 */
+	enum pl_on_corrupt on_corrupt; /* default fail */
+	bool has_shard;
+	uint32_t shard_index, shard_count; /* index < count */
+};
+
+/*
+ * Parse and validate a spec. origin names the text in messages (a path, "<spec>"). "//"
+ * comments to the end of a line (outside strings) are allowed, as in manifests. Returns 0,
+ * -EBADMSG (JSON syntax, duplicate key), -EINVAL (a rule), -ENOMEM. The caller owns *ret_spec.
+ */
+int pl_spec_parse(const char *json, size_t len, const char *origin, struct pl_spec **ret_spec,
+		  struct io_error *err);
+/* Read path (at most 64 MiB) and parse it; -errno for I/O, -EFBIG. */
+int pl_spec_load_file(const char *path, struct pl_spec **ret_spec, struct io_error *err);
+void pl_spec_destroy(struct pl_spec *s);
+
+/* "independent", "continuous_sequence", "discrete_sequence". */
+const char *pl_loader_type_name(enum pl_loader_type t);
+/* "fail", "skip_record", "skip_file". */
+const char *pl_on_corrupt_name(enum pl_on_corrupt c);
+
+/*
+ * The resolved value of a knob that may be PL_AUTO (DESIGN.md: until the autotuner exists,
+ * "auto" is all online CPUs for parses, 4 reads, 2 batches of prefetch, 1 MiB read buffers,
+ * and 1 for the interleave buffers).
+ */
+int64_t pl_spec_parallel_reads(const struct pl_spec *s);
+int64_t pl_spec_parallel_parses(const struct pl_spec *s);
+int64_t pl_spec_prefetch(const struct pl_spec *s);
+int64_t pl_spec_read_buffer_bytes(const struct pl_spec *s);
+
+#endif
