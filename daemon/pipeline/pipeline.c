@@ -1,29 +1,630 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* placeholder until the engine lands: every entry point reports ENOSYS. */
-#include "pipeline.h"
+/* The pipeline: a driver thread that turns the source into batch jobs, and the consumer API. */
+#include "pipeline_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "ipc/batch.h"
+
+/*
+ * Threads. The driver thread owns the source and the order of batches: it collects each
+ * batch's rows (docs/pipeline-semantics.md), starts its job on the pool, and finishes jobs
+ * oldest first into the ready queue, keeping at most `prefetch` batches ready or in flight.
+ * The consumer takes batches from the ready queue. p->lock guards the queue, the counters the
+ * two sides share, the error and the position.
+ */
+
+#define PL_STATE_MAGIC 0x54534c53u /* "SLST" */
+#define PL_STATE_VERSION 1
+
+struct pl_node {
+	struct pl_batch b; /* first: pl_batch_release() gets the node back from it */
+	struct pl_node *next;
+};
+
+struct pl_pos {
+	uint64_t epoch, index, seq;
+};
+
+struct pl_pipeline {
+	struct pl_plan *plan;
+	struct pl_source *src;
+	struct sched_pool *own_pool;
+	struct sched_queue *q;
+	struct pl_asm_ctx ax;
+	struct pl_tensor_info *info;
+
+	pthread_t driver;
+	bool driver_started;
+	pthread_mutex_t lock;
+	pthread_cond_t ready_cond; /* consumer waits: a batch, the end, an error */
+	pthread_cond_t space_cond; /* driver waits: room for another batch */
+
+	/* under lock */
+	struct pl_node *head, *tail;
+	size_t n_ready;
+	size_t n_inflight;
+	bool eos;
+	bool stop;
+	int error;
+	struct io_error err;
+	struct pl_pos pos;   /* after the last batch next() returned */
+	struct pl_source_stats src_stats;
+	uint64_t driver_cpu_ns;
+	uint64_t batches, rows;
+	uint64_t next_wait_ns;
+	const char *io_engine, *io_fallback;
+
+	struct pl_pos start; /* where the driver begins (0, or a restored state) */
+	void *(*alloc)(void *ctx, size_t len);
+	void (*free)(void *ctx, void *mem, size_t len);
+	void *alloc_ctx;
+};
+
+static void *default_alloc(void *ctx, size_t len)
+{
+	return aligned_alloc(IPC_BATCH_EXTENT_ALIGN, len);
+}
+
+static void default_free(void *ctx, void *mem, size_t len)
+{
+	free(mem);
+}
 
 void pl_pipeline_opts_init(struct pl_pipeline_opts *opts)
 {
 	memset(opts, 0, sizeof(*opts));
 	opts->size = sizeof(*opts);
+	opts->engine = IOX_ENGINE_AUTO;
 }
+
+static uint64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- driver ---- */
+
+struct pl_driver {
+	struct pl_pipeline *p;
+	struct pl_bjob **inflight; /* FIFO of prefetch entries */
+	size_t head, count, cap;
+	struct io_error err;
+};
+
+static void set_error(struct pl_pipeline *p, int code, const struct io_error *e)
+{
+	pthread_mutex_lock(&p->lock);
+	if (!p->error) {
+		p->error = code;
+		p->err = *e;
+	}
+	pthread_cond_broadcast(&p->ready_cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void publish_stats(struct pl_pipeline *p)
+{
+	struct pl_source_stats st;
+	pl_source_get_stats(p->src, &st);
+	uint64_t cpu = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	pthread_mutex_lock(&p->lock);
+	p->src_stats = st;
+	p->driver_cpu_ns = cpu;
+	p->io_engine = pl_source_engine(p->src);
+	p->io_fallback = pl_source_fallback(p->src);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Finish the oldest job in flight: into the ready queue, or the pipeline's error. */
+static int finish_oldest(struct pl_driver *d)
+{
+	struct pl_pipeline *p = d->p;
+	struct pl_bjob *job = d->inflight[d->head];
+	d->head = (d->head + 1) % d->cap;
+	d->count--;
+	struct pl_node *n = calloc(1, sizeof(*n));
+	struct pl_batch b;
+	int r = pl_bjob_finish(&p->ax, job, &b, &d->err);
+	if (r == 0 && !n) {
+		p->free(p->alloc_ctx, (void *)b.mem, b.len);
+		io_error_set(&d->err, "out of memory");
+		r = -ENOMEM;
+	}
+	pthread_mutex_lock(&p->lock);
+	p->n_inflight--;
+	if (r == 0) {
+		n->b = b;
+		if (p->tail)
+			p->tail->next = n;
+		else
+			p->head = n;
+		p->tail = n;
+		p->n_ready++;
+		p->batches++;
+		p->rows += b.rows;
+		pthread_cond_broadcast(&p->ready_cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (r < 0) {
+		free(n);
+		set_error(p, r, &d->err);
+	}
+	return r;
+}
+
+/* Wait until another job may start: finish jobs that are done, or wait for the consumer. */
+static int make_room(struct pl_driver *d)
+{
+	struct pl_pipeline *p = d->p;
+	for (;;) {
+		while (d->count > 0 && pl_bjob_done(d->inflight[d->head])) {
+			int r = finish_oldest(d);
+			if (r < 0)
+				return r;
+		}
+		pthread_mutex_lock(&p->lock);
+		if (p->stop) {
+			pthread_mutex_unlock(&p->lock);
+			return -ECANCELED;
+		}
+		if (p->n_ready + p->n_inflight < p->plan->prefetch) {
+			pthread_mutex_unlock(&p->lock);
+			return 0;
+		}
+		if (d->count > 0) {
+			pthread_mutex_unlock(&p->lock);
+			int r = finish_oldest(d);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		pthread_cond_wait(&p->space_cond, &p->lock);
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
+static void drop_rows(struct pl_rec *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		pl_rec_unref(&rows[i]);
+	free(rows);
+}
+
+/* Start a batch of rows (or skip it while replaying up to a restored position). */
+static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t epoch,
+		    uint64_t *index, uint64_t *seq, bool last, bool skip)
+{
+	struct pl_pipeline *p = d->p;
+	const struct pl_spec *c = &p->plan->cfg;
+	if (skip) {
+		drop_rows(rows, n);
+		(*index)++;
+		return 0;
+	}
+	int r = make_room(d);
+	if (r < 0) {
+		drop_rows(rows, n);
+		return r;
+	}
+	uint32_t flags = 0;
+	if (last) {
+		flags |= IPC_BATCH_F_END_EPOCH;
+		if (c->epochs != PL_NULL && epoch + 1 >= (uint64_t)c->epochs)
+			flags |= IPC_BATCH_F_END_STREAM;
+	}
+	struct pl_bjob *job;
+	r = pl_bjob_start(&p->ax, rows, n, *seq, epoch, *index, flags, &job, &d->err);
+	if (r < 0) {
+		set_error(p, r, &d->err);
+		return r;
+	}
+	d->inflight[(d->head + d->count) % d->cap] = job;
+	d->count++;
+	pthread_mutex_lock(&p->lock);
+	p->n_inflight++;
+	pthread_mutex_unlock(&p->lock);
+	(*index)++;
+	(*seq)++;
+	publish_stats(p);
+	return 0;
+}
+
+/* Up to b elements of the epoch into a new array. */
+static int collect(struct pl_driver *d, size_t b, struct pl_rec **ret_rows, size_t *ret_n)
+{
+	struct pl_rec *rows = malloc(b * sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	size_t n = 0;
+	while (n < b) {
+		int r = pl_source_next(d->p->src, &rows[n], &d->err);
+		if (r < 0) {
+			drop_rows(rows, n);
+			return r;
+		}
+		if (r == 0)
+			break;
+		n++;
+	}
+	*ret_rows = rows;
+	*ret_n = n;
+	return 0;
+}
+
+/* One epoch: batches of target_batch_size, the last one flagged (semantics doc, 5). */
+static int run_epoch(struct pl_driver *d, uint64_t epoch, uint64_t skip, uint64_t *seq)
+{
+	struct pl_pipeline *p = d->p;
+	const struct pl_spec *c = &p->plan->cfg;
+	size_t b = (size_t)c->target_batch_size;
+	int r = pl_source_begin_epoch(p->src, epoch, &d->err);
+	if (r < 0)
+		return r;
+	uint64_t index = 0;
+	struct pl_rec *held = NULL;
+	size_t n_held = 0;
+	for (;;) {
+		struct pl_rec *rows;
+		size_t n;
+		r = collect(d, b, &rows, &n);
+		if (r < 0)
+			break;
+		bool complete = n == b;
+		bool usable = n > 0 && (complete || !c->drop_remainder);
+		if (held) {
+			r = dispatch(d, held, n_held, epoch, &index, seq, !usable, index < skip);
+			held = NULL;
+			if (r < 0) {
+				drop_rows(rows, n);
+				break;
+			}
+		}
+		if (!usable) {
+			drop_rows(rows, n);
+			break;
+		}
+		if (complete) {
+			held = rows;
+			n_held = n;
+			continue;
+		}
+		r = dispatch(d, rows, n, epoch, &index, seq, true, index < skip);
+		break;
+	}
+	if (held)
+		drop_rows(held, n_held);
+	if (r < 0)
+		return r;
+	if (index == 0 && c->epochs == PL_NULL) {
+		io_error_set(&d->err, "epoch %llu produced no batch (target_batch_size %lld%s): with "
+			     "epochs null this would loop forever", (unsigned long long)epoch,
+			     (long long)c->target_batch_size,
+			     c->drop_remainder ? ", drop_remainder true" : "");
+		return -ENODATA;
+	}
+	return 0;
+}
+
+static void *driver_main(void *arg)
+{
+	struct pl_pipeline *p = arg;
+	const struct pl_spec *c = &p->plan->cfg;
+	struct pl_driver d = {.p = p, .cap = p->plan->prefetch};
+	d.inflight = calloc(d.cap, sizeof(*d.inflight));
+	int r = d.inflight ? 0 : -ENOMEM;
+	if (r < 0)
+		io_error_set(&d.err, "out of memory");
+	uint64_t seq = p->start.seq;
+	for (uint64_t e = p->start.epoch; r == 0; e++) {
+		if (c->epochs != PL_NULL && e >= (uint64_t)c->epochs)
+			break;
+		r = run_epoch(&d, e, e == p->start.epoch ? p->start.index : 0, &seq);
+	}
+	while (r == 0 && d.count > 0)
+		r = finish_oldest(&d);
+	if (r < 0 && r != -ECANCELED)
+		set_error(p, r, &d.err);
+	/* stopped or failed: whatever is still in flight is not delivered */
+	while (d.count > 0) {
+		struct pl_bjob *job = d.inflight[d.head];
+		struct pl_batch b;
+		struct io_error e;
+		d.head = (d.head + 1) % d.cap;
+		d.count--;
+		if (pl_bjob_finish(&p->ax, job, &b, &e) == 0)
+			p->free(p->alloc_ctx, (void *)b.mem, b.len);
+		pthread_mutex_lock(&p->lock);
+		p->n_inflight--;
+		pthread_mutex_unlock(&p->lock);
+	}
+	free(d.inflight);
+	publish_stats(p);
+	pthread_mutex_lock(&p->lock);
+	p->eos = true;
+	pthread_cond_broadcast(&p->ready_cond);
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* ---- state ---- */
+
+struct pl_state_blob {
+	uint32_t magic, version;
+	uint64_t fingerprint, seed, epoch, index, seq;
+};
+_Static_assert(sizeof(struct pl_state_blob) == 48, "state blob");
+_Static_assert(sizeof(struct pl_state_blob) <= PL_STATE_MAX, "PL_STATE_MAX");
+
+static int state_load(const struct pl_plan *plan, const void *buf, size_t len,
+		      struct pl_pos *ret, struct io_error *err)
+{
+	struct pl_state_blob s;
+	if (len != sizeof(s)) {
+		io_error_set(err, "state: %zu bytes, expected %zu", len, sizeof(s));
+		return -EBADMSG;
+	}
+	memcpy(&s, buf, sizeof(s));
+	if (s.magic != PL_STATE_MAGIC || s.version != PL_STATE_VERSION) {
+		io_error_set(err, "state: not a sluice pipeline state (magic %08x, version %u)",
+			     s.magic, s.version);
+		return -EBADMSG;
+	}
+	if (s.fingerprint != plan->fingerprint || s.seed != plan->cfg.seed) {
+		io_error_set(err, "state: saved by a different pipeline (the spec, seed or data files "
+			     "changed)");
+		return -EBADMSG;
+	}
+	ret->epoch = s.epoch;
+	ret->index = s.index;
+	ret->seq = s.seq;
+	return 0;
+}
+
+int pl_pipeline_save(const struct pl_pipeline *p, void *buf, size_t cap)
+{
+	struct pl_state_blob s = {.magic = PL_STATE_MAGIC, .version = PL_STATE_VERSION};
+	if (cap < sizeof(s))
+		return -ENOSPC;
+	s.fingerprint = p->plan->fingerprint;
+	s.seed = p->plan->cfg.seed;
+	pthread_mutex_lock((pthread_mutex_t *)&p->lock);
+	s.epoch = p->pos.epoch;
+	s.index = p->pos.index;
+	s.seq = p->pos.seq;
+	pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
+	memcpy(buf, &s, sizeof(s));
+	return (int)sizeof(s);
+}
+
+/* ---- lifecycle ---- */
+
+static int make_info(struct pl_pipeline *p)
+{
+	const struct pl_plan *plan = p->plan;
+	p->info = calloc(plan->n_out + 1, sizeof(*p->info));
+	if (!p->info)
+		return -ENOMEM;
+	for (size_t i = 0; i < plan->n_out; i++) {
+		const struct pl_out *o = &plan->out[i];
+		struct pl_tensor_info *t = &p->info[i];
+		t->name = o->name;
+		t->dtype = o->dtype;
+		t->rank = o->row_rank + 1;
+		t->shape[0] = -1;
+		for (unsigned d = 0; d < o->row_rank; d++)
+			t->shape[d + 1] = o->pad ? o->pad_shape[d] : o->row_shape[d];
+		t->ragged = o->ragged;
+	}
+	return 0;
+}
+
 int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts *opts,
 		       struct pl_pipeline **ret_p, struct io_error *err)
 {
-	io_error_set(err, "pipeline engine not built yet");
-	return -ENOSYS;
+	struct pl_pipeline_opts o;
+	pl_pipeline_opts_init(&o);
+	if (opts)
+		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	struct pl_pipeline *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->ready_cond, NULL);
+	pthread_cond_init(&p->space_cond, NULL);
+	p->alloc = o.alloc ? o.alloc : default_alloc;
+	p->free = o.free ? o.free : default_free;
+	p->alloc_ctx = o.alloc_ctx;
+	int r = pl_plan_create(spec, &p->plan, err);
+	if (r < 0)
+		goto fail;
+	if (o.state) {
+		r = state_load(p->plan, o.state, o.state_len, &p->start, err);
+		if (r < 0)
+			goto fail;
+	}
+	p->pos = p->start;
+	r = make_info(p);
+	if (r < 0)
+		goto fail;
+	r = pl_source_create(p->plan, o.engine, &p->src, err);
+	if (r < 0)
+		goto fail;
+	struct sched_pool *pool = o.pool;
+	if (!pool) {
+		struct sched_pool_opts po;
+		sched_pool_opts_init(&po);
+		po.workers = p->plan->parses;
+		po.pin = false; /* a pool of the pipeline's own shares the process with others */
+		r = sched_pool_create(&po, &p->own_pool);
+		if (r < 0) {
+			io_error_set(err, "cannot start %u parse workers", p->plan->parses);
+			goto fail;
+		}
+		pool = p->own_pool;
+	}
+	r = sched_queue_create(pool, 1, -1, &p->q);
+	if (r < 0)
+		goto fail;
+	p->ax.plan = p->plan;
+	p->ax.pool = pool;
+	p->ax.q = p->q;
+	p->ax.n_workers = sched_pool_workers(pool);
+	p->ax.alloc = p->alloc;
+	p->ax.free = p->free;
+	p->ax.alloc_ctx = p->alloc_ctx;
+	p->ax.scratch = calloc(p->ax.n_workers, sizeof(*p->ax.scratch));
+	atomic_init(&p->ax.parse_cpu_ns, 0);
+	atomic_init(&p->ax.skipped_records, 0);
+	if (!p->ax.scratch) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = -pthread_create(&p->driver, NULL, driver_main, p);
+	if (r < 0) {
+		io_error_set(err, "cannot start the pipeline's driver thread");
+		goto fail;
+	}
+	p->driver_started = true;
+	*ret_p = p;
+	return 0;
+fail:
+	if (r == -ENOMEM)
+		io_error_set(err, "out of memory");
+	pl_pipeline_destroy(p);
+	return r;
 }
-void pl_pipeline_destroy(struct pl_pipeline *p) {}
-size_t pl_pipeline_n_tensors(const struct pl_pipeline *p) { return 0; }
-const struct pl_tensor_info *pl_pipeline_tensor(const struct pl_pipeline *p, size_t i) { return NULL; }
-int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **ret_batch,
-		     struct io_error *err) { return -ENOSYS; }
-void pl_batch_release(struct pl_pipeline *p, struct pl_batch *b) {}
-int pl_pipeline_save(const struct pl_pipeline *p, void *buf, size_t cap) { return -ENOSYS; }
-void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret_stats)
+
+void pl_pipeline_destroy(struct pl_pipeline *p)
 {
-	memset(ret_stats, 0, sizeof(*ret_stats));
+	if (!p)
+		return;
+	if (p->driver_started) {
+		pthread_mutex_lock(&p->lock);
+		p->stop = true;
+		pthread_cond_broadcast(&p->space_cond);
+		pthread_mutex_unlock(&p->lock);
+		pl_source_stop(p->src);
+		pthread_join(p->driver, NULL);
+	}
+	for (struct pl_node *n = p->head, *next; n; n = next) {
+		next = n->next;
+		p->free(p->alloc_ctx, (void *)n->b.mem, n->b.len);
+		free(n);
+	}
+	sched_queue_destroy(p->q);
+	sched_pool_destroy(p->own_pool, SCHED_SHUTDOWN_DRAIN);
+	pl_asm_ctx_fini(&p->ax);
+	pl_source_destroy(p->src);
+	free(p->info);
+	pl_plan_destroy(p->plan);
+	pthread_cond_destroy(&p->ready_cond);
+	pthread_cond_destroy(&p->space_cond);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+size_t pl_pipeline_n_tensors(const struct pl_pipeline *p)
+{
+	return p->plan->n_out;
+}
+
+const struct pl_tensor_info *pl_pipeline_tensor(const struct pl_pipeline *p, size_t i)
+{
+	return i < p->plan->n_out ? &p->info[i] : NULL;
+}
+
+/* ---- consumer ---- */
+
+int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **ret_batch,
+		     struct io_error *err)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	struct timespec dl;
+	if (timeout_ms >= 0) {
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += timeout_ms / 1000;
+		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+	}
+	int r = 0;
+	pthread_mutex_lock(&p->lock);
+	while (!p->head && !p->error && !p->eos) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&p->ready_cond, &p->lock);
+		} else if (pthread_cond_timedwait(&p->ready_cond, &p->lock, &dl) == ETIMEDOUT) {
+			r = -ETIMEDOUT;
+			break;
+		}
+	}
+	if (p->head) {
+		struct pl_node *n = p->head;
+		p->head = n->next;
+		if (!p->head)
+			p->tail = NULL;
+		p->n_ready--;
+		if (n->b.flags & IPC_BATCH_F_END_EPOCH) {
+			p->pos.epoch = n->b.epoch + 1;
+			p->pos.index = 0;
+		} else {
+			p->pos.epoch = n->b.epoch;
+			p->pos.index = ((const struct ipc_batch_hdr *)n->b.mem)->index_in_epoch + 1;
+		}
+		p->pos.seq = n->b.seq + 1;
+		pthread_cond_broadcast(&p->space_cond);
+		*ret_batch = &n->b;
+		r = 1;
+	} else if (r == 0 && p->error) {
+		r = p->error;
+		if (err)
+			*err = p->err;
+	} else if (r == 0) {
+		r = 0; /* end of stream */
+	} else if (err) {
+		io_error_set(err, "no batch within %d ms", timeout_ms);
+	}
+	p->next_wait_ns += now_ns(CLOCK_MONOTONIC) - t0;
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+void pl_batch_release(struct pl_pipeline *p, struct pl_batch *b)
+{
+	if (!b)
+		return;
+	struct pl_node *n = (struct pl_node *)b;
+	p->free(p->alloc_ctx, (void *)n->b.mem, n->b.len);
+	free(n);
+}
+
+void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock((pthread_mutex_t *)&p->lock);
+	ret->files_opened = p->src_stats.files_opened;
+	ret->records = p->src_stats.records;
+	ret->record_bytes = p->src_stats.record_bytes;
+	ret->file_bytes = p->src_stats.file_bytes;
+	ret->skipped_files = p->src_stats.skipped_files;
+	ret->batches = p->batches;
+	ret->rows = p->rows;
+	ret->driver_cpu_ns = p->driver_cpu_ns;
+	ret->next_wait_ns = p->next_wait_ns;
+	ret->io_engine = p->io_engine;
+	ret->io_fallback = p->io_fallback;
+	ret->skipped_records = p->src_stats.skipped_records;
+	pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
+	ret->skipped_records += atomic_load_explicit(&((struct pl_pipeline *)p)->ax.skipped_records,
+						     memory_order_relaxed);
+	ret->parse_cpu_ns =
+		atomic_load_explicit(&((struct pl_pipeline *)p)->ax.parse_cpu_ns, memory_order_relaxed);
 }

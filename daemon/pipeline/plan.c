@@ -1,2 +1,493 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* placeholder: being written */
+/* The plan: a spec checked against its dataset's manifest and compiled into output tensors. */
+#include "pipeline_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/batch.h"
+
+_Static_assert((int)MANIFEST_DTYPE_INT8 == IPC_DTYPE_INT8 &&
+		       (int)MANIFEST_DTYPE_UINT64 == IPC_DTYPE_UINT64 &&
+		       (int)MANIFEST_DTYPE_FLOAT16 == IPC_DTYPE_FLOAT16 &&
+		       (int)MANIFEST_DTYPE_BOOL == IPC_DTYPE_BOOL &&
+		       (int)MANIFEST_DTYPE_STRING == IPC_DTYPE_STRING &&
+		       (int)MANIFEST_DTYPE_COUNT_ == IPC_DTYPE_COUNT_,
+	       "ipc_dtype numbers are manifest_dtype numbers");
+
+static char *xstrdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void shape_str(const int64_t *shape, unsigned rank, char *buf, size_t cap)
+{
+	size_t o = 0;
+	int n = snprintf(buf, cap, "[");
+	o = n > 0 ? (size_t)n : 0;
+	for (unsigned i = 0; i < rank && o < cap; i++) {
+		n = snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+		if (n > 0)
+			o += (size_t)n;
+	}
+	if (o < cap)
+		snprintf(buf + o, cap - o, "]");
+}
+
+void pl_plan_destroy(struct pl_plan *plan)
+{
+	if (!plan)
+		return;
+	for (size_t i = 0; i < plan->n_out; i++) {
+		struct pl_out *o = &plan->out[i];
+		free(o->name);
+		free(o->c_str);
+		free(o->pad_str);
+		for (size_t k = 0; k < o->n_steps; k++)
+			free(o->steps[k].text);
+		free(o->steps);
+	}
+	free(plan->out);
+	pbex_schema_destroy(plan->ctx);
+	pbex_schema_destroy(plan->lists);
+	free(plan->files);
+	dataset_destroy(plan->ds);
+	free(plan);
+}
+
+static long out_find(const struct pl_plan *plan, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(plan->out[i].name, name) == 0)
+			return (long)i;
+	return -1;
+}
+
+static int open_dataset(const struct pl_spec *spec, struct pl_plan *plan, struct io_error *err)
+{
+	int r;
+	if (spec->dataset_type == PL_DATASET_DIR)
+		r = dataset_open_dir(spec->data_dir, &plan->ds, err);
+	else
+		r = dataset_open_list(spec->manifest_file, spec->list_file, &plan->ds, err);
+	if (r < 0) {
+		io_error_prefix(err, "args.dataset: ");
+		return r;
+	}
+	plan->files = calloc(plan->ds->n_files ? plan->ds->n_files : 1, sizeof(*plan->files));
+	if (!plan->files)
+		return -ENOMEM;
+	uint32_t count = spec->has_shard ? spec->shard_count : 1;
+	uint32_t index = spec->has_shard ? spec->shard_index : 0;
+	for (size_t i = 0; i < plan->ds->n_files; i++)
+		if (i % count == index)
+			plan->files[plan->n_files++] = (uint32_t)i;
+	if (plan->n_files == 0) {
+		io_error_set(err, "args.shard: shard %u of %u has no files (the dataset has %zu)",
+			     index, count, plan->ds->n_files);
+		return -ENOENT;
+	}
+	plan->sequence_example = plan->ds->manifest->allow_var_len;
+	return 0;
+}
+
+/* A primary: the manifest feature and where it is decoded from. */
+static int add_primary(struct pl_plan *plan, size_t i, const struct pl_primary *p,
+		       const char ***names, size_t *n_names_ctx, size_t *n_names_lists,
+		       struct io_error *err)
+{
+	const struct manifest *m = plan->ds->manifest;
+	long fi = manifest_find(m, p->from_name);
+	if (fi < 0) {
+		io_error_set(err, "args.primary_features[%zu].from_name: feature \"%s\" is not in the "
+			     "dataset's manifest", i, p->from_name);
+		return -EINVAL;
+	}
+	struct pl_out *o = &plan->out[i];
+	const struct manifest_feature *f = &m->features[fi];
+	o->name = xstrdup(p->to_name);
+	if (!o->name)
+		return -ENOMEM;
+	o->src = PL_OUT_FEATURE;
+	o->feat = f;
+	o->dtype = f->dtype;
+	o->elem_size = manifest_dtype_size(f->dtype);
+	int rank = manifest_feature_record_shape(f, o->rec_shape);
+	if (rank < 0) {
+		io_error_set(err, "args.primary_features[%zu]: feature \"%s\" has too many dimensions",
+			     i, p->from_name);
+		return -EINVAL;
+	}
+	o->rec_rank = (unsigned)rank;
+	o->step_elems = 1;
+	for (unsigned d = 0; d < f->rank; d++)
+		o->step_elems = f->shape[d] < 0 ? -1 : o->step_elems * f->shape[d];
+	if (o->step_elems < 0)
+		o->step_elems = -1;
+	o->in_lists = f->var_len;
+	/* one decode slot per distinct feature name and place */
+	const char **list = names[o->in_lists ? 1 : 0];
+	size_t *n = o->in_lists ? n_names_lists : n_names_ctx;
+	size_t k;
+	for (k = 0; k < *n; k++)
+		if (strcmp(list[k], f->name) == 0)
+			break;
+	if (k == *n)
+		list[(*n)++] = f->name;
+	o->slot = (unsigned)k;
+	memcpy(o->row_shape, o->rec_shape, sizeof(o->row_shape));
+	o->row_rank = o->rec_rank;
+	return 0;
+}
+
+static int add_const(struct pl_plan *plan, size_t i, size_t si, const struct pl_secondary *s,
+		     struct io_error *err)
+{
+	struct pl_out *o = &plan->out[i];
+	o->name = xstrdup(s->to_name);
+	if (!o->name)
+		return -ENOMEM;
+	o->src = PL_OUT_CONST;
+	o->shape_from = -1;
+	if (s->shape_from) {
+		long k = out_find(plan, plan->n_primary, s->shape_from);
+		if (k < 0) {
+			io_error_set(err, "args.secondary_features[%zu].args.shape: \"%s\" is not the "
+				     "to_name of a primary feature", si, s->shape_from);
+			return -EINVAL;
+		}
+		o->shape_from = (int)k;
+		o->c_rank = plan->out[k].rec_rank;
+		memcpy(o->c_shape, plan->out[k].rec_shape, sizeof(o->c_shape));
+	} else {
+		o->c_rank = s->rank;
+		memcpy(o->c_shape, s->shape, sizeof(o->c_shape));
+	}
+	if (s->dtype_from) {
+		long k = out_find(plan, plan->n_primary, s->dtype_from);
+		if (k < 0) {
+			io_error_set(err, "args.secondary_features[%zu].args.dtype: \"%s\" is neither a "
+				     "dtype nor the to_name of a primary feature", si, s->dtype_from);
+			return -EINVAL;
+		}
+		o->dtype = plan->out[k].dtype;
+	} else {
+		o->dtype = s->dtype;
+	}
+	o->elem_size = manifest_dtype_size(o->dtype);
+	if (o->dtype == MANIFEST_DTYPE_STRING) {
+		if (s->value.kind != PL_VALUE_NONE && s->value.kind != PL_VALUE_STRING) {
+			io_error_set(err, "args.secondary_features[%zu].args.value: expected a string "
+				     "for dtype string", si);
+			return -EINVAL;
+		}
+		o->c_str = strdup(s->value.kind == PL_VALUE_STRING ? s->value.s : "");
+		if (!o->c_str)
+			return -ENOMEM;
+		o->c_str_len = s->value.kind == PL_VALUE_STRING ? s->value.s_len : 0;
+	} else if (pl_value_to_elem(&s->value, o->dtype, o->c_elem) < 0) {
+		io_error_set(err, "args.secondary_features[%zu].args.value: not a value of dtype %s",
+			     si, manifest_dtype_name(o->dtype));
+		return -EINVAL;
+	}
+	o->row_rank = o->c_rank;
+	memcpy(o->row_shape, o->c_shape, sizeof(o->row_shape));
+	return 0;
+}
+
+static int add_steps(const struct pl_spec *spec, struct pl_plan *plan, int *var_axis,
+		     struct io_error *err)
+{
+	for (size_t i = 0; i < spec->n_steps; i++) {
+		const struct pl_step *st = &spec->steps[i];
+		long k = out_find(plan, plan->n_out, st->tensor);
+		if (k < 0) {
+			io_error_set(err, "args.processing_steps[%zu].tensor: no tensor \"%s\"", i,
+				     st->tensor);
+			return -EINVAL;
+		}
+		struct pl_out *o = &plan->out[k];
+		int64_t shape[PL_MAX_RANK];
+		unsigned axis = 0;
+		int r = pl_shape_slice(o->row_shape, o->row_rank, st->dims, st->n_dims, shape, &axis);
+		if (r < 0) {
+			char sh[128];
+			shape_str(o->row_shape, o->row_rank, sh, sizeof(sh));
+			if (r == -ERANGE)
+				io_error_set(err, "args.processing_steps[%zu].args.slice: %s: index out of "
+					     "range for axis %u of tensor \"%s\" with shape %s", i,
+					     st->slice_text, axis, o->name, sh);
+			else
+				io_error_set(err, "args.processing_steps[%zu].args.slice: %s: %u "
+					     "indices for tensor \"%s\" of rank %u (shape %s)", i,
+					     st->slice_text, st->n_dims, o->name, o->row_rank, sh);
+			return -EINVAL;
+		}
+		if (var_axis[k] == 0 && st->dims[0].kind == PL_SLICE_INDEX)
+			var_axis[k] = -1;
+		struct pl_out_step *ns = realloc(o->steps, (o->n_steps + 1) * sizeof(*ns));
+		if (!ns)
+			return -ENOMEM;
+		o->steps = ns;
+		ns[o->n_steps].n_dims = st->n_dims;
+		memcpy(ns[o->n_steps].dims, st->dims, sizeof(st->dims));
+		ns[o->n_steps].text = xstrdup(st->slice_text);
+		o->n_steps++;
+		o->row_rank = (unsigned)r;
+		memcpy(o->row_shape, shape, sizeof(shape));
+	}
+	return 0;
+}
+
+static int set_pad_value(struct pl_out *o, const struct pl_value *v, size_t pi,
+			 struct io_error *err)
+{
+	if (o->dtype == MANIFEST_DTYPE_STRING) {
+		if (v->kind != PL_VALUE_NONE && v->kind != PL_VALUE_STRING) {
+			io_error_set(err, "args.padding[%zu].value: expected a string for tensor \"%s\" "
+				     "of dtype string", pi, o->name);
+			return -EINVAL;
+		}
+		free(o->pad_str);
+		o->pad_str = strdup(v->kind == PL_VALUE_STRING ? v->s : "");
+		if (!o->pad_str)
+			return -ENOMEM;
+		o->pad_str_len = v->kind == PL_VALUE_STRING ? v->s_len : 0;
+		return 0;
+	}
+	if (pl_value_to_elem(v, o->dtype, o->pad_elem) < 0) {
+		io_error_set(err, "args.padding[%zu].value: not a value of dtype %s (tensor \"%s\")",
+			     pi, manifest_dtype_name(o->dtype), o->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int add_padding(const struct pl_spec *spec, struct pl_plan *plan, struct io_error *err)
+{
+	static const struct pl_value zero = {.kind = PL_VALUE_NONE};
+	for (size_t i = 0; i < plan->n_out; i++) {
+		struct pl_out *o = &plan->out[i];
+		o->pad = true;
+		for (unsigned d = 0; d < PL_MAX_RANK; d++)
+			o->pad_shape[d] = -1;
+		int r = set_pad_value(o, &zero, 0, err);
+		if (r < 0)
+			return r;
+	}
+	for (size_t i = 0; i < spec->n_padding; i++) {
+		const struct pl_padding *pd = &spec->paddings[i];
+		long k = out_find(plan, plan->n_out, pd->tensor);
+		if (k < 0) {
+			io_error_set(err, "args.padding[%zu].tensor: no tensor \"%s\"", i, pd->tensor);
+			return -EINVAL;
+		}
+		struct pl_out *o = &plan->out[k];
+		if (pd->has_shape) {
+			if (pd->rank != o->row_rank) {
+				io_error_set(err, "args.padding[%zu].shape: expected %u dimensions for "
+					     "tensor \"%s\", got %u", i, o->row_rank, o->name, pd->rank);
+				return -EINVAL;
+			}
+			for (unsigned d = 0; d < pd->rank; d++) {
+				if (pd->shape[d] >= 0 && o->row_shape[d] >= 0 &&
+				    pd->shape[d] < o->row_shape[d]) {
+					io_error_set(err, "args.padding[%zu].shape[%u]: %lld is smaller than "
+						     "dimension %u of tensor \"%s\" (%lld)", i, d,
+						     (long long)pd->shape[d], d, o->name,
+						     (long long)o->row_shape[d]);
+					return -EINVAL;
+				}
+				o->pad_shape[d] = pd->shape[d];
+			}
+		}
+		int r = set_pad_value(o, &pd->value, i, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static uint64_t fp_mix(uint64_t h, uint64_t v)
+{
+	return pl_mix64(h ^ pl_mix64(v + 0x9e3779b97f4a7c15ull));
+}
+
+static uint64_t fp_str(uint64_t h, const char *s, size_t n)
+{
+	h = fp_mix(h, n);
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t v = 0;
+		memcpy(&v, s + i, n - i < 8 ? n - i : 8);
+		h = fp_mix(h, v);
+	}
+	return h;
+}
+
+/*
+ * What a saved state must match: every spec value that changes which batches come out, the
+ * output tensors, and every data file's path, size and mtime. (Not the knobs that change only
+ * speed, as DESIGN.md §5 asks of the fingerprint.)
+ */
+static uint64_t plan_fingerprint(const struct pl_plan *p)
+{
+	const struct pl_spec *c = &p->cfg;
+	uint64_t h = 0x736c75696365ull;
+	uint64_t v[] = {c->type, (uint64_t)c->target_batch_size, c->drop_remainder,
+			(uint64_t)c->epochs, c->shuffle, (uint64_t)c->num_shuffle_buffer_elements,
+			(uint64_t)c->num_filenames_shuffle_buffer, (uint64_t)c->num_mix_files,
+			c->sloppy_interleave, p->cycle, (uint64_t)c->min_window,
+			(uint64_t)c->max_window, (uint64_t)c->stride, c->seed, c->on_corrupt,
+			c->shard_index, c->shard_count, p->n_out};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		h = fp_mix(h, v[i]);
+	for (size_t i = 0; i < p->n_out; i++) {
+		const struct pl_out *o = &p->out[i];
+		h = fp_str(h, o->name, strlen(o->name));
+		h = fp_mix(h, o->dtype);
+		h = fp_mix(h, o->row_rank);
+		for (unsigned d = 0; d < o->row_rank; d++)
+			h = fp_mix(h, (uint64_t)o->row_shape[d] ^ ((uint64_t)o->pad_shape[d] << 32));
+	}
+	for (size_t i = 0; i < p->n_files; i++) {
+		const struct dataset_file *f = &p->ds->files[p->files[i]];
+		h = fp_str(h, f->path, strlen(f->path));
+		h = fp_mix(h, f->size);
+		h = fp_mix(h, (uint64_t)f->mtime_ns);
+	}
+	return h;
+}
+
+static int make_schema(const char **names, size_t n, struct pbex_schema **ret)
+{
+	if (!n)
+		return 0;
+	size_t *lens = calloc(n, sizeof(*lens));
+	if (!lens)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		lens[i] = strlen(names[i]);
+	*ret = pbex_schema_create(names, lens, n);
+	free(lens);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_error *err)
+{
+	int r = open_dataset(spec, plan, err);
+	if (r < 0)
+		return r;
+	if (spec->multi_load && plan->sequence_example) {
+		io_error_set(err, "args.multi_load: true needs a dataset without variable-length "
+			     "features (its manifest has allow_var_len: true)");
+		return -EINVAL;
+	}
+	plan->n_primary = spec->n_primary;
+	plan->n_out = spec->n_primary + spec->n_secondary;
+	plan->out = calloc(plan->n_out, sizeof(*plan->out));
+	const char **names[2];
+	names[0] = calloc(spec->n_primary + 1, sizeof(char *));
+	names[1] = calloc(spec->n_primary + 1, sizeof(char *));
+	int *var_axis = calloc(plan->n_out + 1, sizeof(int));
+	if (!plan->out || !names[0] || !names[1] || !var_axis) {
+		r = -ENOMEM;
+		goto out;
+	}
+	size_t n_ctx = 0, n_lists = 0;
+	for (size_t i = 0; i < spec->n_primary; i++) {
+		r = add_primary(plan, i, &spec->primary[i], names, &n_ctx, &n_lists, err);
+		if (r < 0)
+			goto out;
+		var_axis[i] = plan->out[i].feat->var_len ? 0 : -1;
+	}
+	for (size_t i = 0; i < spec->n_secondary; i++) {
+		size_t k = spec->n_primary + i;
+		r = add_const(plan, k, i, &spec->secondary[i], err);
+		if (r < 0)
+			goto out;
+		int from = plan->out[k].shape_from;
+		var_axis[k] = from >= 0 ? var_axis[from] : -1;
+	}
+	r = add_steps(spec, plan, var_axis, err);
+	if (r < 0)
+		goto out;
+	if (spec->padding) {
+		r = add_padding(spec, plan, err);
+		if (r < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < plan->n_out; i++) {
+		struct pl_out *o = &plan->out[i];
+		o->ragged = !o->pad && var_axis[i] == 0;
+		o->measure = o->dtype == MANIFEST_DTYPE_STRING;
+		for (unsigned d = 0; d < o->row_rank; d++)
+			if (o->row_shape[d] < 0)
+				o->measure = true;
+		if (o->row_rank + 1 > PL_MAX_RANK) {
+			io_error_set(err, "tensor \"%s\": %u dimensions with the batch axis (at most %d)",
+				     o->name, o->row_rank + 1, PL_MAX_RANK);
+			r = -EINVAL;
+			goto out;
+		}
+		if (spec->type != PL_LOADER_INDEPENDENT && o->row_rank == 0) {
+			io_error_set(err, "tensor \"%s\": a %s loader concatenates records along axis 0, "
+				     "so every tensor needs at least one dimension", o->name,
+				     pl_loader_type_name(spec->type));
+			r = -EINVAL;
+			goto out;
+		}
+		plan->measure |= o->measure;
+	}
+	plan->n_ctx = n_ctx;
+	plan->n_lists = n_lists;
+	r = make_schema(names[0], n_ctx, &plan->ctx);
+	if (r == 0)
+		r = make_schema(names[1], n_lists, &plan->lists);
+out:
+	free(var_axis);
+	free(names[0]);
+	free(names[1]);
+	return r;
+}
+
+int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct io_error *err)
+{
+	struct pl_plan *plan = calloc(1, sizeof(*plan));
+	if (!plan)
+		return -ENOMEM;
+	plan->cfg = *spec;
+	plan->cfg.name = NULL;
+	plan->cfg.data_dir = plan->cfg.manifest_file = plan->cfg.list_file = NULL;
+	plan->cfg.primary = NULL;
+	plan->cfg.secondary = NULL;
+	plan->cfg.steps = NULL;
+	plan->cfg.paddings = NULL;
+	int r = compile(spec, plan, err);
+	if (r < 0) {
+		pl_plan_destroy(plan);
+		return r;
+	}
+	plan->cycle = (unsigned)(spec->shuffle ? spec->num_mix_files : pl_spec_parallel_reads(spec));
+	if (plan->cycle < 1)
+		plan->cycle = 1;
+	int64_t rb = pl_spec_read_buffer_bytes(spec);
+	if (rb < 65536)
+		rb = 65536; /* 0 ("no buffering") still reads in 64 KiB pieces */
+	if (rb > (64 << 20))
+		rb = 64 << 20;
+	plan->read_chunk = ((size_t)rb + 4095) & ~(size_t)4095;
+	int64_t pf = pl_spec_prefetch(spec);
+	plan->prefetch = pf < 1 ? 1 : (unsigned)pf;
+	plan->parses = (unsigned)pl_spec_parallel_parses(spec);
+	plan->fingerprint = plan_fingerprint(plan);
+	if (spec->type != PL_LOADER_INDEPENDENT) {
+		io_error_set(err, "type: the %s loader is not implemented yet (the spec is valid)",
+			     pl_loader_type_name(spec->type));
+		pl_plan_destroy(plan);
+		return -EOPNOTSUPP;
+	}
+	*ret_plan = plan;
+	return 0;
+}

@@ -1,0 +1,660 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Batch assembly: rows are parsed on the pool straight into their place in the batch extent. */
+#include "rowparse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ipc/batch.h"
+
+/*
+ * A batch job (struct pl_bjob) goes through:
+ *   1. measure (only when some tensor's row shape or string bytes vary by record): parse tasks
+ *      decode each row and note its shapes and string bytes; rows that fail are marked bad;
+ *   2. layout (driver): batch shapes (ragged splits, padded maxima), offsets, the extent;
+ *   3. fill: parse tasks decode each row again and write it into the extent;
+ *   4. finish (driver): header and tensor table, rows dropped.
+ * Without a measuring pass the layout is static: rows that fail in the fill pass are then
+ * squeezed out afterwards (rare: only with on_corrupt skip_*).
+ */
+
+struct pl_tlay {
+	unsigned rank; /* with the batch axis */
+	int64_t shape[PL_MAX_RANK];
+	enum ipc_tensor_kind kind;
+	uint64_t data_off, data_len, splits_off, offsets_off;
+	int64_t row_elems; /* dense: elements per row */
+	int64_t inner;     /* ragged: elements per step */
+	int64_t dst_stride[PL_MAX_RANK]; /* dense: row-major strides of one (padded) row */
+	uint64_t *byte_start; /* strings: per output row, the first byte */
+};
+
+struct pl_task {
+	struct pl_bjob *job;
+	size_t lo, hi;
+	bool measure;
+};
+
+struct pl_bjob {
+	struct pl_asm_ctx *ax;
+	uint64_t seq, epoch, index_in_epoch;
+	uint32_t flags;
+	struct pl_rec *rows;
+	size_t n_rows;
+
+	/* measure results: per row, per measured output */
+	int64_t *dims;   /* n_rows * n_out * PL_MAX_RANK */
+	uint64_t *sbytes; /* n_rows * n_out */
+	uint8_t *bad;    /* per row */
+	size_t *outpos;  /* per row: its output row, or SIZE_MAX */
+	size_t n_good;
+
+	pthread_mutex_t err_lock;
+	size_t err_row; /* lowest failing row, SIZE_MAX if none */
+	int err_code;
+	struct io_error err;
+
+	struct pl_tlay *lay;
+	uint8_t *mem;
+	size_t len;
+	bool failed; /* layout or memory failed: err_code/err say why */
+
+	struct sched_group group;
+	struct pl_task *tasks;
+	size_t n_tasks;
+};
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t align_up(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+static void row_fail(struct pl_bjob *job, size_t row, int code, const struct io_error *e)
+{
+	job->bad[row] = 1;
+	pthread_mutex_lock(&job->err_lock);
+	if (row < job->err_row) {
+		job->err_row = row;
+		job->err_code = code;
+		job->err = *e;
+	}
+	pthread_mutex_unlock(&job->err_lock);
+}
+
+static struct pl_worker_scratch *scratch_get(struct pl_asm_ctx *ax)
+{
+	int w = sched_worker_index(ax->pool);
+	if (w < 0 || (unsigned)w >= ax->n_workers)
+		return NULL;
+	if (!ax->scratch[w])
+		ax->scratch[w] = pl_scratch_create(ax->plan);
+	return ax->scratch[w];
+}
+
+/* ---- measure ---- */
+
+static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
+		       struct io_error *err)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	int r = pl_row_decode(plan, ws, &job->rows[row], err);
+	if (r < 0)
+		return r;
+	r = pl_row_shapes(plan, ws, err);
+	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
+		const struct pl_out *o = &plan->out[i];
+		if (!o->measure)
+			continue;
+		struct pl_view v;
+		r = pl_row_view(plan, ws, i, &v, err);
+		if (r < 0)
+			break;
+		int64_t *d = job->dims + (row * plan->n_out + i) * PL_MAX_RANK;
+		memcpy(d, v.shape, sizeof(int64_t) * PL_MAX_RANK);
+		if (o->dtype == MANIFEST_DTYPE_STRING) {
+			struct pl_row_src s;
+			r = pl_row_source(plan, ws, i, &s);
+			if (r == 0)
+				r = pl_row_string_bytes(o, &s, &v, ws, &job->sbytes[row * plan->n_out + i]);
+		}
+	}
+	if (r < 0 && r != -ENOMEM)
+		pl_row_error_prefix(plan, &job->rows[row], err);
+	return r;
+}
+
+/* ---- fill ---- */
+
+/* Copy one row of a string tensor: its view's elements (and pad strings) from element e0. */
+static void fill_strings(const struct pl_out *o, const struct pl_tlay *t, uint8_t *mem,
+			 const struct pl_row_src *s, const struct pl_view *v, size_t pos,
+			 int64_t e0, unsigned prank, const int64_t *pdims)
+{
+	int64_t *offs = (int64_t *)(mem + t->offsets_off);
+	uint8_t *bytes = mem + t->data_off;
+	uint64_t at = t->byte_start[pos];
+	int64_t total = 1;
+	for (unsigned d = 0; d < prank; d++)
+		total *= pdims[d];
+	int64_t idx[PL_MAX_RANK] = {0};
+	for (int64_t j = 0; j < total; j++) {
+		bool inside = true;
+		int64_t src = v->offset;
+		for (unsigned d = 0; d < prank; d++) {
+			if (idx[d] >= v->shape[d])
+				inside = false;
+			else
+				src += idx[d] * v->stride[d];
+		}
+		const uint8_t *p;
+		size_t len;
+		if (!inside) {
+			p = (const uint8_t *)o->pad_str;
+			len = o->pad_str_len;
+		} else if (s->const_str) {
+			p = (const uint8_t *)o->c_str;
+			len = o->c_str_len;
+		} else {
+			p = s->strs[src].p;
+			len = s->strs[src].len;
+		}
+		if (len)
+			memcpy(bytes + at, p, len);
+		at += len;
+		offs[e0 + j + 1] = (int64_t)at;
+		for (int d = (int)prank - 1; d >= 0; d--) {
+			if (++idx[d] < pdims[d])
+				break;
+			idx[d] = 0;
+		}
+	}
+}
+
+static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
+		    struct io_error *err)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	size_t pos = job->outpos[row];
+	int r = pl_row_decode(plan, ws, &job->rows[row], err);
+	if (r == 0)
+		r = pl_row_shapes(plan, ws, err);
+	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
+		const struct pl_out *o = &plan->out[i];
+		const struct pl_tlay *t = &job->lay[i];
+		struct pl_view v;
+		r = pl_row_view(plan, ws, i, &v, err);
+		if (r < 0)
+			break;
+		if (!o->measure) {
+			/* static layout: the row must have the planned shape */
+			for (unsigned d = 0; d < v.rank; d++) {
+				if (v.shape[d] != t->shape[d + 1]) {
+					io_error_set(err, "tensor \"%s\": dimension %u is %lld, expected "
+						     "%lld", o->name, d, (long long)v.shape[d],
+						     (long long)t->shape[d + 1]);
+					r = -EBADMSG;
+					break;
+				}
+			}
+			if (r < 0)
+				break;
+		}
+		struct pl_row_src s;
+		r = pl_row_source(plan, ws, i, &s);
+		if (r < 0)
+			break;
+		if (o->dtype == MANIFEST_DTYPE_STRING) {
+			int64_t e0;
+			const int64_t *pdims;
+			if (t->kind == IPC_TENSOR_RAGGED) {
+				const int64_t *splits = (const int64_t *)(job->mem + t->splits_off);
+				e0 = splits[pos] * t->inner;
+				pdims = v.shape;
+			} else {
+				e0 = (int64_t)pos * t->row_elems;
+				pdims = t->shape + 1;
+			}
+			fill_strings(o, t, job->mem, &s, &v, pos, e0, v.rank, pdims);
+			continue;
+		}
+		uint8_t *dst;
+		int64_t stride[PL_MAX_RANK];
+		if (t->kind == IPC_TENSOR_RAGGED) {
+			const int64_t *splits = (const int64_t *)(job->mem + t->splits_off);
+			dst = job->mem + t->data_off + (size_t)(splits[pos] * t->inner) * o->elem_size;
+			struct pl_view c;
+			pl_view_init(&c, v.rank, v.shape);
+			memcpy(stride, c.stride, sizeof(stride));
+		} else {
+			dst = job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size;
+			memcpy(stride, t->dst_stride, sizeof(stride));
+			bool partial = false;
+			for (unsigned d = 0; d < v.rank; d++)
+				partial |= v.shape[d] != t->shape[d + 1];
+			if (partial)
+				pl_fill(dst, o->pad_elem, o->elem_size, (size_t)t->row_elems);
+		}
+		pl_copy_view(dst, stride, o->dtype, s.base, s.st, &v);
+	}
+	if (r < 0 && r != -ENOMEM)
+		pl_row_error_prefix(plan, &job->rows[row], err);
+	return r;
+}
+
+static void task_run(void *arg)
+{
+	struct pl_task *t = arg;
+	struct pl_bjob *job = t->job;
+	struct pl_asm_ctx *ax = job->ax;
+	uint64_t c0 = thread_cpu_ns();
+	struct pl_worker_scratch *ws = scratch_get(ax);
+	struct io_error e;
+	for (size_t row = t->lo; row < t->hi; row++) {
+		if (job->bad[row])
+			continue;
+		int r;
+		if (!ws) {
+			io_error_set(&e, "out of memory for a parse task's scratch");
+			r = -ENOMEM;
+		} else {
+			r = t->measure ? measure_row(job, ws, row, &e) : fill_row(job, ws, row, &e);
+		}
+		if (r < 0)
+			row_fail(job, row, r, &e);
+	}
+	atomic_fetch_add_explicit(&ax->parse_cpu_ns, thread_cpu_ns() - c0, memory_order_relaxed);
+}
+
+static int spawn_pass(struct pl_bjob *job, bool measure)
+{
+	for (size_t k = 0; k < job->n_tasks; k++) {
+		job->tasks[k].measure = measure;
+		int r = sched_spawn(&job->group, task_run, &job->tasks[k]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- layout ---- */
+
+static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_error *err)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	const struct pl_out *o = &plan->out[i];
+	struct pl_tlay *t = &job->lay[i];
+	size_t n = job->n_good;
+	t->rank = o->row_rank + 1;
+	t->shape[0] = (int64_t)n;
+	t->kind = o->ragged ? IPC_TENSOR_RAGGED : IPC_TENSOR_DENSE;
+	const int64_t *first = NULL;
+	for (unsigned d = 0; d < o->row_rank; d++)
+		t->shape[d + 1] = o->row_shape[d];
+	if (o->measure) {
+		if (o->pad)
+			for (unsigned d = 0; d < o->row_rank; d++)
+				t->shape[d + 1] = o->pad_shape[d] >= 0 ? o->pad_shape[d] : 0;
+		for (size_t row = 0; row < job->n_rows; row++) {
+			if (job->bad[row])
+				continue;
+			const int64_t *dm = job->dims + (row * plan->n_out + i) * PL_MAX_RANK;
+			if (!first) {
+				first = dm;
+				if (!o->pad)
+					for (unsigned d = 0; d < o->row_rank; d++)
+						t->shape[d + 1] = dm[d];
+			}
+			for (unsigned d = 0; d < o->row_rank; d++) {
+				if (o->pad) {
+					if (o->pad_shape[d] < 0) {
+						if (dm[d] > t->shape[d + 1])
+							t->shape[d + 1] = dm[d];
+					} else if (dm[d] > o->pad_shape[d]) {
+						io_error_set(err, "tensor \"%s\": row %zu has %lld along "
+							     "dimension %u, more than its padding shape "
+							     "(%lld)", o->name, job->outpos[row],
+							     (long long)dm[d], d, (long long)o->pad_shape[d]);
+						pl_row_error_prefix(plan, &job->rows[row], err);
+						return -EINVAL;
+					}
+				} else if (!(o->ragged && d == 0) && dm[d] != first[d]) {
+					io_error_set(err, "tensor \"%s\": rows of different shapes cannot be "
+						     "batched without padding: dimension %u is %lld in row %zu "
+						     "and %lld in row 0", o->name, d, (long long)dm[d],
+						     job->outpos[row], (long long)first[d]);
+					pl_row_error_prefix(plan, &job->rows[row], err);
+					return -EINVAL;
+				}
+			}
+		}
+		if (!first) /* no rows: unknown sizes are 0 */
+			for (unsigned d = 0; d < o->row_rank; d++)
+				if (t->shape[d + 1] < 0)
+					t->shape[d + 1] = 0;
+	}
+	int64_t inner = 1;
+	for (unsigned d = (o->ragged ? 1 : 0); d < o->row_rank; d++)
+		inner *= t->shape[d + 1];
+	int64_t total;
+	if (o->ragged) {
+		t->shape[1] = -1;
+		t->inner = inner;
+		*at = align_up(*at, IPC_BATCH_ALIGN);
+		t->splits_off = *at;
+		*at += (n + 1) * sizeof(int64_t);
+		int64_t steps = 0;
+		for (size_t row = 0; row < job->n_rows; row++)
+			if (!job->bad[row])
+				steps += job->dims[(row * plan->n_out + i) * PL_MAX_RANK];
+		total = steps * inner;
+	} else {
+		t->row_elems = inner;
+		struct pl_view c;
+		pl_view_init(&c, o->row_rank, t->shape + 1);
+		memcpy(t->dst_stride, c.stride, sizeof(t->dst_stride));
+		total = (int64_t)n * inner;
+	}
+	if (o->dtype == MANIFEST_DTYPE_STRING) {
+		*at = align_up(*at, IPC_BATCH_ALIGN);
+		t->offsets_off = *at;
+		*at += ((size_t)total + 1) * sizeof(int64_t);
+		t->byte_start = calloc(n + 1, sizeof(uint64_t));
+		if (!t->byte_start)
+			return -ENOMEM;
+		uint64_t bytes = 0;
+		for (size_t row = 0; row < job->n_rows; row++) {
+			if (job->bad[row])
+				continue;
+			t->byte_start[job->outpos[row]] = bytes;
+			bytes += job->sbytes[row * plan->n_out + i];
+			if (o->pad) {
+				const int64_t *dm = job->dims + (row * plan->n_out + i) * PL_MAX_RANK;
+				int64_t have = 1;
+				for (unsigned d = 0; d < o->row_rank; d++)
+					have *= dm[d];
+				bytes += (uint64_t)(inner - have) * o->pad_str_len;
+			}
+		}
+		t->byte_start[n] = bytes;
+		t->data_len = bytes;
+	} else {
+		t->data_len = (uint64_t)total * o->elem_size;
+	}
+	*at = align_up(*at, IPC_BATCH_ALIGN);
+	t->data_off = *at;
+	*at += t->data_len;
+	return 0;
+}
+
+/* Number the good rows, lay every tensor out, allocate the extent and write the splits. */
+static int layout(struct pl_bjob *job, struct io_error *err)
+{
+	struct pl_asm_ctx *ax = job->ax;
+	const struct pl_plan *plan = ax->plan;
+	job->n_good = 0;
+	for (size_t row = 0; row < job->n_rows; row++)
+		job->outpos[row] = job->bad[row] ? SIZE_MAX : job->n_good++;
+	size_t at = sizeof(struct ipc_batch_hdr) + plan->n_out * sizeof(struct ipc_batch_tensor);
+	for (size_t i = 0; i < plan->n_out; i++) {
+		int r = layout_tensor(job, i, &at, err);
+		if (r < 0)
+			return r;
+	}
+	job->len = align_up(at, IPC_BATCH_EXTENT_ALIGN);
+	job->mem = ax->alloc(ax->alloc_ctx, job->len);
+	if (!job->mem) {
+		io_error_set(err, "out of memory for a batch of %zu bytes", job->len);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < plan->n_out; i++) {
+		const struct pl_out *o = &plan->out[i];
+		struct pl_tlay *t = &job->lay[i];
+		if (t->kind == IPC_TENSOR_RAGGED) {
+			int64_t *splits = (int64_t *)(job->mem + t->splits_off);
+			splits[0] = 0;
+			for (size_t row = 0; row < job->n_rows; row++)
+				if (!job->bad[row])
+					splits[job->outpos[row] + 1] =
+						splits[job->outpos[row]] +
+						job->dims[(row * plan->n_out + i) * PL_MAX_RANK];
+		}
+		if (o->dtype == MANIFEST_DTYPE_STRING)
+			((int64_t *)(job->mem + t->offsets_off))[0] = 0;
+	}
+	return 0;
+}
+
+/* ---- the job ---- */
+
+static void bjob_free(struct pl_bjob *job)
+{
+	if (!job)
+		return;
+	const struct pl_plan *plan = job->ax->plan;
+	for (size_t i = 0; i < job->n_rows; i++)
+		pl_rec_unref(&job->rows[i]);
+	if (job->lay)
+		for (size_t i = 0; i < plan->n_out; i++)
+			free(job->lay[i].byte_start);
+	if (job->mem)
+		job->ax->free(job->ax->alloc_ctx, job->mem, job->len);
+	pthread_mutex_destroy(&job->err_lock);
+	free(job->rows);
+	free(job->dims);
+	free(job->sbytes);
+	free(job->bad);
+	free(job->outpos);
+	free(job->lay);
+	free(job->tasks);
+	free(job);
+}
+
+static int bjob_tasks(struct pl_bjob *job)
+{
+	struct pl_asm_ctx *ax = job->ax;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < job->n_rows; i++)
+		bytes += job->rows[i].len;
+	/* about 64 KiB of records per task, at least 4 tasks per worker when rows allow */
+	size_t by_bytes = (size_t)(bytes / 65536) + 1;
+	size_t want = ax->n_workers * 4 > by_bytes ? ax->n_workers * 4 : by_bytes;
+	if (want > job->n_rows)
+		want = job->n_rows ? job->n_rows : 1;
+	job->n_tasks = want;
+	job->tasks = calloc(want, sizeof(*job->tasks));
+	if (!job->tasks)
+		return -ENOMEM;
+	for (size_t k = 0; k < want; k++) {
+		job->tasks[k].job = job;
+		job->tasks[k].lo = job->n_rows * k / want;
+		job->tasks[k].hi = job->n_rows * (k + 1) / want;
+	}
+	return 0;
+}
+
+int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
+		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags,
+		  struct pl_bjob **ret_job, struct io_error *err)
+{
+	const struct pl_plan *plan = ax->plan;
+	struct pl_bjob *job = calloc(1, sizeof(*job));
+	if (!job) {
+		for (size_t i = 0; i < n_rows; i++)
+			pl_rec_unref(&rows[i]);
+		free(rows);
+		return -ENOMEM;
+	}
+	job->ax = ax;
+	job->rows = rows;
+	job->n_rows = n_rows;
+	job->seq = seq;
+	job->epoch = epoch;
+	job->index_in_epoch = index_in_epoch;
+	job->flags = flags;
+	job->err_row = SIZE_MAX;
+	pthread_mutex_init(&job->err_lock, NULL);
+	sched_group_init(&job->group, ax->q);
+	job->bad = calloc(n_rows + 1, 1);
+	job->outpos = calloc(n_rows + 1, sizeof(*job->outpos));
+	job->lay = calloc(plan->n_out + 1, sizeof(*job->lay));
+	int r = -ENOMEM;
+	if (!job->bad || !job->outpos || !job->lay || bjob_tasks(job) < 0)
+		goto fail;
+	if (plan->measure) {
+		job->dims = calloc(n_rows * plan->n_out * PL_MAX_RANK + 1, sizeof(int64_t));
+		job->sbytes = calloc(n_rows * plan->n_out + 1, sizeof(uint64_t));
+		if (!job->dims || !job->sbytes)
+			goto fail;
+		r = spawn_pass(job, true);
+		int w = sched_group_wait(&job->group);
+		if (r < 0 || w < 0) {
+			io_error_set(err, "the parse pool is stopping");
+			r = r < 0 ? r : w;
+			goto fail;
+		}
+		if (job->err_row != SIZE_MAX && plan->cfg.on_corrupt == PL_ON_CORRUPT_FAIL) {
+			job->failed = true; /* reported by finish, in order */
+			*ret_job = job;
+			return 0;
+		}
+	}
+	r = layout(job, err);
+	if (r < 0) {
+		job->failed = true;
+		job->err_code = r;
+		job->err_row = 0;
+		job->err = *err;
+		*ret_job = job;
+		return 0;
+	}
+	r = spawn_pass(job, false);
+	if (r < 0) {
+		sched_group_wait(&job->group);
+		io_error_set(err, "the parse pool is stopping");
+		goto fail;
+	}
+	*ret_job = job;
+	return 0;
+fail:
+	bjob_free(job);
+	return r;
+}
+
+bool pl_bjob_done(const struct pl_bjob *job)
+{
+	/* acquire: pairs with the release decrement of the last task (sched's group protocol) */
+	return atomic_load_explicit(&job->group.pending, memory_order_acquire) == 0;
+}
+
+/* Rows that failed in a static layout's fill pass: move the good rows together. */
+static void squeeze(struct pl_bjob *job)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	size_t good = 0;
+	for (size_t row = 0; row < job->n_rows; row++) {
+		if (job->bad[row])
+			continue;
+		for (size_t i = 0; i < plan->n_out; i++) {
+			struct pl_tlay *t = &job->lay[i];
+			size_t rb = (size_t)t->row_elems * plan->out[i].elem_size;
+			if (good != row)
+				memmove(job->mem + t->data_off + good * rb,
+					job->mem + t->data_off + row * rb, rb);
+		}
+		good++;
+	}
+	for (size_t i = 0; i < plan->n_out; i++) {
+		struct pl_tlay *t = &job->lay[i];
+		t->shape[0] = (int64_t)good;
+		t->data_len = good * (size_t)t->row_elems * plan->out[i].elem_size;
+	}
+	job->n_good = good;
+}
+
+static void write_header(struct pl_bjob *job)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	struct ipc_batch_hdr *h = (struct ipc_batch_hdr *)job->mem;
+	memset(h, 0, sizeof(*h));
+	h->magic = IPC_BATCH_MAGIC;
+	h->version = IPC_BATCH_VERSION;
+	h->n_tensors = (uint16_t)plan->n_out;
+	h->seq = job->seq;
+	h->epoch = job->epoch;
+	h->rows = job->n_good;
+	h->flags = job->flags;
+	h->total_bytes = job->len;
+	h->index_in_epoch = job->index_in_epoch;
+	struct ipc_batch_tensor *tt = (struct ipc_batch_tensor *)(h + 1);
+	for (size_t i = 0; i < plan->n_out; i++) {
+		const struct pl_tlay *t = &job->lay[i];
+		struct ipc_batch_tensor *e = &tt[i];
+		memset(e, 0, sizeof(*e));
+		e->schema_index = (uint32_t)i;
+		e->dtype = (uint8_t)plan->out[i].dtype;
+		e->rank = (uint8_t)t->rank;
+		e->kind = (uint8_t)t->kind;
+		memcpy(e->shape, t->shape, sizeof(e->shape));
+		e->data_off = t->data_off;
+		e->data_len = t->data_len;
+		e->splits_off = t->splits_off;
+		e->offsets_off = t->offsets_off;
+	}
+}
+
+int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *ret_batch,
+		   struct io_error *err)
+{
+	const struct pl_plan *plan = ax->plan;
+	int w = sched_group_wait(&job->group);
+	int r = 0;
+	if (w < 0) {
+		io_error_set(err, "the parse pool is stopping");
+		r = w;
+	} else if (job->err_row != SIZE_MAX &&
+		   (job->failed || plan->cfg.on_corrupt == PL_ON_CORRUPT_FAIL)) {
+		*err = job->err;
+		r = job->err_code;
+	}
+	if (r < 0) {
+		bjob_free(job);
+		return r;
+	}
+	size_t skipped = 0;
+	for (size_t row = 0; row < job->n_rows; row++)
+		skipped += job->bad[row];
+	if (skipped) {
+		atomic_fetch_add_explicit(&ax->skipped_records, skipped, memory_order_relaxed);
+		if (!plan->measure)
+			squeeze(job);
+	}
+	write_header(job);
+	ret_batch->mem = job->mem;
+	ret_batch->len = job->len;
+	ret_batch->seq = job->seq;
+	ret_batch->epoch = job->epoch;
+	ret_batch->rows = job->n_good;
+	ret_batch->flags = job->flags;
+	job->mem = NULL; /* the caller's now */
+	bjob_free(job);
+	return 0;
+}
+
+void pl_asm_ctx_fini(struct pl_asm_ctx *ax)
+{
+	if (ax->scratch)
+		for (unsigned i = 0; i < ax->n_workers; i++)
+			pl_scratch_destroy(ax->scratch[i]);
+	free(ax->scratch);
+	ax->scratch = NULL;
+}

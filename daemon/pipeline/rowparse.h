@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One row: check and decode a record, give each output tensor's shape and source elements. */
+#ifndef SLUICE_PIPELINE_ROWPARSE_H
+#define SLUICE_PIPELINE_ROWPARSE_H
+
+#include "pipeline_internal.h"
+
+/*
+ * Used by the parse tasks (assemble.c), each with the scratch of the worker it runs on. The
+ * order per row: pl_row_decode, pl_row_shapes, then per tensor pl_row_view and pl_row_source.
+ * What they return points into the record or into the scratch, valid until the next row.
+ */
+
+struct pl_strref {
+	const uint8_t *p;
+	size_t len;
+};
+
+struct pl_worker_scratch {
+	struct pbex_feature *ctx;        /* plan->n_ctx */
+	struct pbex_feature_list *lists; /* plan->n_lists */
+	int64_t (*rec_dims)[PL_MAX_RANK]; /* per output: the row's record shape, before steps */
+	uint8_t *buf;                    /* decoded numbers, joined raw values */
+	size_t buf_cap;
+	struct pl_strref *strs;
+	size_t strs_cap;
+	int64_t *idx;
+	size_t idx_cap;
+};
+
+struct pl_worker_scratch *pl_scratch_create(const struct pl_plan *plan);
+void pl_scratch_destroy(struct pl_worker_scratch *ws);
+
+/* Verify the data CRC (unless the reader did) and decode the record's features. */
+int pl_row_decode(const struct pl_plan *plan, struct pl_worker_scratch *ws,
+		  const struct pl_rec *rec, struct io_error *err);
+/* Check every feature against the manifest and fill ws->rec_dims (errors name the feature). */
+int pl_row_shapes(const struct pl_plan *plan, struct pl_worker_scratch *ws, struct io_error *err);
+/* Output i's view after its processing steps (its shape is the row's shape). */
+int pl_row_view(const struct pl_plan *plan, struct pl_worker_scratch *ws, size_t i,
+		struct pl_view *ret_view, struct io_error *err);
+
+/* Where output i's elements are (the view indexes them). */
+struct pl_row_src {
+	enum pl_src st;
+	const void *base;             /* numeric elements (for a const: its one element) */
+	const struct pl_strref *strs; /* strings */
+	bool const_str;               /* a const string: o->c_str everywhere */
+};
+int pl_row_source(const struct pl_plan *plan, struct pl_worker_scratch *ws, size_t i,
+		  struct pl_row_src *ret);
+/* Bytes of the string elements a view selects. */
+int pl_row_string_bytes(const struct pl_out *o, const struct pl_row_src *s,
+			const struct pl_view *v, struct pl_worker_scratch *ws, uint64_t *ret_bytes);
+
+void pl_row_error_prefix(const struct pl_plan *plan, const struct pl_rec *rec,
+			 struct io_error *err);
+/* pbex_list_iter_init that also takes an absent list (zero steps). */
+void pl_list_iter_begin(struct pbex_list_iter *it, const struct pbex_feature_list *l);
+
+#endif

@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The source: epoch file order, interleave over per-slot readers, shuffle buffer, record store. */
+#include "pipeline_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Everything here runs on the pipeline's driver thread. Each interleave slot owns an iox (which
+ * reads one file at a time, a few chunks ahead) and a tfr_reader, so the driver can always wait
+ * for the one slot whose turn it is while the other slots' reads go on in the background.
+ * Records are copied out of the read buffers into blocks (struct pl_block) as they are framed,
+ * so a read buffer goes back to its iox at once however long the record waits in the shuffle
+ * buffer; a block is freed when its last record is dropped.
+ */
+
+#define PL_BLOCK_BYTES (1u << 20)
+#define PL_SLOT_QUEUE_DEPTH 4
+#define PL_POLL_MS 100
+
+struct pl_slot {
+	bool open;       /* reading a file */
+	bool finishing;  /* the file's last chunk was fed */
+	uint32_t file;   /* index into ds->files */
+	struct iox *iox;
+	struct tfr_reader *rd;
+	struct iox_chunk chunk;
+	bool have_chunk;
+};
+
+struct pl_source {
+	const struct pl_plan *plan;
+	enum iox_engine engine;
+	struct pl_slot *slots;
+	unsigned n_slots;
+	unsigned n_open;
+	unsigned k; /* interleave cursor */
+
+	uint32_t *order; /* this epoch's file order */
+	size_t next_file;
+
+	struct pl_rec *buf; /* shuffle buffer */
+	size_t buf_len, buf_cap;
+	bool buf_filled, input_done;
+	struct pl_rng rng;
+
+	struct pl_block *cur;
+	atomic_bool stop;
+	struct pl_source_stats st;
+	const char *engine_name;
+	char fallback[160];
+	bool have_fallback;
+};
+
+void pl_rec_unref(struct pl_rec *r)
+{
+	if (r->blk && --r->blk->refs == 0)
+		free(r->blk);
+	r->blk = NULL;
+}
+
+static int store_record(struct pl_source *src, const struct tfr_record *tr, uint32_t file,
+			struct pl_rec *out)
+{
+	struct pl_block *b = src->cur;
+	if (!b || b->cap - b->used < tr->len) {
+		size_t cap = tr->len > PL_BLOCK_BYTES ? tr->len : PL_BLOCK_BYTES;
+		struct pl_block *nb = malloc(sizeof(*nb) + cap);
+		if (!nb)
+			return -ENOMEM;
+		nb->refs = 1;
+		nb->used = 0;
+		nb->cap = cap;
+		if (b && --b->refs == 0)
+			free(b);
+		src->cur = b = nb;
+	}
+	memcpy(b->data + b->used, tr->data, tr->len);
+	out->blk = b;
+	out->data = b->data + b->used;
+	out->len = (uint32_t)tr->len;
+	out->masked_crc = tr->masked_crc;
+	out->crc_checked = tr->crc_checked;
+	out->decompressed = tr->decompressed;
+	out->file = file;
+	out->index = tr->index;
+	out->offset = tr->offset;
+	b->used += (tr->len + 7) & ~(size_t)7;
+	if (b->used > b->cap)
+		b->used = b->cap;
+	b->refs++;
+	src->st.records++;
+	src->st.record_bytes += tr->len;
+	return 0;
+}
+
+static void slot_release_chunk(struct pl_slot *s)
+{
+	if (s->have_chunk) {
+		iox_release(s->iox, &s->chunk);
+		s->have_chunk = false;
+	}
+}
+
+/* Give up on the slot's file midway: a fresh iox, so none of its chunks reach the next file. */
+static void slot_abandon(struct pl_slot *s)
+{
+	slot_release_chunk(s);
+	iox_destroy(s->iox);
+	s->iox = NULL;
+	s->open = false;
+}
+
+static int slot_open(struct pl_source *src, struct pl_slot *s, uint32_t file, struct io_error *err)
+{
+	const struct dataset_file *f = &src->plan->ds->files[file];
+	int r;
+	if (!s->iox) {
+		struct iox_opts o;
+		iox_opts_init(&o);
+		o.engine = src->engine;
+		o.queue_depth = PL_SLOT_QUEUE_DEPTH;
+		o.max_open_files = 1;
+		o.chunk_len = src->plan->read_chunk;
+		o.num_buffers = PL_SLOT_QUEUE_DEPTH + 1;
+		o.pread_threads = 1;
+		r = iox_create(&o, &s->iox, err);
+		if (r < 0)
+			return r;
+		if (!src->engine_name) {
+			src->engine_name = iox_engine_name(iox_engine_used(s->iox));
+			const char *why = iox_fallback_reason(s->iox);
+			if (why) {
+				snprintf(src->fallback, sizeof(src->fallback), "%s", why);
+				src->have_fallback = true;
+			}
+		}
+	}
+	if (!s->rd) {
+		struct tfr_reader_opts ro;
+		tfr_reader_opts_init(&ro);
+		ro.compression = src->plan->ds->manifest->compression;
+		ro.defer_data_crc = true; /* checked by the parse task that reads the record */
+		s->rd = tfr_reader_create(&ro);
+		if (!s->rd)
+			return -ENOMEM;
+	}
+	r = tfr_reader_reset(s->rd, f->path);
+	if (r < 0)
+		return r;
+	if (src->plan->ds->manifest->compression == TFR_COMPRESSION_NONE)
+		tfr_reader_set_input_size(s->rd, f->size);
+	r = iox_add_file(s->iox, f->path, NULL);
+	if (r < 0)
+		return r;
+	s->open = true;
+	s->finishing = false;
+	s->file = file;
+	src->st.files_opened++;
+	return 0;
+}
+
+/*
+ * The slot's next record: 1 (stored into *out), 0 when its file ended (cleanly, or by a framing
+ * error skipped under on_corrupt), -EAGAIN when wait is false and no input is ready, or -errno.
+ */
+static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct pl_rec *out,
+		     struct io_error *err)
+{
+	for (;;) {
+		struct tfr_record tr;
+		int r = tfr_reader_next(s->rd, &tr, err);
+		if (r == TFR_RECORD)
+			return store_record(src, &tr, s->file, out) < 0 ? -ENOMEM : 1;
+		if (r == TFR_END) {
+			slot_release_chunk(s);
+			s->open = false;
+			return 0;
+		}
+		if (r < 0) {
+			slot_release_chunk(s);
+			if (src->plan->cfg.on_corrupt == PL_ON_CORRUPT_FAIL || r == -ENOMEM)
+				return r;
+			/* the frame is lost: the rest of the file cannot be read */
+			src->st.skipped_files++;
+			slot_abandon(s);
+			return 0;
+		}
+		/* TFR_NEED_INPUT */
+		slot_release_chunk(s);
+		if (s->finishing) {
+			tfr_reader_finish(s->rd);
+			continue;
+		}
+		for (;;) {
+			if (atomic_load_explicit(&src->stop, memory_order_relaxed))
+				return -ECANCELED;
+			r = iox_next(s->iox, wait ? PL_POLL_MS : 0, &s->chunk, err);
+			if (r == -ETIMEDOUT) {
+				if (!wait)
+					return -EAGAIN;
+				continue;
+			}
+			break;
+		}
+		if (r < 0)
+			return r;
+		if (r == 0) { /* nothing more from this iox: the file was delivered */
+			s->finishing = true;
+			continue;
+		}
+		s->have_chunk = true;
+		if (s->chunk.error) {
+			slot_release_chunk(s);
+			if (src->plan->cfg.on_corrupt == PL_ON_CORRUPT_FAIL)
+				return s->chunk.error;
+			src->st.skipped_files++;
+			slot_abandon(s);
+			return 0;
+		}
+		src->st.file_bytes += s->chunk.len;
+		tfr_reader_feed(s->rd, s->chunk.data, s->chunk.len);
+		if (s->chunk.last)
+			s->finishing = true;
+	}
+}
+
+int pl_source_create(const struct pl_plan *plan, enum iox_engine engine,
+		     struct pl_source **ret_src, struct io_error *err)
+{
+	struct pl_source *src = calloc(1, sizeof(*src));
+	if (!src)
+		return -ENOMEM;
+	src->plan = plan;
+	src->engine = engine;
+	src->n_slots = plan->cycle;
+	src->slots = calloc(src->n_slots, sizeof(*src->slots));
+	src->order = calloc(plan->n_files, sizeof(*src->order));
+	src->buf_cap = plan->cfg.shuffle ? (size_t)plan->cfg.num_shuffle_buffer_elements : 0;
+	if (src->buf_cap > 1u << 20)
+		src->buf_cap = 1u << 20; /* grows on demand beyond this */
+	src->buf = calloc(src->buf_cap ? src->buf_cap : 1, sizeof(*src->buf));
+	if (!src->slots || !src->order || !src->buf) {
+		pl_source_destroy(src);
+		return -ENOMEM;
+	}
+	atomic_init(&src->stop, false);
+	*ret_src = src;
+	return 0;
+}
+
+static void drop_buffer(struct pl_source *src)
+{
+	for (size_t i = 0; i < src->buf_len; i++)
+		pl_rec_unref(&src->buf[i]);
+	src->buf_len = 0;
+}
+
+void pl_source_destroy(struct pl_source *src)
+{
+	if (!src)
+		return;
+	drop_buffer(src);
+	for (unsigned i = 0; i < src->n_slots; i++) {
+		struct pl_slot *s = &src->slots[i];
+		slot_release_chunk(s);
+		iox_destroy(s->iox);
+		tfr_reader_destroy(s->rd);
+	}
+	if (src->cur && --src->cur->refs == 0)
+		free(src->cur);
+	free(src->slots);
+	free(src->order);
+	free(src->buf);
+	free(src);
+}
+
+/* The file order of an epoch: a shuffle buffer over the shard's files (semantics doc). */
+static void epoch_order(struct pl_source *src, uint64_t epoch)
+{
+	const struct pl_plan *plan = src->plan;
+	size_t n = plan->n_files;
+	if (!plan->cfg.shuffle) {
+		memcpy(src->order, plan->files, n * sizeof(*src->order));
+		return;
+	}
+	struct pl_rng rng;
+	pl_rng_init(&rng, plan->cfg.seed, epoch, PL_STREAM_FILES, 0);
+	size_t b = (size_t)plan->cfg.num_filenames_shuffle_buffer;
+	if (b > n)
+		b = n;
+	uint32_t *buf = malloc((b ? b : 1) * sizeof(*buf));
+	size_t len = 0, in = 0, out = 0;
+	if (!buf) { /* keep going in file order rather than fail: only the order differs */
+		memcpy(src->order, plan->files, n * sizeof(*src->order));
+		return;
+	}
+	while (in < b)
+		buf[len++] = plan->files[in++];
+	while (len > 0) {
+		size_t i = (size_t)pl_rng_below(&rng, len);
+		src->order[out++] = buf[i];
+		if (in < n)
+			buf[i] = plan->files[in++];
+		else
+			buf[i] = buf[--len];
+	}
+	free(buf);
+}
+
+int pl_source_begin_epoch(struct pl_source *src, uint64_t epoch, struct io_error *err)
+{
+	drop_buffer(src);
+	for (unsigned i = 0; i < src->n_slots; i++) {
+		if (src->slots[i].open) /* a file left half read: start over clean */
+			slot_abandon(&src->slots[i]);
+	}
+	epoch_order(src, epoch);
+	src->next_file = 0;
+	src->n_open = 0;
+	src->k = 0;
+	src->buf_filled = false;
+	src->input_done = false;
+	pl_rng_init(&src->rng, src->plan->cfg.seed, epoch, PL_STREAM_SHUFFLE, 0);
+	for (unsigned i = 0; i < src->n_slots && src->next_file < src->plan->n_files; i++) {
+		int r = slot_open(src, &src->slots[i], src->order[src->next_file++], err);
+		if (r < 0)
+			return r;
+		src->n_open++;
+	}
+	return 0;
+}
+
+/* Refill slot k after its file ended. */
+static int slot_advance(struct pl_source *src, unsigned k, struct io_error *err)
+{
+	if (src->next_file < src->plan->n_files)
+		return slot_open(src, &src->slots[k], src->order[src->next_file++], err);
+	src->n_open--;
+	return 0;
+}
+
+/* The next element of the interleave (semantics doc), or 0 at the end of the epoch. */
+static int interleave_next(struct pl_source *src, struct pl_rec *out, struct io_error *err)
+{
+	const unsigned c = src->n_slots;
+	bool sloppy = src->plan->cfg.sloppy_interleave;
+	while (src->n_open > 0) {
+		struct pl_slot *s = &src->slots[src->k];
+		if (!s->open) {
+			src->k = (src->k + 1) % c;
+			continue;
+		}
+		int r;
+		if (sloppy) {
+			/* take from the first open slot, from k on, that has input ready */
+			for (unsigned j = 0; j < c; j++) {
+				unsigned kk = (src->k + j) % c;
+				if (!src->slots[kk].open)
+					continue;
+				r = slot_next(src, &src->slots[kk], false, out, err);
+				if (r == -EAGAIN)
+					continue;
+				if (r < 0)
+					return r;
+				if (r == 1) {
+					src->k = (kk + 1) % c;
+					return 1;
+				}
+				r = slot_advance(src, kk, err);
+				if (r < 0)
+					return r;
+				goto again;
+			}
+		}
+		r = slot_next(src, s, true, out, err);
+		if (r < 0)
+			return r;
+		if (r == 1) {
+			src->k = (src->k + 1) % c;
+			return 1;
+		}
+		r = slot_advance(src, src->k, err);
+		if (r < 0)
+			return r;
+again:;
+	}
+	return 0;
+}
+
+int pl_source_next(struct pl_source *src, struct pl_rec *ret_rec, struct io_error *err)
+{
+	const struct pl_plan *plan = src->plan;
+	if (!plan->cfg.shuffle)
+		return interleave_next(src, ret_rec, err);
+	size_t want = (size_t)plan->cfg.num_shuffle_buffer_elements;
+	int r;
+	while (!src->buf_filled) {
+		if (src->buf_len == want) {
+			src->buf_filled = true;
+			break;
+		}
+		struct pl_rec x;
+		r = interleave_next(src, &x, err);
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			src->buf_filled = true;
+			src->input_done = true;
+			break;
+		}
+		if (src->buf_len == src->buf_cap) {
+			size_t ncap = src->buf_cap ? src->buf_cap * 2 : 64;
+			struct pl_rec *nb = realloc(src->buf, ncap * sizeof(*nb));
+			if (!nb) {
+				pl_rec_unref(&x);
+				return -ENOMEM;
+			}
+			src->buf = nb;
+			src->buf_cap = ncap;
+		}
+		src->buf[src->buf_len++] = x;
+	}
+	if (src->buf_len == 0)
+		return 0;
+	size_t i = (size_t)pl_rng_below(&src->rng, src->buf_len);
+	*ret_rec = src->buf[i];
+	if (!src->input_done) {
+		struct pl_rec x;
+		r = interleave_next(src, &x, err);
+		if (r < 0) {
+			pl_rec_unref(ret_rec);
+			return r;
+		}
+		if (r == 1) {
+			src->buf[i] = x;
+			return 1;
+		}
+		src->input_done = true;
+	}
+	src->buf[i] = src->buf[--src->buf_len];
+	return 1;
+}
+
+void pl_source_stop(struct pl_source *src)
+{
+	atomic_store_explicit(&src->stop, true, memory_order_relaxed);
+}
+
+void pl_source_get_stats(const struct pl_source *src, struct pl_source_stats *ret)
+{
+	*ret = src->st;
+}
+
+const char *pl_source_engine(const struct pl_source *src)
+{
+	return src->engine_name;
+}
+
+const char *pl_source_fallback(const struct pl_source *src)
+{
+	return src->have_fallback ? src->fallback : NULL;
+}
