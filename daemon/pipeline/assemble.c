@@ -180,6 +180,38 @@ static void fill_strings(const struct pl_out *o, const struct pl_tlay *t, uint8_
 	}
 }
 
+/* A direct output: the record's values straight into the row (counts were checked). */
+static int fill_direct(const struct pl_plan *plan, size_t i, struct pl_worker_scratch *ws,
+		       uint8_t *dst, size_t n)
+{
+	const struct pl_out *o = &plan->out[i];
+	const struct pbex_feature *pf = &ws->ctx[o->slot];
+	if (pf->kind == PBEX_KIND_NONE || n == 0)
+		return 0;
+	switch (o->feat->deser) {
+	case MANIFEST_DESER_INT:
+		if (o->dtype == MANIFEST_DTYPE_INT64) {
+			pbex_feature_int64s(pf, (int64_t *)dst);
+			return 0;
+		}
+		break;
+	case MANIFEST_DESER_FLOAT:
+		if (o->dtype == MANIFEST_DTYPE_FLOAT32) {
+			pbex_feature_floats(pf, (float *)dst);
+			return 0;
+		}
+		break;
+	default:
+		break;
+	}
+	struct pl_row_src s;
+	int r = pl_row_source(plan, ws, i, &s);
+	if (r < 0)
+		return r;
+	pl_convert(dst, o->dtype, s.base, s.st, n);
+	return 0;
+}
+
 static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
 		    struct io_error *err)
 {
@@ -191,6 +223,12 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
 		const struct pl_tlay *t = &job->lay[i];
+		if (o->direct) {
+			r = fill_direct(plan, i, ws,
+					job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size,
+					(size_t)t->row_elems);
+			continue;
+		}
 		struct pl_view v;
 		r = pl_row_view(plan, ws, i, &v, err);
 		if (r < 0)
@@ -260,6 +298,14 @@ static void task_run(void *arg)
 	struct pl_worker_scratch *ws = scratch_get(ax);
 	struct io_error e;
 	for (size_t row = t->lo; row < t->hi; row++) {
+		if (row + 1 < t->hi) {
+			/* the next record was written by the driver on another core: start its
+			 * cache misses now, under this row's work */
+			const struct pl_rec *nx = &job->rows[row + 1];
+			size_t len = nx->len < 4096 ? nx->len : 4096;
+			for (size_t off = 0; off < len; off += 64)
+				__builtin_prefetch(nx->data + off);
+		}
 		if (job->bad[row])
 			continue;
 		int r;

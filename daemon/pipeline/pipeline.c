@@ -21,6 +21,20 @@
 #define PL_STATE_MAGIC 0x54534c53u /* "SLST" */
 #define PL_STATE_VERSION 1
 
+/*
+ * The default batch memory: aligned_alloc in size classes (2^k times 1, 1.25, 1.5, 1.75), with
+ * a few freed extents per pipeline kept for reuse, so that a steady stream of batches does not
+ * map and fault in fresh pages for every batch.
+ */
+#define PL_CACHE_SLOTS 8
+
+struct pl_mem_cache {
+	pthread_mutex_t lock;
+	void *mem[PL_CACHE_SLOTS];
+	size_t cls[PL_CACHE_SLOTS];
+	unsigned n;
+};
+
 struct pl_node {
 	struct pl_batch b; /* first: pl_batch_release() gets the node back from it */
 	struct pl_node *next;
@@ -63,15 +77,48 @@ struct pl_pipeline {
 	void *(*alloc)(void *ctx, size_t len);
 	void (*free)(void *ctx, void *mem, size_t len);
 	void *alloc_ctx;
+	struct pl_mem_cache cache;
 };
+
+static size_t size_class(size_t len)
+{
+	size_t p = IPC_BATCH_EXTENT_ALIGN;
+	while (p * 2 <= len)
+		p *= 2;
+	for (size_t q = 4; q <= 8; q++)
+		if (p / 4 * q >= len)
+			return p / 4 * q;
+	return p * 2;
+}
 
 static void *default_alloc(void *ctx, size_t len)
 {
-	return aligned_alloc(IPC_BATCH_EXTENT_ALIGN, len);
+	struct pl_mem_cache *c = ctx;
+	size_t cls = size_class(len);
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->n; i++) {
+		if (c->cls[i] == cls) {
+			void *m = c->mem[i];
+			c->mem[i] = c->mem[--c->n];
+			c->cls[i] = c->cls[c->n];
+			pthread_mutex_unlock(&c->lock);
+			return m;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return aligned_alloc(IPC_BATCH_EXTENT_ALIGN, cls);
 }
 
 static void default_free(void *ctx, void *mem, size_t len)
 {
+	struct pl_mem_cache *c = ctx;
+	pthread_mutex_lock(&c->lock);
+	if (c->n < PL_CACHE_SLOTS) {
+		c->mem[c->n] = mem;
+		c->cls[c->n++] = size_class(len);
+		mem = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
 	free(mem);
 }
 
@@ -438,9 +485,10 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->ready_cond, NULL);
 	pthread_cond_init(&p->space_cond, NULL);
+	pthread_mutex_init(&p->cache.lock, NULL);
 	p->alloc = o.alloc ? o.alloc : default_alloc;
-	p->free = o.free ? o.free : default_free;
-	p->alloc_ctx = o.alloc_ctx;
+	p->free = o.alloc ? o.free : default_free;
+	p->alloc_ctx = o.alloc ? o.alloc_ctx : &p->cache;
 	int r = pl_plan_create(spec, &p->plan, err);
 	if (r < 0)
 		goto fail;
@@ -524,6 +572,9 @@ void pl_pipeline_destroy(struct pl_pipeline *p)
 	pl_source_destroy(p->src);
 	free(p->info);
 	pl_plan_destroy(p->plan);
+	for (unsigned i = 0; i < p->cache.n; i++)
+		free(p->cache.mem[i]);
+	pthread_mutex_destroy(&p->cache.lock);
 	pthread_cond_destroy(&p->ready_cond);
 	pthread_cond_destroy(&p->space_cond);
 	pthread_mutex_destroy(&p->lock);

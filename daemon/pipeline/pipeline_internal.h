@@ -112,6 +112,8 @@ struct pl_out {
 	size_t pad_str_len;
 
 	bool measure; /* the batch layout needs each row's shape (or string bytes) first */
+	bool direct;  /* a fixed-shape numeric feature without steps or padding: decoded straight
+		       * into its row, no view */
 };
 
 struct pl_plan {
@@ -150,6 +152,8 @@ void pl_plan_destroy(struct pl_plan *plan);
 struct pl_block {
 	size_t refs; /* records alive in it, +1 while it is the block being filled */
 	size_t used, cap;
+	struct pl_block **free_list; /* where a standard-size block goes when unused, or NULL */
+	struct pl_block *next_free;
 	uint8_t data[];
 };
 

@@ -438,6 +438,8 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 			r = -EINVAL;
 			goto out;
 		}
+		o->direct = o->src == PL_OUT_FEATURE && !o->in_lists && o->n_steps == 0 && !o->pad &&
+			    !o->measure && o->dtype != MANIFEST_DTYPE_STRING;
 		plan->measure |= o->measure;
 	}
 	plan->n_ctx = n_ctx;

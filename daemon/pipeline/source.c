@@ -47,6 +47,7 @@ struct pl_source {
 	struct pl_rng rng;
 
 	struct pl_block *cur;
+	struct pl_block *free_blocks; /* standard-size blocks kept for reuse */
 	atomic_bool stop;
 	struct pl_source_stats st;
 	const char *engine_name;
@@ -54,11 +55,40 @@ struct pl_source {
 	bool have_fallback;
 };
 
+static void block_put(struct pl_block *b)
+{
+	if (b->free_list) { /* standard size: keep it (pages stay mapped, no faults next time) */
+		b->next_free = *b->free_list;
+		*b->free_list = b;
+	} else {
+		free(b);
+	}
+}
+
 void pl_rec_unref(struct pl_rec *r)
 {
 	if (r->blk && --r->blk->refs == 0)
-		free(r->blk);
+		block_put(r->blk);
 	r->blk = NULL;
+}
+
+static struct pl_block *block_get(struct pl_source *src, size_t need)
+{
+	struct pl_block *b;
+	if (need <= PL_BLOCK_BYTES && src->free_blocks) {
+		b = src->free_blocks;
+		src->free_blocks = b->next_free;
+	} else {
+		size_t cap = need > PL_BLOCK_BYTES ? need : PL_BLOCK_BYTES;
+		b = malloc(sizeof(*b) + cap);
+		if (!b)
+			return NULL;
+		b->cap = cap;
+		b->free_list = cap == PL_BLOCK_BYTES ? &src->free_blocks : NULL;
+	}
+	b->refs = 1;
+	b->used = 0;
+	return b;
 }
 
 static int store_record(struct pl_source *src, const struct tfr_record *tr, uint32_t file,
@@ -66,15 +96,11 @@ static int store_record(struct pl_source *src, const struct tfr_record *tr, uint
 {
 	struct pl_block *b = src->cur;
 	if (!b || b->cap - b->used < tr->len) {
-		size_t cap = tr->len > PL_BLOCK_BYTES ? tr->len : PL_BLOCK_BYTES;
-		struct pl_block *nb = malloc(sizeof(*nb) + cap);
+		struct pl_block *nb = block_get(src, tr->len);
 		if (!nb)
 			return -ENOMEM;
-		nb->refs = 1;
-		nb->used = 0;
-		nb->cap = cap;
 		if (b && --b->refs == 0)
-			free(b);
+			block_put(b);
 		src->cur = b = nb;
 	}
 	memcpy(b->data + b->used, tr->data, tr->len);
@@ -270,7 +296,12 @@ void pl_source_destroy(struct pl_source *src)
 		tfr_reader_destroy(s->rd);
 	}
 	if (src->cur && --src->cur->refs == 0)
-		free(src->cur);
+		block_put(src->cur);
+	while (src->free_blocks) {
+		struct pl_block *b = src->free_blocks;
+		src->free_blocks = b->next_free;
+		free(b);
+	}
 	free(src->slots);
 	free(src->order);
 	free(src->buf);
