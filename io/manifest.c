@@ -672,12 +672,8 @@ static int parse_manifest(const struct ctx *c, const json_t *root, struct manife
 	return check_duplicates(c, m);
 }
 
-/*
- * Blank out "//" comments outside strings, to the end of the line, keeping every other byte
- * in place so that jansson's line/column/position still point into the original text
- * (nnetmaker strips "//" comments from its manifests the same way).
- */
-static void strip_comments(char *s, size_t len)
+/* Declared in manifest_internal.h (the pipeline spec parser uses it too). */
+void manifest_strip_comments(char *s, size_t len)
 {
 	bool in_str = false, esc = false;
 	size_t i;
@@ -721,7 +717,7 @@ int manifest_load_string(const char *json, size_t len, const char *origin, struc
 	}
 	if (len)
 		memcpy(copy, json, len);
-	strip_comments(copy, len);
+	manifest_strip_comments(copy, len);
 	root = json_loadb(copy, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
 	free(copy);
 	if (!root) {

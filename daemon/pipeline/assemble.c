@@ -234,9 +234,9 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 		if (r < 0)
 			break;
 		if (!o->measure) {
-			/* static layout: the row must have the planned shape */
+			/* static layout: the row must have the planned shape (or fit its padding) */
 			for (unsigned d = 0; d < v.rank; d++) {
-				if (v.shape[d] != t->shape[d + 1]) {
+				if (o->pad ? v.shape[d] > t->shape[d + 1] : v.shape[d] != t->shape[d + 1]) {
 					io_error_set(err, "tensor \"%s\": dimension %u is %lld, expected "
 						     "%lld", o->name, d, (long long)v.shape[d],
 						     (long long)t->shape[d + 1]);
@@ -344,12 +344,13 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 	t->shape[0] = (int64_t)n;
 	t->kind = o->ragged ? IPC_TENSOR_RAGGED : IPC_TENSOR_DENSE;
 	const int64_t *first = NULL;
-	for (unsigned d = 0; d < o->row_rank; d++)
+	for (unsigned d = 0; d < o->row_rank; d++) {
 		t->shape[d + 1] = o->row_shape[d];
+		if (o->pad) /* a fixed size, or at least the static size (unknown: the rows') */
+			t->shape[d + 1] = o->pad_shape[d] >= 0 ? o->pad_shape[d]
+				        : o->row_shape[d] >= 0 ? o->row_shape[d] : 0;
+	}
 	if (o->measure) {
-		if (o->pad)
-			for (unsigned d = 0; d < o->row_rank; d++)
-				t->shape[d + 1] = o->pad_shape[d] >= 0 ? o->pad_shape[d] : 0;
 		for (size_t row = 0; row < job->n_rows; row++) {
 			if (job->bad[row])
 				continue;

@@ -461,10 +461,8 @@ int pl_source_next(struct pl_source *src, struct pl_rec *ret_rec, struct io_erro
 	if (!src->input_done) {
 		struct pl_rec x;
 		r = interleave_next(src, &x, err);
-		if (r < 0) {
-			pl_rec_unref(ret_rec);
-			return r;
-		}
+		if (r < 0)
+			return r; /* buf[i] still holds (and owns) the record: nothing was taken */
 		if (r == 1) {
 			src->buf[i] = x;
 			return 1;

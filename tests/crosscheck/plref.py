@@ -1,0 +1,617 @@
+# SPDX-License-Identifier: Apache-2.0
+# The reference model of the pipeline: docs/pipeline-semantics.md in pure Python and numpy.
+"""What batches a pipeline spec produces, written from docs/pipeline-semantics.md alone.
+
+batches(spec) yields one dict per batch, shaped like a line of `sluicectl run --json`:
+{"seq", "epoch", "rows", "end_epoch", "end_stream", "tensors": {name: {"dtype", "shape",
+"ragged", "digest", "values", "row_splits"}}} where "values" is the flat numpy array (strings:
+an object array of bytes) and "row_splits" a list (ragged tensors only). Records are parsed with
+google.protobuf (common.protos()). Errors that stop the pipeline raise PipelineError.
+"""
+
+import json
+import os
+import struct
+import warnings
+import zlib
+
+import numpy as np
+
+import common
+
+M64 = (1 << 64) - 1
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+class PipelineError(Exception):
+    """The pipeline stops (on_corrupt "fail", a plan error, a batch error)."""
+
+
+class RecordError(Exception):
+    """One record cannot become a row: handled by on_corrupt."""
+
+
+# ---- random numbers ----------------------------------------------------------------------
+
+def mix64(z):
+    z &= M64
+    z ^= z >> 30
+    z = (z * 0xBF58476D1CE4E5B9) & M64
+    z ^= z >> 27
+    z = (z * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+class Rng:
+    """The SplitMix64 stream keyed by (seed, epoch, stream, index)."""
+
+    def __init__(self, seed, epoch, stream, index):
+        s = mix64(seed ^ 0x736C756963650000)
+        s = mix64(s ^ epoch)
+        s = mix64(s ^ stream)
+        self.s = mix64(s ^ index)
+
+    def next(self):
+        self.s = (self.s + 0x9E3779B97F4A7C15) & M64
+        return mix64(self.s)
+
+    def below(self, n):
+        return self.next() % n
+
+    def uniform(self, lo, hi):
+        return lo + self.below(hi - lo + 1)
+
+
+def shuffle_buffer(items, size, rng):
+    """tf.data's shuffle buffer of the given size over a list."""
+    items = list(items)
+    buf = items[:min(size, len(items))]
+    nxt = len(buf)
+    out = []
+    while buf:
+        i = rng.below(len(buf))
+        out.append(buf[i])
+        if nxt < len(items):
+            buf[i] = items[nxt]
+            nxt += 1
+        else:
+            buf[i] = buf[-1]
+            buf.pop()
+    return out
+
+
+# ---- the spec ----------------------------------------------------------------------------
+
+def parse_slice(text):
+    """"[3,:,4:,:-2,1:4]" -> a tuple of ints and slices."""
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        t = t[1:-1]
+    out = []
+    for part in t.split(","):
+        part = part.strip()
+        if ":" in part:
+            nums = [int(x) if x.strip() else None for x in part.split(":")]
+            out.append(slice(*nums))
+        else:
+            out.append(int(part))
+    return tuple(out)
+
+
+class Spec:
+    """The keys of a spec that the semantics depend on, with their defaults."""
+
+    def __init__(self, spec):
+        a = spec["args"]
+        self.type = spec.get("type", "independent")
+        self.dataset = a["dataset"]
+        self.batch = a["target_batch_size"]
+        self.drop_remainder = a.get("drop_remainder", False)
+        self.epochs = a.get("epochs", 1)
+        self.shuffle = a.get("shuffle", False)
+        reads = a.get("num_parallel_reads", 1)
+        self.cycle = (a.get("num_mix_files", 1) if self.shuffle else
+                      (4 if reads == "auto" else reads))
+        self.shuffle_elems = a.get("num_shuffle_buffer_elements", 1)
+        self.shuffle_files = a.get("num_filenames_shuffle_buffer", 1)
+        self.seed = a.get("seed", 0)
+        self.on_corrupt = a.get("on_corrupt", "fail")
+        self.shard = a.get("shard")
+        self.primary = [(p["from_name"], p["to_name"]) for p in a["primary_features"]]
+        # {"to_name", "type": "const", "args": {"shape", "dtype", "value"}}, flattened
+        self.secondary = [dict(s.get("args") or {}, to_name=s["to_name"])
+                          for s in a.get("secondary_features", [])]
+        # {"tensor", "type": "slice", "args": {"slice": "[...]"}} as (tensor, index tuple)
+        self.steps = [(s["tensor"], parse_slice(s["args"]["slice"]))
+                      for s in a.get("processing_steps", [])]
+        pad = a.get("padding", False)
+        self.padding = bool(pad)
+        self.pad_entries = {}
+        if isinstance(pad, list):
+            for e in pad:
+                self.pad_entries[e["tensor"]] = e  # {"tensor", "shape", "value"}
+        self.min_window = a.get("min_window", 1)
+        self.max_window = a.get("max_window", 1)
+        self.stride = a.get("stride")
+
+
+# ---- the dataset -------------------------------------------------------------------------
+
+def load_manifest(path):
+    with open(path) as f:
+        m = json.load(f)
+    comp = m["compression"]
+    m["compression"] = comp.lower() if comp else "none"
+    m["by_name"] = {f["name"]: f for f in m["features"]}
+    return m
+
+
+def dataset_files(ds):
+    """(manifest, [absolute file paths in the dataset's order])."""
+    a = ds["args"]
+    if ds["type"] == "dir":
+        root = os.path.realpath(a["data_dir"])
+        man = load_manifest(os.path.join(root, "__manifest__.json"))
+        files = []
+        for d, dirs, names in os.walk(root, followlinks=True):
+            dirs[:] = [x for x in dirs if not x.startswith(".")]
+            files += [os.path.join(d, n) for n in names
+                      if n.lower().endswith(".tfrecords") and not n.startswith(".")]
+        return man, sorted(files, key=lambda p: p.encode("utf-8", "surrogateescape"))
+    man = load_manifest(a["manifest_file"])
+    base = os.path.dirname(os.path.abspath(a["list_file"]))
+    files = []
+    with open(a["list_file"]) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                files.append(os.path.join(base, line))
+    return man, files
+
+
+def file_records(path, compression):
+    """[(index, offset, payload, crc_ok)], and a framing error message or None."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        data = common.decompress(data, compression)
+    except Exception as e:  # a broken gzip/zlib stream
+        return [], "%s: %s" % (path, e)
+    out = []
+    pos, n = 0, len(data)
+    while pos < n:
+        if n - pos < 12:
+            return out, "%s: offset %d: truncated header" % (path, pos)
+        hdr = data[pos:pos + 8]
+        (length,) = struct.unpack("<Q", hdr)
+        if struct.unpack("<I", data[pos + 8:pos + 12])[0] != common.masked_crc(hdr):
+            return out, "%s: offset %d: header CRC mismatch" % (path, pos)
+        if length > n - pos - 16:
+            return out, "%s: offset %d: truncated record" % (path, pos)
+        payload = data[pos + 12:pos + 12 + length]
+        (dcrc,) = struct.unpack("<I", data[pos + 12 + length:pos + 16 + length])
+        out.append((len(out), pos, payload, dcrc == common.masked_crc(payload)))
+        pos += 16 + length
+    return out, None
+
+
+# ---- a record to a row -------------------------------------------------------------------
+
+def np_dtype(name):
+    return np.dtype(object) if name == "string" else np.dtype(name)
+
+
+def cast(a, dt):
+    """int64 or float32 values to dt with the documented rules (wrap, truncate, saturate)."""
+    t = np.dtype(dt)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if t == np.bool_:
+            return a != 0
+        if a.dtype.kind == "f" and t.kind in "iu":
+            x = np.trunc(a.astype(np.float64))
+            x[np.isnan(x)] = 0
+            info = np.iinfo(t)
+            hi, lo = x >= float(int(info.max) + 1), x < float(int(info.min))
+            mid = ~(hi | lo)
+            out = np.zeros(x.shape, t)
+            out[mid] = x[mid].astype(t)
+            out[hi], out[lo] = info.max, info.min
+            return out
+        return a.astype(t)
+
+
+def record_shape(f):
+    """A manifest feature's per-record shape, -1 for the var_len axis."""
+    s = list(f["shape"])
+    n = (f.get("deserialize_args") or {}).get("len") or 1
+    if f["deserialize_type"] == "raw" and n > 1:
+        s = [n] + s
+    return ([-1] if f.get("var_len") else []) + s
+
+
+def _reshape(vals, shape, what):
+    shape = list(shape)
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1]))
+        if known == 0 or len(vals) % known:
+            raise RecordError("%s: %d values do not fit shape %s" % (what, len(vals), shape))
+        shape[shape.index(-1)] = len(vals) // known
+    if int(np.prod(shape)) != len(vals):
+        raise RecordError("%s: expected %d values (shape %s), got %d" %
+                          (what, int(np.prod(shape)), shape, len(vals)))
+    return vals.reshape(shape)
+
+
+def _values(feat, f, what):
+    """One protobuf Feature of manifest feature f: a numpy array of the feature's elements."""
+    dt, kind = f["dtype"], f["deserialize_type"]
+    want = {"int": "int64_list", "float": "float_list"}.get(kind, "bytes_list")
+    kind_set = feat.WhichOneof("kind")
+    if kind_set not in (None, want):  # Feature{} is an empty list of the right kind
+        raise RecordError("%s: expected %s, got %s" % (what, want, kind_set))
+    vals = getattr(feat, want).value
+    if kind == "int":
+        return cast(np.array(vals, dtype=np.int64), dt)
+    if kind == "float":
+        return cast(np.array(vals, dtype=np.float32), dt)
+    if kind == "string":
+        out = np.empty(len(vals), dtype=object)
+        out[:] = list(vals)
+        return out
+    return [bytes(v) for v in vals]
+
+
+def _raw(b, f, shape, what):
+    dt = f["dtype"]
+    if dt == "bool":
+        arr = np.frombuffer(b, dtype=np.uint8) != 0
+    else:
+        end = "<" if f["deserialize_args"]["endian"] == "little" else ">"
+        t = np.dtype(dt).newbyteorder(end)
+        if len(b) % t.itemsize:
+            raise RecordError("%s: %d bytes are not a multiple of %d" % (what, len(b), t.itemsize))
+        arr = np.frombuffer(b, dtype=t).astype(np.dtype(dt))
+    return _reshape(arr, shape, what)
+
+
+def _one(feat, f, what):
+    """A non-var_len feature (or one step of a var_len one) to its array."""
+    v = _values(feat, f, what)
+    if f["deserialize_type"] != "raw":
+        return _reshape(v, f["shape"], what)
+    n = (f.get("deserialize_args") or {}).get("len") or 1
+    if len(v) != n:
+        raise RecordError("%s: expected %d byte strings, got %d" % (what, n, len(v)))
+    parts = [_raw(b, f, f["shape"], what) for b in v]
+    if n == 1:
+        return parts[0]
+    if any(p.shape != parts[0].shape for p in parts):
+        raise RecordError("%s: byte strings of different lengths" % what)
+    return np.stack(parts)
+
+
+def parse_record(payload, man, what):
+    """A serialized record -> its protobuf message (Example or SequenceExample)."""
+    pb2 = common.protos()[0]
+    msg = pb2.SequenceExample() if man["allow_var_len"] else pb2.Example()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            msg.ParseFromString(payload)
+    except Exception as e:
+        raise RecordError("%s: not a valid %s (%s)" % (what, type(msg).__name__, e))
+    return msg
+
+
+def feature_value(msg, man, name, what):
+    f = man["by_name"][name]
+    what = '%s: feature "%s"' % (what, name)
+    if not man["allow_var_len"]:
+        feats = msg.features.feature
+    elif not f.get("var_len"):
+        feats = msg.context.feature
+    else:
+        lists = msg.feature_lists.feature_list  # an absent list has zero steps
+        steps = [_one(s, f, what) for s in lists[name].feature] if name in lists else []
+        inner = [d for d in f["shape"]]
+        if not steps:
+            return np.zeros([0] + [max(d, 0) for d in inner], dtype=np_dtype(f["dtype"]))
+        if any(s.shape != steps[0].shape for s in steps):
+            raise RecordError("%s: steps of different shapes" % what)
+        return np.stack(steps)
+    if name not in feats:
+        raise RecordError("%s: no such feature" % what)
+    return _one(feats[name], f, what)
+
+
+def const_value(val, dt):
+    if dt == "string":
+        return (val if val is not None else "").encode("utf-8")  # JSON text is UTF-8
+    if val is None:
+        val = 0
+    return np.array([val]).astype(np.dtype(dt))[0] if dt != "bool" else bool(val)
+
+
+def const_fill(shape, dt, val):
+    a = np.empty(shape, dtype=np_dtype(dt))
+    a.fill(const_value(val, dt))
+    return a
+
+
+class Tensor:
+    """An output tensor: name, dtype, and whether its axis 0 is a ragged (var_len) axis."""
+
+    def __init__(self, name, dtype, varlen):
+        self.name, self.dtype, self.varlen = name, dtype, varlen
+
+
+def plan(sp, man):
+    """[Tensor] in output order, applying the static effect of the slices on raggedness."""
+    out, by = [], {}
+    for frm, to in sp.primary:
+        f = man["by_name"][frm]
+        by[to] = Tensor(to, f["dtype"], bool(f.get("var_len")))
+        out.append(by[to])
+    for s in sp.secondary:
+        shp, dt = s.get("shape"), s.get("dtype")
+        src = by.get(shp) if isinstance(shp, str) else None
+        t = Tensor(s["to_name"], by[dt].dtype if dt in by else dt, bool(src and src.varlen))
+        by[t.name] = t
+        out.append(t)
+    for name, idx in sp.steps:
+        t = by[name]
+        if t.varlen and isinstance(idx[0], int):
+            t.varlen = False
+    return out
+
+
+def make_row(payload, crc_ok, man, sp, tensors, what):
+    """One record -> [array per tensor] (strings: object arrays of bytes); RecordError."""
+    if not crc_ok:
+        raise RecordError("%s: data CRC mismatch" % what)
+    msg = parse_record(payload, man, what)
+    row = {}
+    for frm, to in sp.primary:
+        row[to] = feature_value(msg, man, frm, what)
+    prim_rev = {to: frm for frm, to in sp.primary}
+    for s in sp.secondary:
+        shp, dt = s.get("shape"), s.get("dtype")
+        if isinstance(shp, str):
+            rs = record_shape(man["by_name"][prim_rev[shp]])
+            shp = [row[shp].shape[i] if d == -1 else d for i, d in enumerate(rs)]
+        if dt in prim_rev:
+            dt = man["by_name"][prim_rev[dt]]["dtype"]
+        row[s["to_name"]] = const_fill(shp, dt, s.get("value"))
+    for name, idx in sp.steps:
+        try:
+            row[name] = np.asarray(row[name][idx], dtype=row[name].dtype)
+        except IndexError as e:
+            raise RecordError('%s: tensor "%s": slice %s: %s' % (what, name, idx, e))
+    return [row[t.name] for t in tensors]
+
+
+# ---- rows to a batch ---------------------------------------------------------------------
+
+def tensor_bytes(a, dt):
+    """(offsets as int64 or None, data bytes) of a flat or n-d array."""
+    flat = a.reshape(-1)
+    if dt == "string":
+        offs = np.zeros(len(flat) + 1, dtype="<i8")
+        offs[1:] = np.cumsum([len(b) for b in flat]) if len(flat) else []
+        return offs, b"".join(flat)
+    if dt == "bool":
+        return None, flat.astype(np.uint8).tobytes()
+    return None, flat.astype(np.dtype(dt).newbyteorder("<")).tobytes()
+
+
+def digest(dt, values, row_splits=None):
+    """The batch tensor digest: CRC-32 of row_splits, string offsets and data, "%08x"."""
+    c = 0
+    if row_splits is not None:
+        c = zlib.crc32(np.asarray(row_splits, dtype="<i8").tobytes(), c)
+    offs, data = tensor_bytes(values, dt)
+    if offs is not None:
+        c = zlib.crc32(offs.tobytes(), c)
+    return "%08x" % zlib.crc32(data, c)
+
+
+def _pad(rows, t, entry):
+    rank = rows[0].ndim
+    if any(r.ndim != rank for r in rows):
+        raise PipelineError('tensor "%s": rows of different ranks' % t.name)
+    dims = [max(r.shape[i] for r in rows) for i in range(rank)]
+    val = None
+    if entry is not None:
+        val = entry.get("value")
+        if entry.get("shape") is not None:
+            for i, d in enumerate(entry["shape"]):
+                if d != -1:
+                    if dims[i] > d:
+                        raise PipelineError('tensor "%s": a row is larger than the padded shape'
+                                            % t.name)
+                    dims[i] = d
+    out = const_fill([len(rows)] + dims, t.dtype, val)
+    for i, r in enumerate(rows):
+        out[(i,) + tuple(slice(0, d) for d in r.shape) + (Ellipsis,)] = r
+    return out
+
+
+def make_tensor(rows, t, sp):
+    """The rows of one tensor -> the dict of sluicectl's JSON (values kept as numpy)."""
+    if sp.padding:
+        a = _pad(rows, t, sp.pad_entries.get(t.name))
+        return {"dtype": t.dtype, "shape": list(a.shape), "ragged": False,
+                "digest": digest(t.dtype, a), "values": a.reshape(-1)}
+    if t.varlen:
+        inner = rows[0].shape[1:] if rows else ()
+        for i, r in enumerate(rows):
+            if r.ndim == 0 or r.shape[1:] != inner:
+                raise PipelineError('tensor "%s": row %d has shape %s, row 0 has %s'
+                                    % (t.name, i, r.shape, rows[0].shape))
+        splits = [0] + list(np.cumsum([r.shape[0] for r in rows]))
+        vals = (np.concatenate(rows) if rows else np.zeros((0,) + inner, np_dtype(t.dtype)))
+        return {"dtype": t.dtype, "shape": [len(rows), -1] + list(inner), "ragged": True,
+                "digest": digest(t.dtype, vals, splits), "values": vals.reshape(-1),
+                "row_splits": [int(x) for x in splits]}
+    for i, r in enumerate(rows):
+        if r.shape != rows[0].shape:
+            raise PipelineError('tensor "%s": row %d has shape %s, row 0 has %s'
+                                % (t.name, i, r.shape, rows[0].shape))
+    a = np.stack(rows) if rows else np.zeros((0,), np_dtype(t.dtype))
+    return {"dtype": t.dtype, "shape": list(a.shape), "ragged": False,
+            "digest": digest(t.dtype, a), "values": a.reshape(-1)}
+
+
+# ---- the pipeline ------------------------------------------------------------------------
+
+def interleave(files, cycle, elements):
+    """tf.data's interleave (block length 1) of elements(file) over an ordered file list."""
+    order = list(files)
+    nxt = 0
+    slots = []
+    while len(slots) < cycle and nxt < len(order):
+        slots.append(iter(elements(order[nxt])))
+        nxt += 1
+    slots += [None] * (cycle - len(slots))
+    k = 0
+    while any(s is not None for s in slots):
+        if slots[k] is None:
+            k = (k + 1) % cycle
+            continue
+        x = next(slots[k], StopIteration)
+        if x is not StopIteration:
+            yield x
+            k = (k + 1) % cycle
+        elif nxt < len(order):
+            slots[k] = iter(elements(order[nxt]))
+            nxt += 1
+        else:
+            slots[k] = None
+
+
+class Pipeline:
+    def __init__(self, spec):
+        self.sp = sp = Spec(spec)
+        self.man, all_files = dataset_files(sp.dataset)
+        self.pos = {p: i for i, p in enumerate(all_files)}
+        self.files = all_files
+        if sp.shard:
+            self.files = [p for i, p in enumerate(all_files)
+                          if i % sp.shard["count"] == sp.shard["index"]]
+            if not self.files:
+                raise PipelineError("shard %(index)d of %(count)d has no file" % sp.shard)
+        self.tensors = plan(sp, self.man)
+        self.skipped = 0
+        self._cache = {}
+        if sp.type != "independent":  # windows: axis 0 is ragged unless it is fixed
+            for t in self.tensors:
+                t.varlen = (sp.min_window != sp.max_window or
+                            (sp.type == "discrete_sequence" and t.varlen))
+
+    def _records(self, path):
+        """The file's records as elements: (path, index, offset, payload, crc_ok)."""
+        if path not in self._cache:
+            recs, err = file_records(path, self.man["compression"])
+            self._cache[path] = (recs, err)
+        recs, err = self._cache[path]
+        for idx, off, payload, ok in recs:
+            if self.sp.on_corrupt == "skip_file":
+                try:
+                    self._row((path, idx, off, payload, ok))
+                except RecordError:
+                    return
+            yield (path, idx, off, payload, ok)
+        if err and self.sp.on_corrupt == "fail":
+            raise PipelineError(err)
+
+    def _row(self, e):
+        path, idx, off, payload, ok = e
+        what = "%s: record %d (offset %d)" % (path, idx, off)
+        return make_row(payload, ok, self.man, self.sp, self.tensors, what)
+
+    def _row_or_skip(self, e):
+        """A row, or None when on_corrupt drops it."""
+        try:
+            return self._row(e)
+        except RecordError as err:
+            if self.sp.on_corrupt == "fail":
+                raise PipelineError(str(err))
+            self.skipped += 1
+            return None
+
+    def _windows(self, epoch):
+        sp = self.sp
+
+        def elements(path):
+            rows = [r for r in (self._row_or_skip(e) for e in self._records(path)) if r]
+            rng = Rng(sp.seed, epoch, 3, self.pos[path])
+            nt = len(self.tensors)
+            if sp.type == "continuous_sequence":
+                for r in rows:
+                    if any(x.ndim == 0 or x.shape[0] != r[0].shape[0] for x in r):
+                        raise PipelineError("%s: tensors of different lengths" % path)
+                seqs = [np.concatenate([r[i] for r in rows]) if rows else None
+                        for i in range(nt)]
+                total = seqs[0].shape[0] if rows else 0
+                p, L = 0, rng.uniform(sp.min_window, sp.max_window)
+                while p + L <= total:
+                    yield [s[p:p + L] for s in seqs]
+                    p += sp.stride if sp.stride else L
+                    L = rng.uniform(sp.min_window, sp.max_window)
+            else:
+                p, k = 0, rng.uniform(sp.min_window, sp.max_window)
+                while p + k <= len(rows):
+                    yield [np.concatenate([r[i] for r in rows[p:p + k]]) for i in range(nt)]
+                    p += k
+                    k = rng.uniform(sp.min_window, sp.max_window)
+        return elements
+
+    def epoch_elements(self, epoch):
+        sp = self.sp
+        files = self.files
+        if sp.shuffle:
+            files = shuffle_buffer(files, sp.shuffle_files, Rng(sp.seed, epoch, 1, 0))
+        elements = self._records if sp.type == "independent" else self._windows(epoch)
+        elems = list(interleave(files, sp.cycle, elements))
+        if sp.shuffle:
+            elems = shuffle_buffer(elems, sp.shuffle_elems, Rng(sp.seed, epoch, 2, 0))
+        return elems
+
+    def batches(self):
+        """Yields the batch dicts; raises PipelineError where the pipeline stops."""
+        sp = self.sp
+        seq, epoch = 0, 0
+        while sp.epochs is None or epoch < sp.epochs:
+            elems = self.epoch_elements(epoch)
+            groups = [elems[i:i + sp.batch] for i in range(0, len(elems), sp.batch)]
+            if groups and sp.drop_remainder and len(groups[-1]) < sp.batch:
+                groups.pop()
+            if not groups and sp.epochs is None:
+                raise PipelineError("epoch %d produced no batch" % epoch)
+            for gi, g in enumerate(groups):
+                if sp.type == "independent":
+                    rows = [r for r in (self._row_or_skip(e) for e in g) if r is not None]
+                else:
+                    rows = g
+                tensors = {}
+                for i, t in enumerate(self.tensors):
+                    tensors[t.name] = make_tensor([r[i] for r in rows], t, sp)
+                last = gi == len(groups) - 1
+                yield {"seq": seq, "epoch": epoch, "rows": len(rows), "end_epoch": last,
+                       "end_stream": last and sp.epochs is not None and epoch == sp.epochs - 1,
+                       "tensors": tensors}
+                seq += 1
+            epoch += 1
+
+
+def batches(spec, limit=None):
+    """The list of batches of spec (a dict), at most limit of them."""
+    out = []
+    if limit == 0:
+        return out
+    for b in Pipeline(spec).batches():
+        out.append(b)
+        if limit is not None and len(out) >= limit:
+            break
+    return out

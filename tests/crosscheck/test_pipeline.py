@@ -1,0 +1,677 @@
+# SPDX-License-Identifier: Apache-2.0
+# sluicectl run against the reference model (plref.py): every batch, tensor, digest and value.
+"""Datasets are written here with google.protobuf and common.py's TFRecord writer; for each spec,
+`sluicectl run SPEC --json --values ...` is compared batch by batch with plref.batches(): seq,
+epoch, rows, end_epoch, tensor names and order, dtype, shape, ragged, digest, values, row_splits.
+Also: the model's own invariants, determinism across parse threads, the record multiset of
+shuffled epochs, checkpoints (--state-out / --state-in), on_corrupt.
+
+Environment: SLUICECTL (the binary). `--model-only` runs the model's self-checks without it.
+Exit status: 0 pass, 1 failure, 77 skipped (no sluicectl, no google.protobuf, no `run`).
+"""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not installed")
+    sys.exit(77)
+
+SLUICECTL = os.environ.get("SLUICECTL", "")
+MODEL_ONLY = "--model-only" in sys.argv
+failures = []
+skipped = []
+
+
+def check(cond, what):
+    if cond:
+        print("ok   " + what)
+    else:
+        print("FAIL " + what, flush=True)
+        failures.append(what)
+    return cond
+
+
+# ---- datasets ----------------------------------------------------------------------------
+
+MAIN_FILES = [("a.tfrecords", 17), ("b.tfrecords", 5), ("c.tfrecords", 0), ("d.tfrecords", 11),
+              ("f.TFRecords", 3), ("sub/e.tfrecords", 8)]
+SEQ_FILES = [("s0.tfrecords", 6), ("s1.tfrecords", 4), ("s2.tfrecords", 9), ("s3.tfrecords", 0)]
+
+RAW = {"endian": "little"}
+MAIN_FEATURES = [
+    {"name": "id", "dtype": "int64", "shape": [], "deserialize_type": "int"},
+    {"name": "i64", "dtype": "int64", "shape": [3], "deserialize_type": "int"},
+    {"name": "i32", "dtype": "int32", "shape": [2, 2], "deserialize_type": "int"},
+    {"name": "u16", "dtype": "uint16", "shape": [2], "deserialize_type": "int"},
+    {"name": "flag", "dtype": "bool", "shape": [], "deserialize_type": "int"},
+    {"name": "f32", "dtype": "float32", "shape": [2, 3], "deserialize_type": "float"},
+    {"name": "f64", "dtype": "float64", "shape": [1], "deserialize_type": "float"},
+    {"name": "name", "dtype": "string", "shape": [], "deserialize_type": "string"},
+    {"name": "tags", "dtype": "string", "shape": [2], "deserialize_type": "string"},
+    {"name": "rawle", "dtype": "int16", "shape": [3], "deserialize_type": "raw",
+     "deserialize_args": {"endian": "little", "len": 2}},
+    {"name": "rawbe", "dtype": "float32", "shape": [2], "deserialize_type": "raw",
+     "deserialize_args": {"endian": "big"}},
+    {"name": "rawbe64", "dtype": "int64", "shape": [], "deserialize_type": "raw",
+     "deserialize_args": {"endian": "big"}},
+    {"name": "rawinf", "dtype": "uint16", "shape": [2, -1], "deserialize_type": "raw",
+     "deserialize_args": RAW},
+    {"name": "rawbool", "dtype": "bool", "shape": [4], "deserialize_type": "raw",
+     "deserialize_args": RAW},
+    {"name": "rawf16", "dtype": "float16", "shape": [2], "deserialize_type": "raw",
+     "deserialize_args": {"endian": "big"}},
+    {"name": "rawu8", "dtype": "uint8", "shape": [2, 3], "deserialize_type": "raw",
+     "deserialize_args": RAW},
+]
+MAIN_NAMES = [f["name"] for f in MAIN_FEATURES]
+
+CAST_INTS = {"ci_i8": "int8", "ci_u8": "uint8", "ci_f16": "float16", "ci_bool": "bool",
+             "ci_u64": "uint64", "ci_f32": "float32"}
+CAST_FLOATS = {"cf_i32": "int32", "cf_f16": "float16", "cf_f64": "float64", "cf_bool": "bool",
+               "cf_u8": "uint8", "cf_i64": "int64", "cf_u64": "uint64", "cf_i8": "int8"}
+SPECIAL_F = [float("nan"), float("inf"), float("-inf"), -0.0, 3e9, -2.7, 65519.0, 65520.0,
+             -1e10, 1e-8, 2.5, -3.5, 9.3e18, -9.3e18, 1.9e19]
+
+SEQ_FEATURES = [
+    {"name": "id", "dtype": "int64", "shape": [], "var_len": False, "deserialize_type": "int"},
+    {"name": "tok", "dtype": "int32", "shape": [], "var_len": True, "deserialize_type": "int"},
+    {"name": "vec", "dtype": "float32", "shape": [2], "var_len": True,
+     "deserialize_type": "float"},
+    {"name": "word", "dtype": "string", "shape": [], "var_len": True,
+     "deserialize_type": "string"},
+    {"name": "rawv", "dtype": "int16", "shape": [2], "var_len": True, "deserialize_type": "raw",
+     "deserialize_args": {"endian": "big"}},
+]
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+
+
+def write_dataset(d, files, make, features, compression=None, allow_var_len=False, start=0):
+    os.makedirs(d, exist_ok=True)
+    write_json(os.path.join(d, "__manifest__.json"),
+               {"compression": compression, "allow_var_len": allow_var_len,
+                "features": features})
+    rid = start
+    for name, n in files:
+        path = os.path.join(d, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        common.write_tfrecord(path, [make(rid + i) for i in range(n)],
+                              (compression or "none").lower())
+        rid += n
+    return d
+
+
+def main_record(i):
+    pb = common.protos()[0]
+    ex = pb.Example()
+    f = ex.features.feature
+    f["id"].int64_list.value.append(i)
+    f["i64"].int64_list.value.extend([i * 1000 - 500, -(i * 37), (1 << 40) + i])
+    f["i32"].int64_list.value.extend([i, -i, 2 * i, 7])
+    f["u16"].int64_list.value.extend([i * 1500 % 65536, 65535])
+    f["flag"].int64_list.value.append(i % 3)
+    f["f32"].float_list.value.extend([i + 0.25, -i / 3.0, SPECIAL_F[i % len(SPECIAL_F)], 1e-3 * i,
+                                      3.4e38, -0.0])
+    f["f64"].float_list.value.append(i / 7.0)
+    f["name"].bytes_list.value.append(b"n%d" % i + b"\xff\x00" * (i % 3) if i % 5 else b"")
+    f["tags"].bytes_list.value.extend([b"t" * (i % 4), b"tag-%d" % i])
+    f["rawle"].bytes_list.value.extend([struct.pack("<3h", i, -i, 300 * i % 32768),
+                                        struct.pack("<3h", 1, 2, -32768)])
+    f["rawbe"].bytes_list.value.append(struct.pack(">2f", i * 1.5, -2.0 ** -i))
+    f["rawbe64"].bytes_list.value.append(struct.pack(">q", -(i << 33) - 5))
+    f["rawinf"].bytes_list.value.append(struct.pack("<4H", i, 65535 - i, 256, 1))
+    f["rawbool"].bytes_list.value.append(bytes([0, 1, i % 256, 255]))
+    f["rawf16"].bytes_list.value.append(np.array([i / 3.0, -65504.0], dtype=">f2").tobytes())
+    f["rawu8"].bytes_list.value.append(bytes((i * 7 + k) % 256 for k in range(6)))
+    return ex.SerializeToString()
+
+
+def cast_record(i):
+    pb = common.protos()[0]
+    ex = pb.Example()
+    f = ex.features.feature
+    f["id"].int64_list.value.append(i)
+    ints = [i, -1, 300, -129, 255, 256, 65519, 65521, (1 << 40) + 7, -(1 << 63), (1 << 63) - 1, 0]
+    for k in CAST_INTS:
+        f[k].int64_list.value.extend(ints)
+    fl = SPECIAL_F[i % 3:] + SPECIAL_F[:i % 3]
+    for k in CAST_FLOATS:
+        f[k].float_list.value.extend(fl)
+    return ex.SerializeToString()
+
+
+def seq_record(i):
+    pb = common.protos()[0]
+    se = pb.SequenceExample()
+    se.context.feature["id"].int64_list.value.append(i)
+    t = (i * 3) % 5
+    lists = se.feature_lists.feature_list
+    for s in range(t):
+        lists["tok"].feature.add().int64_list.value.append(i * 10 + s)
+        lists["vec"].feature.add().float_list.value.extend([i + s / 4.0, -s])
+        lists["word"].feature.add().bytes_list.value.append(b"w%d.%d" % (i, s) + b"\xe9" * s)
+        lists["rawv"].feature.add().bytes_list.value.append(struct.pack(">2h", i, -s))
+    if t == 0 and i % 2:  # an absent list is zero steps; so is an empty one
+        lists["tok"].feature.extend([])
+    return se.SerializeToString()
+
+
+def make_datasets(tmp):
+    ds = {}
+    ds["main"] = write_dataset(os.path.join(tmp, "main"), MAIN_FILES, main_record, MAIN_FEATURES)
+    with open(os.path.join(ds["main"], ".hidden.tfrecords"), "wb") as f:
+        f.write(b"not a tfrecord")
+    with open(os.path.join(ds["main"], "notes.txt"), "w") as f:
+        f.write("not data\n")
+    ds["gzip"] = write_dataset(os.path.join(tmp, "gzip"), MAIN_FILES[:4], main_record,
+                               MAIN_FEATURES, "gzip")
+    ds["zlib"] = write_dataset(os.path.join(tmp, "zlib"), MAIN_FILES[2:5], main_record,
+                               MAIN_FEATURES, "ZLIB")
+    cast_feats = [MAIN_FEATURES[0]]
+    cast_feats += [{"name": k, "dtype": v, "shape": [12], "deserialize_type": "int"}
+                   for k, v in CAST_INTS.items()]
+    cast_feats += [{"name": k, "dtype": v, "shape": [15], "deserialize_type": "float"}
+                   for k, v in CAST_FLOATS.items()]
+    ds["casts"] = write_dataset(os.path.join(tmp, "casts"), [("c.tfrecords", 7)], cast_record,
+                                cast_feats)
+    ds["seq"] = write_dataset(os.path.join(tmp, "seq"), SEQ_FILES, seq_record, SEQ_FEATURES,
+                              allow_var_len=True)
+    # one record's data CRC damaged: d.tfrecords record 4
+    bad = os.path.join(tmp, "corrupt")
+    shutil.copytree(ds["main"], bad)
+    path = os.path.join(bad, "d.tfrecords")
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    off = 0
+    for _ in range(4):
+        off += 16 + struct.unpack_from("<Q", data, off)[0]
+    data[off + 12 + 3] ^= 0x20
+    with open(path, "wb") as f:
+        f.write(data)
+    ds["corrupt"] = bad
+    ds["corrupt_at"] = (path, 4, off)
+    # a list dataset: main's files in another order, relative paths, comments
+    lst = os.path.join(tmp, "main.list")
+    with open(lst, "w") as f:
+        f.write("# reversed\n\n")
+        for name, _ in reversed(MAIN_FILES):
+            f.write("  main/%s \n" % name)
+    ds["list"] = lst
+    return ds
+
+
+# ---- specs -------------------------------------------------------------------------------
+
+def spec(data, primary, loader="independent", **args):
+    """A spec dict: data is a dataset dir, or (manifest, list file)."""
+    if isinstance(data, tuple):
+        dataset = {"type": "list", "args": {"manifest_file": data[0], "list_file": data[1]}}
+    else:
+        dataset = {"type": "dir", "args": {"data_dir": data}}
+    a = {"dataset": dataset, "target_batch_size": 4, "drop_remainder": False, "epochs": 1,
+         "num_read_buffer_bytes": 65536, "num_prefetch": 2,
+         "primary_features": [{"from_name": p, "to_name": p} for p in primary]}
+    a.update(args)
+    if a.get("shuffle"):
+        a.setdefault("num_shuffle_buffer_elements", 8)
+        a.setdefault("num_filenames_shuffle_buffer", 2)
+        a.setdefault("num_mix_files", 2)
+    return {"type": loader, "args": a}
+
+
+def const(to_name, shape, dtype, value=None):
+    args = {"shape": shape, "dtype": dtype}
+    if value is not None:
+        args["value"] = value
+    return {"to_name": to_name, "type": "const", "args": args}
+
+
+def slice_step(tensor, text):
+    return {"tensor": tensor, "type": "slice", "args": {"slice": text}}
+
+
+def tensor_names(s):
+    a = s["args"]
+    return ([p["to_name"] for p in a["primary_features"]] +
+            [x["to_name"] for x in a.get("secondary_features", [])])
+
+
+# ---- running and comparing ---------------------------------------------------------------
+
+class RunUnavailable(Exception):
+    pass
+
+
+def run_cli(tmp, s, values=None, extra=()):
+    """(rc, [batch dicts], stderr) of sluicectl run."""
+    path = os.path.join(tmp, "spec.json")
+    write_json(path, s)
+    args = [SLUICECTL, "run", path, "--json"]
+    if values:
+        args += ["--values", ",".join(values)]
+    p = subprocess.run(args + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    out = []
+    for line in p.stdout.decode("utf-8", "replace").split("\n"):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                out.append({"unparsable": line})
+    return p.returncode, out, err
+
+
+def values_equal(dt, got, exp):
+    """got: the JSON list; exp: plref's flat numpy array."""
+    if not isinstance(got, list) or len(got) != len(exp):
+        return False
+    if dt == "string":
+        return all(isinstance(g, str) and g.encode("latin-1") == e for g, e in zip(got, exp))
+    if dt == "bool":
+        return [int(g) for g in got] == [int(e) for e in exp]
+    if np.dtype(dt).kind in "iu":
+        return all(type(g) is int for g in got) and [int(e) for e in exp] == got
+    try:
+        g = np.array([float(x) for x in got], dtype=np.float64).astype(dt)
+    except (TypeError, ValueError):
+        return False
+    return np.array_equal(g, exp, equal_nan=True)  # "-0" reads back as 0: the digest has the bits
+
+
+def short(v, n=12):
+    v = list(v)
+    return repr([x if not isinstance(x, np.generic) else x.item() for x in v[:n]]) + (
+        "..." if len(v) > n else "")
+
+
+def compare(name, exp, got, values, start=0, max_report=6):
+    """Every batch of got against exp; returns the number of mismatches (each reported)."""
+    bad = []
+    if len(got) != len(exp):
+        bad.append("%d batches, expected %d" % (len(got), len(exp)))
+    for k, (e, g) in enumerate(zip(exp, got)):
+        where = "batch %d" % (start + k)
+        for key in ("seq", "epoch", "rows", "end_epoch"):
+            if g.get(key) != e[key]:
+                bad.append("%s: %s %r, expected %r" % (where, key, g.get(key), e[key]))
+        gt = g.get("tensors", {})
+        if list(gt) != list(e["tensors"]):
+            bad.append("%s: tensors %s, expected %s" % (where, list(gt), list(e["tensors"])))
+        for tn, et in e["tensors"].items():
+            t = gt.get(tn)
+            if not isinstance(t, dict):
+                continue
+            for key in ("dtype", "shape", "ragged", "digest"):
+                if t.get(key) != et[key]:
+                    bad.append("%s: tensor %s: %s %r, expected %r" % (where, tn, key, t.get(key),
+                                                                      et[key]))
+            if tn in values:
+                if not values_equal(et["dtype"], t.get("values"), et["values"]):
+                    bad.append("%s: tensor %s: values %s, expected %s" % (
+                        where, tn, short(t.get("values") or []), short(et["values"])))
+                if et["ragged"] and t.get("row_splits") != et["row_splits"]:
+                    bad.append("%s: tensor %s: row_splits %r, expected %r" % (
+                        where, tn, t.get("row_splits"), et["row_splits"]))
+    for b in bad[:max_report]:
+        print("  %s: %s" % (name, b))
+    if len(bad) > max_report:
+        print("  %s: ... %d more mismatches" % (name, len(bad) - max_report))
+    return len(bad)
+
+
+def as_json(b):
+    """An expected batch as sluicectl would print it (for --model-only)."""
+    def val(x, dt):
+        if dt == "string":
+            return x.decode("latin-1")
+        if dt == "bool" or np.dtype(dt).kind in "iu":
+            return int(x)
+        if np.isnan(x) or np.isinf(x):
+            return "nan" if np.isnan(x) else ("inf" if x > 0 else "-inf")
+        return float("%.9g" % x) if dt != "float64" else float(x)
+    out = {k: b[k] for k in ("seq", "epoch", "rows", "end_epoch")}
+    out["tensors"] = {}
+    for n, t in b["tensors"].items():
+        o = {k: t[k] for k in ("dtype", "shape", "ragged", "digest")}
+        o["values"] = [val(x, t["dtype"]) for x in t["values"]]
+        if t["ragged"]:
+            o["row_splits"] = t["row_splits"]
+        out["tensors"][n] = o
+    return json.loads(json.dumps(out))
+
+
+def brief(err):
+    """The gist of a stderr text: its first line, or a sanitizer's SUMMARY line."""
+    lines = [x for x in err.strip().split("\n") if x.strip()]
+    summ = [x for x in lines if x.startswith("SUMMARY:")]
+    return (summ or lines or [""])[0][:300]
+
+
+def not_implemented(rc, err):
+    return rc != 0 and "not implemented" in err
+
+
+def case(tmp, name, s, values=None, limit=None, seq_loader=False):
+    """Run spec s through sluicectl and plref and compare; returns (exp, got) or None."""
+    import plref
+    values = tensor_names(s) if values is None else values
+    exp = plref.batches(s, limit)
+    if MODEL_ONLY:
+        got = [as_json(b) for b in exp]
+        check(compare(name, exp, got, values) == 0, "%s: model, %d batches" % (name, len(exp)))
+        return exp, got
+    extra = ["--batches", str(limit)] if limit is not None else []
+    rc, got, err = run_cli(tmp, s, values, extra)
+    if rc != 0 and ("unknown command" in err or "not built yet" in err or
+                    "Function not implemented" in err):
+        raise RunUnavailable(brief(err))
+    if seq_loader and not_implemented(rc, err):
+        print("SKIP %s: %s" % (name, brief(err)))
+        skipped.append(name)
+        return None
+    if not check(rc == 0, "%s: sluicectl run exits 0 (got %d: %s)" % (name, rc, brief(err))):
+        return None
+    n = compare(name, exp, got, values)
+    check(n == 0, "%s: %d batches equal the reference (%d mismatches)" % (name, len(exp), n))
+    a = s["args"]
+    if a.get("shuffle") and "id" in values and not a.get("drop_remainder") and limit is None:
+        # every epoch holds each record once: the ids of the unshuffled dataset, as a multiset
+        plain = json.loads(json.dumps(s))
+        plain["args"].update(shuffle=False, epochs=1)
+        want = sorted(ids_per_epoch(plref.batches(plain)).get(0, []))
+        per = ids_per_epoch([b for b in got if "tensors" in b])
+        check(len(per) == a.get("epochs", 1) and all(sorted(v) == want for v in per.values()),
+              "%s: each epoch holds every record once" % name)
+    return exp, got
+
+
+# ---- the model's own invariants ----------------------------------------------------------
+
+def ids_per_epoch(batches, tensor="id"):
+    out = {}
+    for b in batches:
+        out.setdefault(b["epoch"], []).extend(int(x) for x in b["tensors"][tensor]["values"])
+    return out
+
+
+def model_checks(ds):
+    import plref
+    # SplitMix64's first output from state 0
+    check(plref.mix64(0x9E3779B97F4A7C15) == 0xE220A8397B1DCDAF, "model: mix64 vector")
+    r = plref.Rng(0, 0, 0, 0)
+    check([r.below(10) for _ in range(3)] == [r2 for r2 in _replay(0, 3)], "model: Rng replay")
+    items = list(range(50))
+    for size in (1, 7, 100):
+        out = plref.shuffle_buffer(items, size, plref.Rng(3, 0, 2, 0))
+        check(sorted(out) == items, "model: shuffle buffer %d is a permutation" % size)
+    check(plref.shuffle_buffer(items, 1, plref.Rng(3, 0, 2, 0)) == items,
+          "model: shuffle buffer 1 keeps the order")
+    total = sum(n for _, n in MAIN_FILES)
+    all_ids = list(range(total))
+    b = plref.batches(spec(ds["main"], ["id"], target_batch_size=5))
+    ids = ids_per_epoch(b)[0]
+    # sorted by path in byte order: a b c d f.TFRecords sub/e (ids were given in MAIN_FILES order)
+    check(ids == all_ids, "model: no shuffle, one read = file order")
+    check([x["rows"] for x in b] == [5] * 8 + [4] and b[-1]["end_stream"],
+          "model: batch sizes and flags")
+    b = plref.batches(spec(ds["main"], ["id"], num_parallel_reads=2))
+    ids = ids_per_epoch(b)[0]
+    check(ids[:4] == [0, 17, 1, 18] and sorted(ids) == all_ids,
+          "model: interleave of a and b, cycle 2")
+    for size in (1, 7, 1000):
+        s = spec(ds["main"], ["id"], shuffle=True, epochs=3, num_shuffle_buffer_elements=size,
+                 num_mix_files=3, seed=11)
+        per = ids_per_epoch(plref.batches(s))
+        check(all(sorted(v) == all_ids for v in per.values()) and len(per) == 3,
+              "model: shuffle %d: each epoch is a permutation" % size)
+        if size > 1:
+            check(per[0] != per[1], "model: shuffle %d: epochs differ" % size)
+    s = spec(ds["main"], ["id"], target_batch_size=6, epochs=2, drop_remainder=True)
+    b = plref.batches(s)
+    check(len(b) == 14 and all(x["rows"] == 6 for x in b) and b[6]["end_epoch"],
+          "model: drop_remainder")
+    s = spec(ds["corrupt"], ["id"], target_batch_size=5, on_corrupt="skip_record")
+    b = plref.batches(s)
+    check(sum(x["rows"] for x in b) == total - 1 and len(b) == 9,
+          "model: skip_record drops one row, keeps the batches")
+    try:
+        plref.batches(spec(ds["corrupt"], ["id"]))
+        check(False, "model: on_corrupt fail raises")
+    except plref.PipelineError as e:
+        check("d.tfrecords: record 4" in str(e), "model: on_corrupt fail names the record")
+    b = plref.batches(spec(ds["seq"], ["id", "tok", "word"], target_batch_size=3))
+    t = b[0]["tensors"]["tok"]
+    check(t["ragged"] and t["shape"] == [3, -1] and t["row_splits"] == [0, 0, 3, 4],
+          "model: ragged tok of ids 0..2 (lengths 0, 3, 1)")
+
+
+def _replay(seed, n):
+    # an independent spelling of SplitMix64 for the Rng check above
+    def mix(z):
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 % 2**64
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EB % 2**64
+        return z ^ (z >> 31)
+    s = mix(mix(mix(mix(seed ^ 0x736C756963650000) ^ 0) ^ 0) ^ 0)
+    out = []
+    for _ in range(n):
+        s = (s + 0x9E3779B97F4A7C15) % 2**64
+        out.append(mix(s) % 10)
+    return out
+
+
+# ---- the cases ---------------------------------------------------------------------------
+
+def test_cases(tmp, ds):
+    main = ds["main"]
+    every = MAIN_NAMES
+    case(tmp, "plain: every feature, no shuffle", spec(main, every, target_batch_size=5))
+    case(tmp, "batch 1", spec(main, ["id", "name", "rawle"], target_batch_size=1))
+    case(tmp, "batch larger than the dataset", spec(main, ["id", "f32"], target_batch_size=100))
+    for size in (1, 7, 1000):
+        for mix in (1, 3):
+            s = spec(main, ["id", "f32", "name"], shuffle=True, epochs=2, seed=5,
+                     num_shuffle_buffer_elements=size, num_mix_files=mix,
+                     num_filenames_shuffle_buffer=3 if size > 1 else 1)
+            case(tmp, "shuffle buffer %d, mix %d" % (size, mix), s)
+    case(tmp, "num_parallel_reads 2", spec(main, ["id", "tags"], num_parallel_reads=2))
+    case(tmp, "num_parallel_reads auto", spec(main, ["id"], num_parallel_reads="auto",
+                                              target_batch_size=7))
+    case(tmp, "epochs 2, drop_remainder false", spec(main, ["id", "i64"], epochs=2,
+                                                      target_batch_size=6))
+    case(tmp, "epochs 3, drop_remainder true", spec(main, ["id", "i64"], epochs=3,
+                                                     target_batch_size=6, drop_remainder=True))
+    case(tmp, "epochs null (forever), 30 batches",
+         spec(main, ["id"], epochs=None, target_batch_size=4, shuffle=True, seed=2), limit=30)
+    case(tmp, "padding true on dense tensors", spec(main, ["id", "f32", "name", "rawinf"],
+                                                   padding=True))
+    case(tmp, "padding list with shape and value",
+         spec(main, ["id", "f32", "tags"], padding=[
+             {"tensor": "f32", "shape": [3, -1], "value": -1.5},
+             {"tensor": "tags", "shape": [4], "value": "<pad>"}]))
+    case(tmp, "const secondaries", spec(main, ["id", "f32", "rawinf", "name"],
+                                        secondary_features=[
+                                            const("lit", [2, 3], "int16", 7),
+                                            const("zero", [], "float64"),
+                                            const("like_f32", "f32", "f32", 1.5),
+                                            const("like_raw", "rawinf", "uint8", 255),
+                                            const("txt", [2], "string", "x\u00e9"),
+                                            const("flag", [1], "bool", True),
+                                            const("half", [2], "float16", 0.1)]))
+    case(tmp, "slices", spec(main, ["id", "f32", "i32", "i64", "rawle", "tags"],
+                             processing_steps=[
+                                 slice_step("f32", "[-1]"),
+                                 slice_step("i32", "[:, 1]"),
+                                 slice_step("i64", "[::-2]"),
+                                 slice_step("rawle", "[1, 0:3:2]"),
+                                 slice_step("tags", "[5:]"),
+                                 slice_step("f32", "[1:]")]))
+    case(tmp, "slices then padding", spec(main, ["f32", "rawu8"], padding=True,
+                                          processing_steps=[slice_step("rawu8", "[-2:, ::2]")]))
+    case(tmp, "casts", spec(ds["casts"], ["id"] + list(CAST_INTS) + list(CAST_FLOATS),
+                            target_batch_size=3))
+    case(tmp, "raw big-endian and bool", spec(main, ["rawbe", "rawbe64", "rawf16", "rawbool"]))
+    case(tmp, "strings", spec(main, ["id", "name", "tags"], target_batch_size=6, shuffle=True,
+                              seed=9))
+    case(tmp, "gzip", spec(ds["gzip"], every, epochs=2, shuffle=True, seed=4))
+    case(tmp, "zlib", spec(ds["zlib"], ["id", "f32", "name"], num_parallel_reads=3))
+    case(tmp, "list dataset", spec((os.path.join(main, "__manifest__.json"), ds["list"]),
+                                   ["id", "tags"], num_parallel_reads=2))
+    case(tmp, "shard 1 of 2", spec(main, ["id"], shard={"index": 1, "count": 2}))
+    case(tmp, "shard 0 of 3, shuffled", spec(main, ["id", "f64"], shard={"index": 0, "count": 3},
+                                             shuffle=True, seed=1, epochs=2))
+    seq = ds["seq"]
+    seqf = ["id", "tok", "vec", "word", "rawv"]
+    case(tmp, "ragged var_len", spec(seq, seqf, target_batch_size=3))
+    case(tmp, "ragged var_len, shuffled", spec(seq, seqf, shuffle=True, seed=3, epochs=2,
+                                               num_mix_files=3))
+    case(tmp, "ragged var_len, padding true", spec(seq, seqf, target_batch_size=5, padding=True))
+    case(tmp, "ragged var_len, padding list",
+         spec(seq, seqf, target_batch_size=5, padding=[
+             {"tensor": "tok", "shape": [6], "value": -1},
+             {"tensor": "word", "value": "<pad>"}]))
+    case(tmp, "ragged var_len, slices and const",
+         spec(seq, ["tok", "vec", "word"], target_batch_size=4,
+              secondary_features=[const("mask", "tok", "bool", 1),
+                                  const("vmask", "vec", "vec", 2.5)],
+              processing_steps=[slice_step("vec", "[:, 1]"), slice_step("word", "[1:]"),
+                                slice_step("vmask", "[::2]")]))
+
+
+def test_seed_and_threads(tmp, ds):
+    s = spec(ds["main"], ["id", "f32", "name", "rawle"], shuffle=True, epochs=2,
+             num_shuffle_buffer_elements=16, num_mix_files=3)
+    s["args"]["seed"] = 1
+    r1 = case(tmp, "seed 1", s)
+    s["args"]["seed"] = 2
+    r2 = case(tmp, "seed 2", s)
+    if r1 and r2:
+        check(ids_per_epoch(r1[1]) != ids_per_epoch(r2[1]), "seed 1 and 2 give other orders")
+    outs = []
+    for parses in (1, 3):
+        s["args"]["num_parallel_parses"] = parses
+        rc, got, err = run_cli(tmp, s, tensor_names(s))
+        outs.append((rc, got))
+    check(outs[0][0] == 0 and outs[0] == outs[1], "num_parallel_parses 1 and 3: identical output")
+
+
+def test_checkpoints(tmp, ds):
+    import plref
+    s = spec(ds["main"], ["id", "name", "rawinf"], shuffle=True, epochs=3, seed=6,
+             target_batch_size=5, num_shuffle_buffer_elements=9, num_mix_files=2)
+    exp = plref.batches(s)
+    per_epoch = sum(1 for b in exp if b["epoch"] == 0)
+    rc, full, err = run_cli(tmp, s, ["id"])
+    if not check(rc == 0 and compare("checkpoint base", exp, full, ["id"]) == 0,
+                 "checkpoint base run equals the reference"):
+        return
+    st = os.path.join(tmp, "state")
+    for k in sorted({0, 1, 3, per_epoch - 1, per_epoch, per_epoch + 2, 2 * per_epoch,
+                     len(exp) - 1, len(exp)}):
+        if os.path.exists(st):
+            os.unlink(st)
+        rc, head, err = run_cli(tmp, s, ["id"], ["--batches", str(k), "--state-out", st])
+        ok = check(rc == 0 and head == full[:k] and os.path.exists(st),
+                   "checkpoint at %d: the first %d batches, state written (%s)" % (k, k,
+                                                                                 brief(err)))
+        if not ok:
+            continue
+        rc, tail, err = run_cli(tmp, s, ["id"], ["--state-in", st])
+        n = compare("resume at %d" % k, exp[k:], tail, ["id"], start=k) if rc == 0 else -1
+        check(rc == 0 and n == 0, "resume at %d: batches %d.. of the uninterrupted run (%s)" % (
+            k, k, brief(err)))
+
+
+def test_corrupt(tmp, ds):
+    import plref
+    path, idx, off = ds["corrupt_at"]
+    s = spec(ds["corrupt"], ["id", "f32"], target_batch_size=5)
+    rc, got, err = run_cli(tmp, s, ["id"])
+    check(rc == 1 and os.path.basename(path) in err and ("record %d" % idx) in err,
+          "on_corrupt fail: exit 1 naming d.tfrecords and record %d (exit %d: %s)" % (
+              idx, rc, brief(err)))
+    exp_clean = plref.batches(spec(ds["main"], ["id", "f32"], target_batch_size=5))
+    n_before = next(i for i, b in enumerate(exp_clean)
+                    if 17 + 5 + idx in [int(x) for x in b["tensors"]["id"]["values"]])
+    check(compare("on_corrupt fail, batches before the error", exp_clean[:len(got)], got,
+                  ["id"]) == 0 and len(got) <= n_before,
+          "on_corrupt fail: only good batches before the error (%d)" % len(got))
+    s["args"]["on_corrupt"] = "skip_record"
+    r = case(tmp, "on_corrupt skip_record", s)
+    if r:
+        bad_id = 17 + 5 + idx
+        want = [x for x in ids_per_epoch(exp_clean)[0] if x != bad_id]
+        check(ids_per_epoch(r[1])[0] == want, "skip_record: the clean output minus record %d" %
+              bad_id)
+    s["args"].update(shuffle=True, seed=8, epochs=2, num_mix_files=3,
+                     num_shuffle_buffer_elements=10, num_filenames_shuffle_buffer=2)
+    case(tmp, "on_corrupt skip_record, shuffled", s)
+
+
+def test_sequences(tmp, ds):
+    seq = ds["seq"]
+    f = ["tok", "vec", "word"]
+    for name, loader, args in [
+            ("continuous_sequence, window 3", "continuous_sequence",
+             {"min_window": 3, "max_window": 3}),
+            ("continuous_sequence, window 2..4, stride 1", "continuous_sequence",
+             {"min_window": 2, "max_window": 4, "stride": 1}),
+            ("continuous_sequence, padding, shuffled", "continuous_sequence",
+             {"min_window": 1, "max_window": 5, "padding": True, "shuffle": True, "seed": 3}),
+            ("discrete_sequence, 1..3 records", "discrete_sequence",
+             {"min_window": 1, "max_window": 3}),
+            ("discrete_sequence, 2 records, padding", "discrete_sequence",
+             {"min_window": 2, "max_window": 2, "padding": True, "epochs": 2})]:
+        case(tmp, name, spec(seq, f, loader, target_batch_size=3, **args), seq_loader=True)
+
+
+def main():
+    if not MODEL_ONLY and not (SLUICECTL and os.access(SLUICECTL, os.X_OK)):
+        print("SKIP: SLUICECTL is not set to an executable")
+        return 77
+    try:
+        import google.protobuf  # noqa: F401
+    except ImportError:
+        print("SKIP: google.protobuf is not installed")
+        return 77
+    common.protos()
+    with tempfile.TemporaryDirectory(prefix="sluice-pipeline-") as tmp:
+        ds = make_datasets(tmp)
+        model_checks(ds)
+        try:
+            test_cases(tmp, ds)
+            test_sequences(tmp, ds)
+            if not MODEL_ONLY:
+                test_seed_and_threads(tmp, ds)
+                test_checkpoints(tmp, ds)
+                test_corrupt(tmp, ds)
+        except RunUnavailable as e:
+            print("SKIP: sluicectl run is not available: %s" % e)
+            return 77
+    if skipped:
+        print("%d cases skipped (not implemented): %s" % (len(skipped), ", ".join(skipped)))
+    if failures:
+        print("%d checks failed:" % len(failures))
+        for f in failures:
+            print("  " + f)
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
