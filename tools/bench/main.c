@@ -15,6 +15,7 @@ static const struct bench benches[] = {
 	{ "read", bench_read, "read + frame + CRC + decode a dataset, against memcpy and read()" },
 	{ "sched", bench_sched, "tiny tasks vs a mutex+condvar pool; parallel_for scaling" },
 	{ "crc", bench_crc, "CRC32C (table, SSE4.2, VPCLMULQDQ) per buffer size, against memcpy" },
+	{ "pipeline", bench_pipeline, "batches per CPU-second of the pipeline engine, against memcpy" },
 };
 
 static void usage(FILE *f)

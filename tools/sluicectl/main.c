@@ -19,6 +19,7 @@ static const struct subcommand subcommands[] = {
 	{ "inspect", cmd_inspect, "print the records and features of a TFRecord file" },
 	{ "validate", cmd_validate, "decode every record of a dataset against its manifest" },
 	{ "gen", cmd_gen, "write a synthetic dataset (ctr, image, ...)" },
+	{ "run", cmd_run, "run a pipeline spec in process and print or digest its batches" },
 };
 
 static void usage(FILE *f)

@@ -10,5 +10,6 @@
 int cmd_inspect(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif
