@@ -103,13 +103,39 @@ static struct pl_worker_scratch *scratch_get(struct pl_asm_ctx *ax)
 
 /* ---- measure ---- */
 
+/* A window's row: its records joined (the messages name the record that failed). */
+static int measure_window(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
+			  struct io_error *err)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	int r = pl_window_assemble(plan, ws, &job->rows[row], err);
+	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
+		const struct pl_out *o = &plan->out[i];
+		if (!o->measure)
+			continue;
+		struct pl_view v;
+		pl_window_view(ws, i, &v);
+		memcpy(job->dims + (row * plan->n_out + i) * PL_MAX_RANK, v.shape,
+		       sizeof(int64_t) * PL_MAX_RANK);
+		if (o->dtype == MANIFEST_DTYPE_STRING) {
+			struct pl_row_src s;
+			pl_window_source(plan, ws, i, &s);
+			r = pl_row_string_bytes(o, &s, &v, ws, &job->sbytes[row * plan->n_out + i]);
+		}
+	}
+	return r;
+}
+
 static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
 		       struct io_error *err)
 {
 	const struct pl_plan *plan = job->ax->plan;
-	int r = pl_row_decode(plan, ws, &job->rows[row], err);
+	const struct pl_rec *rec = &job->rows[row];
+	if (rec->win)
+		return measure_window(job, ws, row, err);
+	int r = pl_row_decode(plan, ws, rec, err);
 	if (r < 0)
-		return r;
+		return r; /* its message names the record */
 	r = pl_row_shapes(plan, ws, err);
 	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
@@ -129,7 +155,7 @@ static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 		}
 	}
 	if (r < 0 && r != -ENOMEM)
-		pl_row_error_prefix(plan, &job->rows[row], err);
+		pl_row_error_prefix(plan, rec, err);
 	return r;
 }
 
@@ -217,9 +243,17 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 {
 	const struct pl_plan *plan = job->ax->plan;
 	size_t pos = job->outpos[row];
-	int r = pl_row_decode(plan, ws, &job->rows[row], err);
-	if (r == 0)
+	const struct pl_rec *rec = &job->rows[row];
+	bool win = rec->win != NULL;
+	int r;
+	if (win) {
+		r = pl_window_assemble(plan, ws, rec, err);
+	} else {
+		r = pl_row_decode(plan, ws, rec, err);
+		if (r < 0)
+			return r; /* its message names the record */
 		r = pl_row_shapes(plan, ws, err);
+	}
 	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
 		const struct pl_tlay *t = &job->lay[i];
@@ -230,7 +264,10 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 			continue;
 		}
 		struct pl_view v;
-		r = pl_row_view(plan, ws, i, &v, err);
+		if (win)
+			pl_window_view(ws, i, &v);
+		else
+			r = pl_row_view(plan, ws, i, &v, err);
 		if (r < 0)
 			break;
 		if (!o->measure) {
@@ -248,7 +285,10 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 				break;
 		}
 		struct pl_row_src s;
-		r = pl_row_source(plan, ws, i, &s);
+		if (win)
+			pl_window_source(plan, ws, i, &s);
+		else
+			r = pl_row_source(plan, ws, i, &s);
 		if (r < 0)
 			break;
 		if (o->dtype == MANIFEST_DTYPE_STRING) {
@@ -284,8 +324,8 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 		}
 		pl_copy_view(dst, stride, o->dtype, s.base, s.st, &v);
 	}
-	if (r < 0 && r != -ENOMEM)
-		pl_row_error_prefix(plan, &job->rows[row], err);
+	if (r < 0 && r != -ENOMEM && !win)
+		pl_row_error_prefix(plan, rec, err);
 	return r;
 }
 

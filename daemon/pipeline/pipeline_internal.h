@@ -157,9 +157,17 @@ struct pl_block {
 	uint8_t data[];
 };
 
-/* One record (an element of the independent loader, a row of a batch). */
+/*
+ * One element: a record (the independent loader), or a window of a sequence loader (win set:
+ * its records, which it owns; for continuous_sequence the steps [win_skip, win_skip +
+ * win_len) of their concatenation, for discrete_sequence all of it, win_len -1). A window's
+ * file, index and offset are its first record's, for messages.
+ */
 struct pl_rec {
 	struct pl_block *blk;
+	struct pl_rec *win;
+	uint32_t n_win;
+	int64_t win_skip, win_len;
 	const uint8_t *data;
 	uint32_t len;
 	uint32_t masked_crc;
@@ -171,6 +179,8 @@ struct pl_rec {
 };
 
 void pl_rec_unref(struct pl_rec *r);
+/* Another reference to a record (not a window). */
+void pl_rec_ref(struct pl_rec *r);
 
 /* ---- the source: files, interleave, shuffle (source.c); runs on the driver thread ---- */
 

@@ -413,6 +413,28 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 	r = add_steps(spec, plan, var_axis, err);
 	if (r < 0)
 		goto out;
+	if (spec->type != PL_LOADER_INDEPENDENT) {
+		/* a row is a window: axis 0 is its length (semantics doc, "Sequence loaders") */
+		for (size_t i = 0; i < plan->n_out; i++) {
+			struct pl_out *o = &plan->out[i];
+			if (o->row_rank == 0) {
+				io_error_set(err, "tensor \"%s\": a %s loader joins records along axis 0, "
+					     "so every tensor needs at least one dimension", o->name,
+					     pl_loader_type_name(spec->type));
+				r = -EINVAL;
+				goto out;
+			}
+			int64_t d0 = -1;
+			if (spec->min_window == spec->max_window) {
+				if (spec->type == PL_LOADER_CONTINUOUS_SEQUENCE)
+					d0 = spec->min_window;
+				else if (o->row_shape[0] >= 0)
+					d0 = spec->min_window * o->row_shape[0];
+			}
+			o->row_shape[0] = d0;
+			var_axis[i] = d0 < 0 ? 0 : -1;
+		}
+	}
 	if (spec->padding) {
 		r = add_padding(spec, plan, err);
 		if (r < 0)
@@ -431,15 +453,9 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 			r = -EINVAL;
 			goto out;
 		}
-		if (spec->type != PL_LOADER_INDEPENDENT && o->row_rank == 0) {
-			io_error_set(err, "tensor \"%s\": a %s loader concatenates records along axis 0, "
-				     "so every tensor needs at least one dimension", o->name,
-				     pl_loader_type_name(spec->type));
-			r = -EINVAL;
-			goto out;
-		}
-		o->direct = o->src == PL_OUT_FEATURE && !o->in_lists && o->n_steps == 0 && !o->pad &&
-			    !o->measure && o->dtype != MANIFEST_DTYPE_STRING;
+		o->direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
+			    !o->in_lists && o->n_steps == 0 && !o->pad && !o->measure &&
+			    o->dtype != MANIFEST_DTYPE_STRING;
 		plan->measure |= o->measure;
 	}
 	plan->n_ctx = n_ctx;
@@ -484,12 +500,6 @@ int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct
 	plan->prefetch = pf < 1 ? 1 : (unsigned)pf;
 	plan->parses = (unsigned)pl_spec_parallel_parses(spec);
 	plan->fingerprint = plan_fingerprint(plan);
-	if (spec->type != PL_LOADER_INDEPENDENT) {
-		io_error_set(err, "type: the %s loader is not implemented yet (the spec is valid)",
-			     pl_loader_type_name(spec->type));
-		pl_plan_destroy(plan);
-		return -EOPNOTSUPP;
-	}
 	*ret_plan = plan;
 	return 0;
 }

@@ -31,7 +31,9 @@ struct pl_worker_scratch *pl_scratch_create(const struct pl_plan *plan)
 	ws->ctx = calloc(plan->n_ctx + 1, sizeof(*ws->ctx));
 	ws->lists = calloc(plan->n_lists + 1, sizeof(*ws->lists));
 	ws->rec_dims = calloc(plan->n_out + 1, sizeof(*ws->rec_dims));
-	if (!ws->ctx || !ws->lists || !ws->rec_dims) {
+	ws->wout = calloc(plan->n_out + 1, sizeof(*ws->wout));
+	ws->n_wout = plan->n_out;
+	if (!ws->ctx || !ws->lists || !ws->rec_dims || !ws->wout) {
 		pl_scratch_destroy(ws);
 		return NULL;
 	}
@@ -48,6 +50,12 @@ void pl_scratch_destroy(struct pl_worker_scratch *ws)
 	free(ws->buf);
 	free(ws->strs);
 	free(ws->idx);
+	if (ws->wout)
+		for (size_t i = 0; i < ws->n_wout; i++) {
+			free(ws->wout[i].buf);
+			free(ws->wout[i].strs);
+		}
+	free(ws->wout);
 	free(ws);
 }
 
@@ -480,4 +488,110 @@ int pl_row_string_bytes(const struct pl_out *o, const struct pl_row_src *s,
 		total += s->strs[ws->idx[j]].len;
 	*ret_bytes = total;
 	return 0;
+}
+
+/* Append the steps [a, b) of output i's row (view v, elements s) to the window's tensor i. */
+static int window_append(const struct pl_out *o, struct pl_worker_scratch *ws, size_t i,
+			 const struct pl_row_src *s, struct pl_view v, int64_t a, int64_t b)
+{
+	struct pl_wout *w = &ws->wout[i];
+	v.offset += a * v.stride[0];
+	v.shape[0] = b - a;
+	int64_t n = pl_view_count(&v);
+	if (o->dtype == MANIFEST_DTYPE_STRING) {
+		if (GROW(w->strs, w->strs_cap, (size_t)(w->count + n) + 1) < 0 ||
+		    GROW(ws->idx, ws->idx_cap, (size_t)n + 1) < 0)
+			return -ENOMEM;
+		pl_view_indices(&v, ws->idx);
+		for (int64_t j = 0; j < n; j++)
+			w->strs[w->count + j] =
+				s->const_str ? (struct pl_strref){(const uint8_t *)o->c_str, o->c_str_len}
+					     : s->strs[ws->idx[j]];
+	} else {
+		size_t es = o->elem_size;
+		if (GROW(w->buf, w->cap, (size_t)(w->count + n) * es + 8) < 0)
+			return -ENOMEM;
+		struct pl_view c;
+		pl_view_init(&c, v.rank, v.shape);
+		pl_copy_view(w->buf + (size_t)w->count * es, c.stride, o->dtype, s->base, s->st, &v);
+	}
+	w->count += n;
+	w->dims[0] += b - a;
+	return 0;
+}
+
+int pl_window_assemble(const struct pl_plan *plan, struct pl_worker_scratch *ws,
+		       const struct pl_rec *win, struct io_error *err)
+{
+	bool cont = win->win_len >= 0;
+	int64_t skip = win->win_skip, left = win->win_len;
+	for (size_t i = 0; i < plan->n_out; i++) {
+		ws->wout[i].count = 0;
+		ws->wout[i].rank = 0;
+		ws->wout[i].dims[0] = 0;
+	}
+	for (uint32_t k = 0; k < win->n_win; k++) {
+		const struct pl_rec *rec = &win->win[k];
+		int r = pl_row_decode(plan, ws, rec, err);
+		if (r == 0)
+			r = pl_row_shapes(plan, ws, err);
+		int64_t used = 0;
+		for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
+			const struct pl_out *o = &plan->out[i];
+			struct pl_wout *w = &ws->wout[i];
+			struct pl_view v;
+			r = pl_row_view(plan, ws, i, &v, err);
+			if (r < 0)
+				break;
+			if (w->rank == 0 && k == 0) {
+				w->rank = v.rank;
+				memcpy(w->dims + 1, v.shape + 1, (PL_MAX_RANK - 1) * sizeof(int64_t));
+			} else if (memcmp(w->dims + 1, v.shape + 1, (v.rank - 1) * sizeof(int64_t))) {
+				char a[96], b[96];
+				shape_text(w->dims + 1, w->rank - 1, a, sizeof(a));
+				shape_text(v.shape + 1, v.rank - 1, b, sizeof(b));
+				io_error_set(err, "tensor \"%s\": records of one window differ after axis 0 "
+					     "(%s here, %s in the window's first record)", o->name, b, a);
+				r = -EBADMSG;
+				break;
+			}
+			struct pl_row_src s;
+			r = pl_row_source(plan, ws, i, &s);
+			if (r < 0)
+				break;
+			int64_t a = 0, e = v.shape[0];
+			if (cont) {
+				a = k == 0 ? skip : 0;
+				if (a > e)
+					a = e;
+				e = a + left < e ? a + left : e;
+				used = e - a;
+			}
+			r = window_append(o, ws, i, &s, v, a, e);
+		}
+		if (r < 0) {
+			if (r != -ENOMEM)
+				pl_row_error_prefix(plan, rec, err);
+			return r;
+		}
+		if (cont)
+			left -= used;
+	}
+	return 0;
+}
+
+void pl_window_view(const struct pl_worker_scratch *ws, size_t i, struct pl_view *ret_view)
+{
+	const struct pl_wout *w = &ws->wout[i];
+	pl_view_init(ret_view, w->rank, w->dims);
+}
+
+void pl_window_source(const struct pl_plan *plan, const struct pl_worker_scratch *ws, size_t i,
+		      struct pl_row_src *ret)
+{
+	const struct pl_wout *w = &ws->wout[i];
+	ret->st = PL_SRC_SAME;
+	ret->base = w->buf;
+	ret->strs = w->strs;
+	ret->const_str = false;
 }

@@ -26,6 +26,19 @@ struct pl_worker_scratch {
 	size_t strs_cap;
 	int64_t *idx;
 	size_t idx_cap;
+	struct pl_wout *wout; /* per output: a window's tensor, joined (sequence loaders) */
+	size_t n_wout;
+};
+
+/* One output tensor of a window: its records' rows joined along axis 0. */
+struct pl_wout {
+	uint8_t *buf; /* elements of the output dtype */
+	size_t cap;
+	struct pl_strref *strs;
+	size_t strs_cap;
+	unsigned rank;
+	int64_t dims[PL_MAX_RANK];
+	int64_t count; /* elements so far */
 };
 
 struct pl_worker_scratch *pl_scratch_create(const struct pl_plan *plan);
@@ -52,6 +65,17 @@ int pl_row_source(const struct pl_plan *plan, struct pl_worker_scratch *ws, size
 /* Bytes of the string elements a view selects. */
 int pl_row_string_bytes(const struct pl_out *o, const struct pl_row_src *s,
 			const struct pl_view *v, struct pl_worker_scratch *ws, uint64_t *ret_bytes);
+
+/*
+ * A window (rec->win): decode each of its records and join every output tensor's rows along
+ * axis 0 into ws->wout[i] (for continuous_sequence only the window's steps). Inner dimensions
+ * must agree between the records. After it, pl_window_view/pl_window_source give each tensor.
+ */
+int pl_window_assemble(const struct pl_plan *plan, struct pl_worker_scratch *ws,
+		       const struct pl_rec *win, struct io_error *err);
+void pl_window_view(const struct pl_worker_scratch *ws, size_t i, struct pl_view *ret_view);
+void pl_window_source(const struct pl_plan *plan, const struct pl_worker_scratch *ws, size_t i,
+		      struct pl_row_src *ret);
 
 void pl_row_error_prefix(const struct pl_plan *plan, const struct pl_rec *rec,
 			 struct io_error *err);

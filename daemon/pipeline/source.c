@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The source: epoch file order, interleave over per-slot readers, shuffle buffer, record store. */
-#include "pipeline_internal.h"
+#include "rowparse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +20,22 @@
 #define PL_SLOT_QUEUE_DEPTH 4
 #define PL_POLL_MS 100
 
+/*
+ * A sequence loader's windows over the slot's current file (docs/pipeline-semantics.md). The
+ * records that a window may still need are kept; `base` is the position (continuous: step,
+ * discrete: record) of recs[0] in the file, `p` the next window's start and `len` its length
+ * (drawn when needed, one draw per window from stream (seed, epoch, 3, file)).
+ */
+struct pl_wingen {
+	struct pl_rec *recs;
+	int64_t *steps; /* continuous: steps of each record */
+	size_t n, cap;
+	int64_t base, total; /* total: position after the last kept record */
+	int64_t p, len;
+	bool have_len, ended;
+	struct pl_rng rng;
+};
+
 struct pl_slot {
 	bool open;       /* reading a file */
 	bool finishing;  /* the file's last chunk was fed */
@@ -28,6 +44,7 @@ struct pl_slot {
 	struct tfr_reader *rd;
 	struct iox_chunk chunk;
 	bool have_chunk;
+	struct pl_wingen wg;
 };
 
 struct pl_source {
@@ -48,6 +65,8 @@ struct pl_source {
 
 	struct pl_block *cur;
 	struct pl_block *free_blocks; /* standard-size blocks kept for reuse */
+	struct pl_worker_scratch *ws; /* continuous_sequence: decoding record lengths */
+	uint64_t epoch;
 	atomic_bool stop;
 	struct pl_source_stats st;
 	const char *engine_name;
@@ -67,9 +86,20 @@ static void block_put(struct pl_block *b)
 
 void pl_rec_unref(struct pl_rec *r)
 {
+	if (r->win) {
+		for (uint32_t i = 0; i < r->n_win; i++)
+			pl_rec_unref(&r->win[i]);
+		free(r->win);
+		r->win = NULL;
+	}
 	if (r->blk && --r->blk->refs == 0)
 		block_put(r->blk);
 	r->blk = NULL;
+}
+
+void pl_rec_ref(struct pl_rec *r)
+{
+	r->blk->refs++;
 }
 
 static struct pl_block *block_get(struct pl_source *src, size_t need)
@@ -104,6 +134,10 @@ static int store_record(struct pl_source *src, const struct tfr_record *tr, uint
 		src->cur = b = nb;
 	}
 	memcpy(b->data + b->used, tr->data, tr->len);
+	out->win = NULL;
+	out->n_win = 0;
+	out->win_skip = 0;
+	out->win_len = -1;
 	out->blk = b;
 	out->data = b->data + b->used;
 	out->len = (uint32_t)tr->len;
@@ -128,6 +162,22 @@ static void slot_release_chunk(struct pl_slot *s)
 		iox_release(s->iox, &s->chunk);
 		s->have_chunk = false;
 	}
+}
+
+static void wg_clear(struct pl_wingen *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		pl_rec_unref(&w->recs[i]);
+	w->n = 0;
+}
+
+static void wg_reset(struct pl_source *src, struct pl_slot *s)
+{
+	struct pl_wingen *w = &s->wg;
+	wg_clear(w);
+	w->base = w->total = w->p = 0;
+	w->have_len = w->ended = false;
+	pl_rng_init(&w->rng, src->plan->cfg.seed, src->epoch, PL_STREAM_WINDOWS, s->file);
 }
 
 /* Give up on the slot's file midway: a fresh iox, so none of its chunks reach the next file. */
@@ -185,6 +235,7 @@ static int slot_open(struct pl_source *src, struct pl_slot *s, uint32_t file, st
 	s->finishing = false;
 	s->file = file;
 	src->st.files_opened++;
+	wg_reset(src, s);
 	return 0;
 }
 
@@ -294,7 +345,11 @@ void pl_source_destroy(struct pl_source *src)
 		slot_release_chunk(s);
 		iox_destroy(s->iox);
 		tfr_reader_destroy(s->rd);
+		wg_clear(&s->wg);
+		free(s->wg.recs);
+		free(s->wg.steps);
 	}
+	pl_scratch_destroy(src->ws);
 	if (src->cur && --src->cur->refs == 0)
 		block_put(src->cur);
 	while (src->free_blocks) {
@@ -348,6 +403,7 @@ int pl_source_begin_epoch(struct pl_source *src, uint64_t epoch, struct io_error
 		if (src->slots[i].open) /* a file left half read: start over clean */
 			slot_abandon(&src->slots[i]);
 	}
+	src->epoch = epoch;
 	epoch_order(src, epoch);
 	src->next_file = 0;
 	src->n_open = 0;
@@ -373,6 +429,169 @@ static int slot_advance(struct pl_source *src, unsigned k, struct io_error *err)
 	return 0;
 }
 
+/*
+ * continuous_sequence: a record's length along axis 0, the same for every output tensor (after
+ * its processing steps). Decoded here, on the driver, because windows depend on it; the data
+ * CRC is checked at the same time and not again by the parse task.
+ */
+static int record_steps(struct pl_source *src, struct pl_rec *rec, int64_t *ret_steps,
+			struct io_error *err)
+{
+	const struct pl_plan *plan = src->plan;
+	if (!src->ws && !(src->ws = pl_scratch_create(plan)))
+		return -ENOMEM;
+	int r = pl_row_decode(plan, src->ws, rec, err);
+	if (r < 0)
+		return r;
+	rec->crc_checked = true;
+	r = pl_row_shapes(plan, src->ws, err);
+	int64_t steps = -1;
+	size_t first = 0;
+	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
+		struct pl_view v;
+		r = pl_row_view(plan, src->ws, i, &v, err);
+		if (r < 0)
+			break;
+		if (steps < 0) {
+			steps = v.shape[0];
+			first = i;
+		} else if (v.shape[0] != steps) {
+			io_error_set(err, "tensors \"%s\" and \"%s\" have different lengths along axis 0 "
+				     "(%lld and %lld); continuous_sequence needs them equal",
+				     plan->out[first].name, plan->out[i].name, (long long)steps,
+				     (long long)v.shape[0]);
+			r = -EBADMSG;
+		}
+	}
+	if (r < 0) {
+		if (r != -ENOMEM)
+			pl_row_error_prefix(plan, rec, err);
+		return r;
+	}
+	*ret_steps = steps < 0 ? 0 : steps;
+	return 0;
+}
+
+/* Take one more record of the slot's file into its window generator: 1, 0 (file ended), -errno. */
+static int wg_push(struct pl_source *src, struct pl_slot *s, bool wait, struct io_error *err)
+{
+	struct pl_wingen *w = &s->wg;
+	struct pl_rec rec;
+	int r = slot_next(src, s, wait, &rec, err);
+	if (r <= 0) {
+		if (r == 0)
+			w->ended = true;
+		return r;
+	}
+	int64_t steps = 1;
+	if (src->plan->cfg.type == PL_LOADER_CONTINUOUS_SEQUENCE) {
+		r = record_steps(src, &rec, &steps, err);
+		if (r < 0) {
+			pl_rec_unref(&rec);
+			if (r == -ENOMEM || src->plan->cfg.on_corrupt == PL_ON_CORRUPT_FAIL)
+				return r;
+			src->st.skipped_records++;
+			return 1;
+		}
+	}
+	if (w->n == w->cap) {
+		size_t ncap = w->cap ? w->cap * 2 : 16;
+		struct pl_rec *nr = realloc(w->recs, ncap * sizeof(*nr));
+		if (nr)
+			w->recs = nr;
+		int64_t *ns = realloc(w->steps, ncap * sizeof(*ns));
+		if (ns)
+			w->steps = ns;
+		if (!nr || !ns) {
+			pl_rec_unref(&rec);
+			return -ENOMEM;
+		}
+		w->cap = ncap;
+	}
+	w->recs[w->n] = rec;
+	w->steps[w->n] = steps;
+	w->n++;
+	w->total += steps;
+	return 1;
+}
+
+/* Forget the generator's records that end at or before position p. */
+static void wg_drop_before(struct pl_wingen *w, int64_t p)
+{
+	size_t k = 0;
+	while (k < w->n && w->base + w->steps[k] <= p) {
+		w->base += w->steps[k];
+		pl_rec_unref(&w->recs[k]);
+		k++;
+	}
+	if (k) {
+		memmove(w->recs, w->recs + k, (w->n - k) * sizeof(*w->recs));
+		memmove(w->steps, w->steps + k, (w->n - k) * sizeof(*w->steps));
+		w->n -= k;
+	}
+}
+
+/* The slot's next window (semantics doc, "Sequence loaders"): 1, 0 (file done), -errno. */
+static int window_next(struct pl_source *src, struct pl_slot *s, bool wait, struct pl_rec *out,
+		       struct io_error *err)
+{
+	const struct pl_spec *c = &src->plan->cfg;
+	struct pl_wingen *w = &s->wg;
+	bool cont = c->type == PL_LOADER_CONTINUOUS_SEQUENCE;
+	if (!w->have_len) {
+		w->len = c->min_window +
+			 (int64_t)pl_rng_below(&w->rng, (uint64_t)(c->max_window - c->min_window + 1));
+		w->have_len = true;
+	}
+	while (w->total < w->p + w->len) {
+		if (w->ended) {
+			wg_clear(w);
+			return 0;
+		}
+		int r = wg_push(src, s, wait, err);
+		if (r < 0)
+			return r;
+	}
+	/* the records covering [p, p + len) */
+	size_t i = 0;
+	int64_t at = w->base;
+	while (i < w->n && at + w->steps[i] <= w->p) {
+		at += w->steps[i];
+		i++;
+	}
+	int64_t skip = w->p - at;
+	size_t j = i;
+	for (int64_t end = at; j < w->n && end < w->p + w->len; j++)
+		end += w->steps[j];
+	if (!cont)
+		j = i + (size_t)w->len; /* whole records, even those of length 0 */
+	struct pl_rec *win = malloc((j - i) * sizeof(*win));
+	if (!win)
+		return -ENOMEM;
+	for (size_t k = i; k < j; k++) {
+		win[k - i] = w->recs[k];
+		pl_rec_ref(&win[k - i]);
+	}
+	*out = win[0];
+	out->blk = NULL;
+	out->win = win;
+	out->n_win = (uint32_t)(j - i);
+	out->win_skip = cont ? skip : 0;
+	out->win_len = cont ? w->len : -1;
+	w->p += cont && c->stride != PL_NULL ? c->stride : w->len;
+	w->have_len = false;
+	wg_drop_before(w, w->p);
+	return 1;
+}
+
+static int slot_elem(struct pl_source *src, struct pl_slot *s, bool wait, struct pl_rec *out,
+		     struct io_error *err)
+{
+	if (src->plan->cfg.type == PL_LOADER_INDEPENDENT)
+		return slot_next(src, s, wait, out, err);
+	return window_next(src, s, wait, out, err);
+}
+
 /* The next element of the interleave (semantics doc), or 0 at the end of the epoch. */
 static int interleave_next(struct pl_source *src, struct pl_rec *out, struct io_error *err)
 {
@@ -391,7 +610,7 @@ static int interleave_next(struct pl_source *src, struct pl_rec *out, struct io_
 				unsigned kk = (src->k + j) % c;
 				if (!src->slots[kk].open)
 					continue;
-				r = slot_next(src, &src->slots[kk], false, out, err);
+				r = slot_elem(src, &src->slots[kk], false, out, err);
 				if (r == -EAGAIN)
 					continue;
 				if (r < 0)
@@ -406,7 +625,7 @@ static int interleave_next(struct pl_source *src, struct pl_rec *out, struct io_
 				goto again;
 			}
 		}
-		r = slot_next(src, s, true, out, err);
+		r = slot_elem(src, s, true, out, err);
 		if (r < 0)
 			return r;
 		if (r == 1) {

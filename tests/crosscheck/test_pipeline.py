@@ -596,6 +596,30 @@ def test_checkpoints(tmp, ds):
             k, k, brief(err)))
 
 
+def test_sequence_checkpoints(tmp, ds):
+    """Resuming a sequence loader replays its windows (and their random lengths) exactly."""
+    import plref
+    for loader, args in [("continuous_sequence", {"min_window": 1, "max_window": 4, "stride": 2}),
+                         ("discrete_sequence", {"min_window": 1, "max_window": 3})]:
+        s = spec(ds["seq"], ["tok", "word"], loader, target_batch_size=2, epochs=2, shuffle=True,
+                 seed=5, **args)
+        exp = plref.batches(s)
+        rc, full, err = run_cli(tmp, s, ["tok"])
+        if not check(rc == 0 and compare(loader + " checkpoint base", exp, full, ["tok"]) == 0,
+                     "%s: checkpoint base run equals the reference (%s)" % (loader, brief(err))):
+            continue
+        st = os.path.join(tmp, "state")
+        for k in sorted({1, len(exp) // 2, len(exp) - 1}):
+            if os.path.exists(st):
+                os.unlink(st)
+            rc, head, err = run_cli(tmp, s, ["tok"], ["--batches", str(k), "--state-out", st])
+            rc2, tail, err2 = run_cli(tmp, s, ["tok"], ["--state-in", st])
+            n = compare("%s resume at %d" % (loader, k), exp[k:], tail, ["tok"], start=k) \
+                if rc == 0 and rc2 == 0 else -1
+            check(n == 0, "%s: resume at %d gives batches %d.. (%s)" % (loader, k, k,
+                                                                        brief(err + err2)))
+
+
 def test_corrupt(tmp, ds):
     import plref
     path, idx, off = ds["corrupt_at"]
@@ -635,8 +659,19 @@ def test_sequences(tmp, ds):
             ("discrete_sequence, 1..3 records", "discrete_sequence",
              {"min_window": 1, "max_window": 3}),
             ("discrete_sequence, 2 records, padding", "discrete_sequence",
-             {"min_window": 2, "max_window": 2, "padding": True, "epochs": 2})]:
-        case(tmp, name, spec(seq, f, loader, target_batch_size=3, **args), seq_loader=True)
+             {"min_window": 2, "max_window": 2, "padding": True, "epochs": 2}),
+            ("continuous_sequence, stride 4 > window 2 (gaps), raw", "continuous_sequence",
+             {"min_window": 2, "max_window": 2, "stride": 4}),
+            ("continuous_sequence, window longer than any file", "continuous_sequence",
+             {"min_window": 10000, "max_window": 10000}),
+            ("continuous_sequence, slice and const per record", "continuous_sequence",
+             {"min_window": 2, "max_window": 3, "processing_steps": [slice_step("vec", "[:, 1]")],
+              "secondary_features": [const("ones", "tok", "float16", 1.5)]}),
+            ("discrete_sequence, shuffled windows, 3 epochs", "discrete_sequence",
+             {"min_window": 1, "max_window": 2, "shuffle": True, "seed": 11, "epochs": 3,
+              "num_mix_files": 3, "num_shuffle_buffer_elements": 4})]:
+        feats = f + ["rawv"] if "raw" in name else f
+        case(tmp, name, spec(seq, feats, loader, target_batch_size=3, **args), seq_loader=True)
 
 
 def main():
@@ -656,6 +691,7 @@ def main():
             test_cases(tmp, ds)
             test_sequences(tmp, ds)
             if not MODEL_ONLY:
+                test_sequence_checkpoints(tmp, ds)
                 test_seed_and_threads(tmp, ds)
                 test_checkpoints(tmp, ds)
                 test_corrupt(tmp, ds)
