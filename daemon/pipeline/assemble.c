@@ -552,9 +552,13 @@ static int bjob_tasks(struct pl_bjob *job)
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < job->n_rows; i++)
 		bytes += job->rows[i].len;
-	/* about 64 KiB of records per task, at least 4 tasks per worker when rows allow */
-	size_t by_bytes = (size_t)(bytes / 65536) + 1;
-	size_t want = ax->n_workers * 4 > by_bytes ? ax->n_workers * 4 : by_bytes;
+	/*
+	 * Two tasks per worker, or about 1 MiB of records per task if that makes more: every task
+	 * spawned from the driver may cost a wake-up (a futex call on each side), so a batch is
+	 * cut in as few tasks as keep the workers busy (several batches are in flight).
+	 */
+	size_t by_bytes = (size_t)(bytes >> 20) + 1;
+	size_t want = ax->n_workers * 2 > by_bytes ? ax->n_workers * 2 : by_bytes;
 	if (want > job->n_rows)
 		want = job->n_rows ? job->n_rows : 1;
 	job->n_tasks = want;

@@ -501,7 +501,7 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	r = make_info(p);
 	if (r < 0)
 		goto fail;
-	r = pl_source_create(p->plan, o.engine, &p->src, err);
+	r = pl_source_create(p->plan, o.engine, o.direct, &p->src, err);
 	if (r < 0)
 		goto fail;
 	struct sched_pool *pool = o.pool;
@@ -666,6 +666,8 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 	ret->record_bytes = p->src_stats.record_bytes;
 	ret->file_bytes = p->src_stats.file_bytes;
 	ret->skipped_files = p->src_stats.skipped_files;
+	ret->copied_bytes = p->src_stats.copied_bytes;
+	ret->evacuations = p->src_stats.evacuations;
 	ret->batches = p->batches;
 	ret->rows = p->rows;
 	ret->driver_cpu_ns = p->driver_cpu_ns;

@@ -29,6 +29,9 @@ struct pl_pipeline_opts {
 	size_t size;             /* sizeof(struct pl_pipeline_opts), set by _init */
 	struct sched_pool *pool; /* NULL: the pipeline starts a pool of num_parallel_parses workers */
 	enum iox_engine engine;  /* default AUTO (honours SLUICE_IO_ENGINE=pread) */
+	bool direct;             /* O_DIRECT reads where the file system takes them (default off:
+				  * no kernel copy, but no page cache either; for big files on
+				  * NVMe, docs/io-engine.md) */
 	const void *state;       /* resume from pl_pipeline_save() output, or NULL */
 	size_t state_len;
 	/*
@@ -97,6 +100,8 @@ struct pl_stats {
 	uint64_t rows;
 	uint64_t skipped_records;  /* on_corrupt */
 	uint64_t skipped_files;
+	uint64_t copied_bytes;     /* record bytes copied out of read buffers (others: zero-copy) */
+	uint64_t evacuations;      /* pinned read buffers emptied to let reading go on */
 	uint64_t driver_cpu_ns;    /* read, frame, interleave, shuffle, assemble */
 	uint64_t parse_cpu_ns;     /* parse tasks (thread CPU clock) */
 	uint64_t next_wait_ns;     /* time pl_pipeline_next() waited */

@@ -149,12 +149,20 @@ void pl_plan_destroy(struct pl_plan *plan);
 /* ---- records in memory ---- */
 
 /* A block of record bytes copied out of the read buffers; freed when no record refers to it. */
+/*
+ * Record bytes: a heap block the records were copied into, or a read buffer of an iox that
+ * the records were framed in and still point into (ix set: zero-copy; the buffer goes back to
+ * its iox when the last record is dropped).
+ */
 struct pl_block {
-	size_t refs; /* records alive in it, +1 while it is the block being filled */
+	size_t refs; /* records alive in it, +1 while it is being filled / is a slot's chunk */
 	size_t used, cap;
+	uint8_t *data;
 	struct pl_block **free_list; /* where a standard-size block goes when unused, or NULL */
 	struct pl_block *next_free;
-	uint8_t data[];
+	struct pl_ioxref *ix;        /* a read buffer of this iox, or NULL */
+	struct iox_chunk chunk;
+	uint64_t seq;                /* read buffers: the slot's chunk number (age) */
 };
 
 /*
@@ -188,9 +196,11 @@ struct pl_source;
 
 struct pl_source_stats {
 	uint64_t files_opened, records, record_bytes, file_bytes, skipped_records, skipped_files;
+	uint64_t copied_bytes;   /* record bytes copied out of the read buffers */
+	uint64_t evacuations;    /* times pinned read buffers were emptied (evacuate()) */
 };
 
-int pl_source_create(const struct pl_plan *plan, enum iox_engine engine,
+int pl_source_create(const struct pl_plan *plan, enum iox_engine engine, bool direct,
 		     struct pl_source **ret_src, struct io_error *err);
 void pl_source_destroy(struct pl_source *src);
 /* Start epoch e: file order, interleave slots, shuffle buffer. */

@@ -123,7 +123,7 @@ static int check_kind(const struct pl_out *o, const struct pbex_feature *f, cons
 		      struct io_error *err)
 {
 	enum pbex_kind want = want_kind(o->feat->deser);
-	if (f->kind != PBEX_KIND_NONE && f->kind != want) {
+	if (__builtin_expect(f->kind != PBEX_KIND_NONE && f->kind != want, 0)) {
 		io_error_set(err, "feature \"%s\"%s: expected %s (deserialize_type %s), got %s",
 			     o->feat->name, where, pbex_kind_name(want),
 			     manifest_deser_name(o->feat->deser), pbex_kind_name(f->kind));
@@ -249,15 +249,17 @@ static int list_dims(const struct pl_out *o, const struct pbex_feature_list *pl,
 	struct pbex_feature step;
 	int64_t inferred = -1;
 	uint32_t k = 0;
-	char where[48];
+	char where[48] = "";
 	pbex_list_iter_init(&it, pl);
 	while (pbex_list_iter_next(&it, &step)) {
-		snprintf(where, sizeof(where), " step %u", k);
-		int r = check_kind(o, &step, where, err);
-		if (r < 0)
-			return r;
+		int r = check_kind(o, &step, "", NULL);
+		if (r < 0) {
+			snprintf(where, sizeof(where), " step %u", k);
+			return check_kind(o, &step, where, err);
+		}
 		uint32_t count = step.kind == PBEX_KIND_NONE ? 0 : step.count;
 		if (f->deser == MANIFEST_DESER_RAW) {
+			snprintf(where, sizeof(where), " step %u", k);
 			if (count != 1) {
 				io_error_set(err, "feature \"%s\"%s: expected 1 raw byte string, got %u",
 					     f->name, where, count);
@@ -273,8 +275,8 @@ static int list_dims(const struct pl_out *o, const struct pbex_feature_list *pl,
 					return r;
 			}
 		} else if ((int64_t)count != o->step_elems) {
-			io_error_set(err, "feature \"%s\"%s: expected %lld values per step, got %u",
-				     f->name, where, (long long)o->step_elems, count);
+			io_error_set(err, "feature \"%s\" step %u: expected %lld values per step, got %u",
+				     f->name, k, (long long)o->step_elems, count);
 			return -EBADMSG;
 		}
 		k++;

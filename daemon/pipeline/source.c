@@ -17,6 +17,8 @@
  */
 
 #define PL_BLOCK_BYTES (1u << 20)
+/* Read buffers a slot may keep pinned by records beyond the one it is framing. */
+#define PL_PIN_CHUNKS 8
 #define PL_SLOT_QUEUE_DEPTH 4
 #define PL_POLL_MS 100
 
@@ -36,14 +38,26 @@ struct pl_wingen {
 	struct pl_rng rng;
 };
 
+/*
+ * An iox shared by a slot and the read buffers still pinned by records. A slot that abandons a
+ * file midway retires its iox (and starts a new one); the retired one is destroyed when its
+ * last pinned buffer is released.
+ */
+struct pl_ioxref {
+	struct iox *iox;
+	size_t chunks; /* pl_blocks alive on its buffers */
+	bool retired;
+};
+
 struct pl_slot {
 	bool open;       /* reading a file */
 	bool finishing;  /* the file's last chunk was fed */
 	uint32_t file;   /* index into ds->files */
-	struct iox *iox;
+	struct pl_ioxref *ix;
 	struct tfr_reader *rd;
-	struct iox_chunk chunk;
-	bool have_chunk;
+	struct pl_block *cur; /* the chunk being framed (one reference held by the slot) */
+	bool pin;             /* its records may point into it rather than be copied */
+	uint64_t chunk_seq;   /* chunks taken so far */
 	struct pl_wingen wg;
 };
 
@@ -66,6 +80,7 @@ struct pl_source {
 	struct pl_block *cur;
 	struct pl_block *free_blocks; /* standard-size blocks kept for reuse */
 	struct pl_worker_scratch *ws; /* continuous_sequence: decoding record lengths */
+	bool direct;                  /* O_DIRECT reads */
 	uint64_t epoch;
 	atomic_bool stop;
 	struct pl_source_stats st;
@@ -74,8 +89,24 @@ struct pl_source {
 	bool have_fallback;
 };
 
+static void ioxref_put(struct pl_ioxref *ix)
+{
+	if (ix->retired && ix->chunks == 0) {
+		iox_destroy(ix->iox);
+		free(ix);
+	}
+}
+
 static void block_put(struct pl_block *b)
 {
+	if (b->ix) { /* a read buffer: back to its iox */
+		struct pl_ioxref *ix = b->ix;
+		iox_release(ix->iox, &b->chunk);
+		ix->chunks--;
+		free(b);
+		ioxref_put(ix);
+		return;
+	}
 	if (b->free_list) { /* standard size: keep it (pages stay mapped, no faults next time) */
 		b->next_free = *b->free_list;
 		*b->free_list = b;
@@ -114,6 +145,8 @@ static struct pl_block *block_get(struct pl_source *src, size_t need)
 		if (!b)
 			return NULL;
 		b->cap = cap;
+		b->data = (uint8_t *)(b + 1);
+		b->ix = NULL;
 		b->free_list = cap == PL_BLOCK_BYTES ? &src->free_blocks : NULL;
 	}
 	b->refs = 1;
@@ -121,36 +154,69 @@ static struct pl_block *block_get(struct pl_source *src, size_t need)
 	return b;
 }
 
-static int store_record(struct pl_source *src, const struct tfr_record *tr, uint32_t file,
-			struct pl_rec *out)
+/* Copy len bytes into the heap block being filled; *ret_blk gets a reference. */
+static int copy_bytes(struct pl_source *src, const uint8_t *data, size_t len,
+		      struct pl_block **ret_blk, const uint8_t **ret_data)
 {
 	struct pl_block *b = src->cur;
-	if (!b || b->cap - b->used < tr->len) {
-		struct pl_block *nb = block_get(src, tr->len);
+	if (!b || b->cap - b->used < len) {
+		struct pl_block *nb = block_get(src, len);
 		if (!nb)
 			return -ENOMEM;
 		if (b && --b->refs == 0)
 			block_put(b);
 		src->cur = b = nb;
 	}
-	memcpy(b->data + b->used, tr->data, tr->len);
+	memcpy(b->data + b->used, data, len);
+	*ret_data = b->data + b->used;
+	*ret_blk = b;
+	b->used += (len + 7) & ~(size_t)7;
+	if (b->used > b->cap)
+		b->used = b->cap;
+	b->refs++;
+	return 0;
+}
+
+/*
+ * Keep a framed record: in place in the slot's chunk when the chunk may be pinned and the
+ * record lies inside it (no copy), else copied into a heap block.
+ */
+static int store_record(struct pl_source *src, struct pl_slot *s, const struct tfr_record *tr,
+			struct pl_rec *out)
+{
+	struct pl_block *c = s->cur;
+	if (s->pin && c && tr->data >= c->data && tr->data + tr->len <= c->data + c->cap) {
+		c->refs++;
+		out->blk = c;
+		out->data = tr->data;
+	} else {
+		int r = copy_bytes(src, tr->data, tr->len, &out->blk, &out->data);
+		if (r < 0)
+			return r;
+		src->st.copied_bytes += tr->len;
+	}
 	out->win = NULL;
 	out->n_win = 0;
 	out->win_skip = 0;
 	out->win_len = -1;
-	out->blk = b;
-	out->data = b->data + b->used;
 	out->len = (uint32_t)tr->len;
 	out->masked_crc = tr->masked_crc;
 	out->crc_checked = tr->crc_checked;
 	out->decompressed = tr->decompressed;
-	out->file = file;
+	out->file = s->file;
 	out->index = tr->index;
 	out->offset = tr->offset;
-	b->used += (tr->len + 7) & ~(size_t)7;
-	if (b->used > b->cap)
-		b->used = b->cap;
-	b->refs++;
+	if (!tr->crc_checked) {
+		/*
+		 * Check the data CRC here, on bytes still hot in this core's cache, rather than
+		 * in the parse task, which would read the record cold from memory first. A mismatch
+		 * leaves crc_checked false: the parse task checks again and reports it for the row
+		 * (docs/pipeline-semantics.md: a bad record is a dropped row, or the error).
+		 */
+		struct tfr_record copy = *tr;
+		copy.data = out->data;
+		out->crc_checked = tfr_record_verify(&copy, NULL, NULL) == 0;
+	}
 	src->st.records++;
 	src->st.record_bytes += tr->len;
 	return 0;
@@ -158,10 +224,38 @@ static int store_record(struct pl_source *src, const struct tfr_record *tr, uint
 
 static void slot_release_chunk(struct pl_slot *s)
 {
-	if (s->have_chunk) {
-		iox_release(s->iox, &s->chunk);
-		s->have_chunk = false;
+	if (s->cur) {
+		if (--s->cur->refs == 0)
+			block_put(s->cur);
+		s->cur = NULL;
 	}
+}
+
+/*
+ * The slot has as many read buffers pinned as it may: copy out to heap blocks the records of
+ * the shuffle buffer that hold its older half of them, so that those buffers go back to the
+ * iox. A shuffle buffer drains at random, so an old chunk is held by a few stragglers: few
+ * bytes to copy. (Records already in batches being parsed keep theirs until done.)
+ */
+static int evacuate(struct pl_source *src, struct pl_slot *s)
+{
+	src->st.evacuations++;
+	uint64_t old_below = s->chunk_seq - PL_PIN_CHUNKS / 2;
+	for (size_t i = 0; i < src->buf_len; i++) {
+		struct pl_rec *r = &src->buf[i];
+		if (!r->blk || r->blk->ix != s->ix || r->blk->seq >= old_below)
+			continue;
+		struct pl_block *old = r->blk;
+		int e = copy_bytes(src, r->data, r->len, &r->blk, &r->data);
+		if (e < 0) {
+			r->blk = old;
+			return e;
+		}
+		if (--old->refs == 0)
+			block_put(old);
+		src->st.copied_bytes += r->len;
+	}
+	return 0;
 }
 
 static void wg_clear(struct pl_wingen *w)
@@ -184,8 +278,11 @@ static void wg_reset(struct pl_source *src, struct pl_slot *s)
 static void slot_abandon(struct pl_slot *s)
 {
 	slot_release_chunk(s);
-	iox_destroy(s->iox);
-	s->iox = NULL;
+	if (s->ix) {
+		s->ix->retired = true;
+		ioxref_put(s->ix);
+		s->ix = NULL;
+	}
 	s->open = false;
 }
 
@@ -193,21 +290,29 @@ static int slot_open(struct pl_source *src, struct pl_slot *s, uint32_t file, st
 {
 	const struct dataset_file *f = &src->plan->ds->files[file];
 	int r;
-	if (!s->iox) {
+	if (!s->ix) {
 		struct iox_opts o;
 		iox_opts_init(&o);
 		o.engine = src->engine;
 		o.queue_depth = PL_SLOT_QUEUE_DEPTH;
 		o.max_open_files = 1;
 		o.chunk_len = src->plan->read_chunk;
-		o.num_buffers = PL_SLOT_QUEUE_DEPTH + 1;
+		/* reads in flight, the chunk being framed, and the pinned ones */
+		o.num_buffers = PL_SLOT_QUEUE_DEPTH + 1 + PL_PIN_CHUNKS;
 		o.pread_threads = 1;
-		r = iox_create(&o, &s->iox, err);
-		if (r < 0)
+		o.direct = src->direct;
+		s->ix = calloc(1, sizeof(*s->ix));
+		if (!s->ix)
+			return -ENOMEM;
+		r = iox_create(&o, &s->ix->iox, err);
+		if (r < 0) {
+			free(s->ix);
+			s->ix = NULL;
 			return r;
+		}
 		if (!src->engine_name) {
-			src->engine_name = iox_engine_name(iox_engine_used(s->iox));
-			const char *why = iox_fallback_reason(s->iox);
+			src->engine_name = iox_engine_name(iox_engine_used(s->ix->iox));
+			const char *why = iox_fallback_reason(s->ix->iox);
 			if (why) {
 				snprintf(src->fallback, sizeof(src->fallback), "%s", why);
 				src->have_fallback = true;
@@ -228,7 +333,7 @@ static int slot_open(struct pl_source *src, struct pl_slot *s, uint32_t file, st
 		return r;
 	if (src->plan->ds->manifest->compression == TFR_COMPRESSION_NONE)
 		tfr_reader_set_input_size(s->rd, f->size);
-	r = iox_add_file(s->iox, f->path, NULL);
+	r = iox_add_file(s->ix->iox, f->path, NULL);
 	if (r < 0)
 		return r;
 	s->open = true;
@@ -250,7 +355,7 @@ static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct
 		struct tfr_record tr;
 		int r = tfr_reader_next(s->rd, &tr, err);
 		if (r == TFR_RECORD)
-			return store_record(src, &tr, s->file, out) < 0 ? -ENOMEM : 1;
+			return store_record(src, s, &tr, out) < 0 ? -ENOMEM : 1;
 		if (r == TFR_END) {
 			slot_release_chunk(s);
 			s->open = false;
@@ -271,10 +376,24 @@ static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct
 			tfr_reader_finish(s->rd);
 			continue;
 		}
+		/*
+		 * Pin the next chunk only while the slot has pinned buffers to spare (see
+		 * PL_PIN_CHUNKS and evacuate()); otherwise its records are copied, so reading always
+		 * has buffers left. Sequence loaders keep records in their window generators and
+		 * always copy.
+		 */
+		bool pin = src->plan->cfg.type == PL_LOADER_INDEPENDENT;
+		if (pin && s->ix->chunks >= PL_PIN_CHUNKS) {
+			r = evacuate(src, s);
+			if (r < 0)
+				return r;
+			pin = s->ix->chunks < PL_PIN_CHUNKS;
+		}
+		struct iox_chunk ch;
 		for (;;) {
 			if (atomic_load_explicit(&src->stop, memory_order_relaxed))
 				return -ECANCELED;
-			r = iox_next(s->iox, wait ? PL_POLL_MS : 0, &s->chunk, err);
+			r = iox_next(s->ix->iox, wait ? PL_POLL_MS : 0, &ch, err);
 			if (r == -ETIMEDOUT) {
 				if (!wait)
 					return -EAGAIN;
@@ -288,23 +407,37 @@ static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct
 			s->finishing = true;
 			continue;
 		}
-		s->have_chunk = true;
-		if (s->chunk.error) {
-			slot_release_chunk(s);
+		if (ch.error) {
+			iox_release(s->ix->iox, &ch);
 			if (src->plan->cfg.on_corrupt == PL_ON_CORRUPT_FAIL)
-				return s->chunk.error;
+				return ch.error;
 			src->st.skipped_files++;
 			slot_abandon(s);
 			return 0;
 		}
-		src->st.file_bytes += s->chunk.len;
-		tfr_reader_feed(s->rd, s->chunk.data, s->chunk.len);
-		if (s->chunk.last)
+		struct pl_block *b = malloc(sizeof(*b));
+		if (!b) {
+			iox_release(s->ix->iox, &ch);
+			return -ENOMEM;
+		}
+		memset(b, 0, sizeof(*b));
+		b->refs = 1;
+		b->ix = s->ix;
+		b->chunk = ch;
+		b->data = (uint8_t *)ch.data;
+		b->cap = ch.len;
+		b->seq = s->chunk_seq++;
+		s->ix->chunks++;
+		s->cur = b;
+		s->pin = pin;
+		src->st.file_bytes += ch.len;
+		tfr_reader_feed(s->rd, ch.data, ch.len);
+		if (ch.last)
 			s->finishing = true;
 	}
 }
 
-int pl_source_create(const struct pl_plan *plan, enum iox_engine engine,
+int pl_source_create(const struct pl_plan *plan, enum iox_engine engine, bool direct,
 		     struct pl_source **ret_src, struct io_error *err)
 {
 	struct pl_source *src = calloc(1, sizeof(*src));
@@ -312,6 +445,7 @@ int pl_source_create(const struct pl_plan *plan, enum iox_engine engine,
 		return -ENOMEM;
 	src->plan = plan;
 	src->engine = engine;
+	src->direct = direct;
 	src->n_slots = plan->cycle;
 	src->slots = calloc(src->n_slots, sizeof(*src->slots));
 	src->order = calloc(plan->n_files, sizeof(*src->order));
@@ -342,8 +476,7 @@ void pl_source_destroy(struct pl_source *src)
 	drop_buffer(src);
 	for (unsigned i = 0; i < src->n_slots; i++) {
 		struct pl_slot *s = &src->slots[i];
-		slot_release_chunk(s);
-		iox_destroy(s->iox);
+		slot_abandon(s); /* the iox goes with its last pinned buffer */
 		tfr_reader_destroy(s->rd);
 		wg_clear(&s->wg);
 		free(s->wg.recs);
@@ -679,9 +812,13 @@ int pl_source_next(struct pl_source *src, struct pl_rec *ret_rec, struct io_erro
 	*ret_rec = src->buf[i];
 	if (!src->input_done) {
 		struct pl_rec x;
+		/* taken: hide it from evacuate(), which may run while the buffer is refilled */
+		src->buf[i].blk = NULL;
 		r = interleave_next(src, &x, err);
-		if (r < 0)
-			return r; /* buf[i] still holds (and owns) the record: nothing was taken */
+		if (r < 0) {
+			src->buf[i] = *ret_rec; /* the buffer still owns it: nothing was taken */
+			return r;
+		}
 		if (r == 1) {
 			src->buf[i] = x;
 			return 1;

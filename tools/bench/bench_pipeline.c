@@ -153,7 +153,10 @@ struct pl_run {
 	const char *engine;
 };
 
-/* One timed run: create the pipeline, take n batches, stop the clocks, destroy it. */
+/*
+ * One timed run: create the pipeline, take a warm-up of n/10 batches (filling the shuffle
+ * buffer, first touch of the read buffers), then time n batches (steady state), destroy it.
+ */
 static int run_once(const struct pl_spec *spec, struct sched_pool *pool, uint64_t n,
 		    struct pl_run *ret, struct io_error *err)
 {
@@ -167,11 +170,23 @@ static int run_once(const struct pl_spec *spec, struct sched_pool *pool, uint64_
 	memset(&r, 0, sizeof(r));
 	pl_pipeline_opts_init(&po);
 	po.pool = pool;
-	t0 = scan_now_s();
-	c0 = process_cpu_s();
 	rc = pl_pipeline_create(spec, &po, &p, err);
 	if (rc < 0)
 		return rc;
+	for (uint64_t w = 0; w < n / 10 + 1; w++) {
+		struct pl_batch *b;
+
+		rc = pl_pipeline_next(p, -1, &b, err);
+		if (rc <= 0) {
+			pl_pipeline_destroy(p);
+			if (rc == 0)
+				io_error_set(err, "the dataset ended during the warm-up");
+			return rc < 0 ? rc : -ENODATA;
+		}
+		pl_batch_release(p, b);
+	}
+	t0 = scan_now_s();
+	c0 = process_cpu_s();
 	while (r.batches < n) {
 		struct pl_batch *b;
 

@@ -40,6 +40,7 @@ static void run_usage(FILE *f)
 		"  --state-in FILE    resume from a state written by --state-out\n"
 		"  --state-out FILE   after the last batch, write the pipeline's state\n"
 		"  --engine E         auto (default), uring or pread\n"
+		"  --direct           read with O_DIRECT (no page cache, no kernel copy)\n"
 		"  --workers N        parse on a pool of N workers (default: the pipeline's\n"
 		"                     own pool of num_parallel_parses workers)\n"
 		"\n"
@@ -62,6 +63,7 @@ struct run_opts {
 	size_t n_values;
 	const char *state_in, *state_out;
 	enum iox_engine engine;
+	bool direct;
 	uint64_t workers; /* 0: the pipeline's own pool */
 };
 
@@ -510,6 +512,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 			}
 			*(a[8] == 'i' ? &o->state_in : &o->state_out) = val;
 			i++;
+		} else if (!strcmp(a, "--direct")) {
+			o->direct = true;
 		} else if (!strcmp(a, "--engine")) {
 			if (val && !strcmp(val, "auto")) {
 				o->engine = IOX_ENGINE_AUTO;
@@ -618,9 +622,11 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 		pl_pipeline_get_stats(r->p, &st);
 		printf("total: batches=%" PRIu64 " rows=%" PRIu64 " wall_s=%.3f batches_per_s=%.1f "
 		       "rows_per_s=%.0f records=%" PRIu64 " skipped_records=%" PRIu64
-		       " skipped_files=%" PRIu64 " io_engine=%s%s%s\n",
+		       " skipped_files=%" PRIu64 " record_bytes=%" PRIu64 " copied_bytes=%" PRIu64
+		       " evacuations=%" PRIu64 " io_engine=%s%s%s\n",
 		       r->batches, r->rows, wall, (double)r->batches / wall, (double)r->rows / wall,
-		       st.records, st.skipped_records, st.skipped_files,
+		       st.records, st.skipped_records, st.skipped_files, st.record_bytes,
+		       st.copied_bytes, st.evacuations,
 		       st.io_engine ? st.io_engine : "?", st.io_fallback ? " fallback=" : "",
 		       st.io_fallback ? st.io_fallback : "");
 	}
@@ -682,6 +688,7 @@ int cmd_run(int argc, char **argv)
 	pl_pipeline_opts_init(&po);
 	po.pool = pool;
 	po.engine = r.o.engine;
+	po.direct = r.o.direct;
 	po.state = state;
 	po.state_len = state_len;
 	err.msg[0] = '\0';
