@@ -58,6 +58,8 @@ struct pl_bjob {
 	struct io_error err;
 
 	struct pl_tlay *lay;
+	size_t (*gaps)[2]; /* alignment gaps of the layout, zeroed in the extent */
+	size_t n_gaps, cap_gaps;
 	uint8_t *mem;
 	size_t len;
 	bool failed; /* layout or memory failed: err_code/err say why */
@@ -374,6 +376,32 @@ static int spawn_pass(struct pl_bjob *job, bool measure)
 
 /* ---- layout ---- */
 
+/*
+ * Place len bytes at the next IPC_BATCH_ALIGN boundary from *at; the skipped bytes are noted
+ * so that they can be zeroed: every byte of an extent is written, so the same spec and data
+ * give the same extent, and nothing stale (a reused extent) reaches shared memory.
+ */
+static int place(struct pl_bjob *job, size_t *at, size_t len, uint64_t *ret_off)
+{
+	size_t a = align_up(*at, IPC_BATCH_ALIGN);
+	if (a > *at) {
+		if (job->n_gaps == job->cap_gaps) {
+			size_t nc = job->cap_gaps ? job->cap_gaps * 2 : 16;
+			void *ng = realloc(job->gaps, nc * sizeof(*job->gaps));
+			if (!ng)
+				return -ENOMEM;
+			job->gaps = ng;
+			job->cap_gaps = nc;
+		}
+		job->gaps[job->n_gaps][0] = *at;
+		job->gaps[job->n_gaps][1] = a;
+		job->n_gaps++;
+	}
+	*ret_off = a;
+	*at = a + len;
+	return 0;
+}
+
 static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_error *err)
 {
 	const struct pl_plan *plan = job->ax->plan;
@@ -436,9 +464,8 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 	if (o->ragged) {
 		t->shape[1] = -1;
 		t->inner = inner;
-		*at = align_up(*at, IPC_BATCH_ALIGN);
-		t->splits_off = *at;
-		*at += (n + 1) * sizeof(int64_t);
+		if (place(job, at, (n + 1) * sizeof(int64_t), &t->splits_off) < 0)
+			return -ENOMEM;
 		int64_t steps = 0;
 		for (size_t row = 0; row < job->n_rows; row++)
 			if (!job->bad[row])
@@ -452,9 +479,8 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 		total = (int64_t)n * inner;
 	}
 	if (o->dtype == MANIFEST_DTYPE_STRING) {
-		*at = align_up(*at, IPC_BATCH_ALIGN);
-		t->offsets_off = *at;
-		*at += ((size_t)total + 1) * sizeof(int64_t);
+		if (place(job, at, ((size_t)total + 1) * sizeof(int64_t), &t->offsets_off) < 0)
+			return -ENOMEM;
 		t->byte_start = calloc(n + 1, sizeof(uint64_t));
 		if (!t->byte_start)
 			return -ENOMEM;
@@ -477,10 +503,7 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 	} else {
 		t->data_len = (uint64_t)total * o->elem_size;
 	}
-	*at = align_up(*at, IPC_BATCH_ALIGN);
-	t->data_off = *at;
-	*at += t->data_len;
-	return 0;
+	return place(job, at, t->data_len, &t->data_off);
 }
 
 /* Number the good rows, lay every tensor out, allocate the extent and write the splits. */
@@ -503,6 +526,9 @@ static int layout(struct pl_bjob *job, struct io_error *err)
 		io_error_set(err, "out of memory for a batch of %zu bytes", job->len);
 		return -ENOMEM;
 	}
+	for (size_t g = 0; g < job->n_gaps; g++)
+		memset(job->mem + job->gaps[g][0], 0, job->gaps[g][1] - job->gaps[g][0]);
+	memset(job->mem + at, 0, job->len - at);
 	for (size_t i = 0; i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
 		struct pl_tlay *t = &job->lay[i];
@@ -542,6 +568,7 @@ static void bjob_free(struct pl_bjob *job)
 	free(job->bad);
 	free(job->outpos);
 	free(job->lay);
+	free(job->gaps);
 	free(job->tasks);
 	free(job);
 }

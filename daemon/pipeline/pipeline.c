@@ -38,6 +38,7 @@ struct pl_mem_cache {
 struct pl_node {
 	struct pl_batch b; /* first: pl_batch_release() gets the node back from it */
 	struct pl_node *next;
+	struct pl_node *out_prev, *out_next; /* on the list of batches the caller holds */
 };
 
 struct pl_pos {
@@ -60,6 +61,7 @@ struct pl_pipeline {
 
 	/* under lock */
 	struct pl_node *head, *tail;
+	struct pl_node *out; /* batches next() gave and release() has not taken back */
 	size_t n_ready;
 	size_t n_inflight;
 	bool eos;
@@ -143,6 +145,7 @@ struct pl_driver {
 	struct pl_bjob **inflight; /* FIFO of prefetch entries */
 	size_t head, count, cap;
 	struct io_error err;
+	bool job_failed; /* a batch failed: nothing after it may be delivered */
 };
 
 static void set_error(struct pl_pipeline *p, int code, const struct io_error *e)
@@ -201,6 +204,7 @@ static int finish_oldest(struct pl_driver *d)
 	pthread_mutex_unlock(&p->lock);
 	if (r < 0) {
 		free(n);
+		d->job_failed = true;
 		set_error(p, r, &d->err);
 	}
 	return r;
@@ -318,13 +322,25 @@ static int run_epoch(struct pl_driver *d, uint64_t epoch, uint64_t skip, uint64_
 	struct pl_rec *held = NULL;
 	size_t n_held = 0;
 	for (;;) {
-		struct pl_rec *rows;
-		size_t n;
+		struct pl_rec *rows = NULL;
+		size_t n = 0;
 		r = collect(d, b, &rows, &n);
 		if (r < 0)
-			break;
+			n = 0; /* collect dropped the partial rows */
 		bool complete = n == b;
 		bool usable = n > 0 && (complete || !c->drop_remainder);
+		if (r < 0) {
+			/* the batch held back is complete and came before the error: deliver it */
+			if (held) {
+				struct io_error keep = d->err;
+				int e = dispatch(d, held, n_held, epoch, &index, seq, false, index < skip);
+				held = NULL;
+				d->err = keep;
+				if (e < 0 && e != -ECANCELED)
+					r = e;
+			}
+			break;
+		}
 		if (held) {
 			r = dispatch(d, held, n_held, epoch, &index, seq, !usable, index < skip);
 			held = NULL;
@@ -374,10 +390,16 @@ static void *driver_main(void *arg)
 			break;
 		r = run_epoch(&d, e, e == p->start.epoch ? p->start.index : 0, &seq);
 	}
-	while (r == 0 && d.count > 0)
-		r = finish_oldest(&d);
+	/*
+	 * Batches in flight came before whatever ended the stream, an error included: deliver
+	 * them in order (a job's own error comes first, as set_error keeps the first).
+	 */
+	struct io_error why = d.err;
+	while (r != -ECANCELED && !d.job_failed && d.count > 0)
+		if (finish_oldest(&d) < 0)
+			break;
 	if (r < 0 && r != -ECANCELED)
-		set_error(p, r, &d.err);
+		set_error(p, r, &why);
 	/* stopped or failed: whatever is still in flight is not delivered */
 	while (d.count > 0) {
 		struct pl_bjob *job = d.inflight[d.head];
@@ -479,6 +501,10 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	pl_pipeline_opts_init(&o);
 	if (opts)
 		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	if (!o.alloc != !o.free) {
+		io_error_set(err, "pipeline options: alloc and free go together");
+		return -EINVAL;
+	}
 	struct pl_pipeline *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -566,6 +592,11 @@ void pl_pipeline_destroy(struct pl_pipeline *p)
 		p->free(p->alloc_ctx, (void *)n->b.mem, n->b.len);
 		free(n);
 	}
+	for (struct pl_node *n = p->out, *next; n; n = next) { /* held by the caller */
+		next = n->out_next;
+		p->free(p->alloc_ctx, (void *)n->b.mem, n->b.len);
+		free(n);
+	}
 	sched_queue_destroy(p->q);
 	sched_pool_destroy(p->own_pool, SCHED_SHUTDOWN_DRAIN);
 	pl_asm_ctx_fini(&p->ax);
@@ -632,6 +663,11 @@ int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **re
 		}
 		p->pos.seq = n->b.seq + 1;
 		pthread_cond_broadcast(&p->space_cond);
+		n->out_prev = NULL;
+		n->out_next = p->out;
+		if (p->out)
+			p->out->out_prev = n;
+		p->out = n;
 		*ret_batch = &n->b;
 		r = 1;
 	} else if (r == 0 && p->error) {
@@ -653,6 +689,14 @@ void pl_batch_release(struct pl_pipeline *p, struct pl_batch *b)
 	if (!b)
 		return;
 	struct pl_node *n = (struct pl_node *)b;
+	pthread_mutex_lock(&p->lock);
+	if (n->out_prev)
+		n->out_prev->out_next = n->out_next;
+	else
+		p->out = n->out_next;
+	if (n->out_next)
+		n->out_next->out_prev = n->out_prev;
+	pthread_mutex_unlock(&p->lock);
 	p->free(p->alloc_ctx, (void *)n->b.mem, n->b.len);
 	free(n);
 }

@@ -344,6 +344,22 @@ static int slot_open(struct pl_source *src, struct pl_slot *s, uint32_t file, st
 	return 0;
 }
 
+/* Decode and check a record as the parse task will (on_corrupt skip_file). */
+static int validate_record(struct pl_source *src, struct pl_rec *rec)
+{
+	const struct pl_plan *plan = src->plan;
+	if (!src->ws && !(src->ws = pl_scratch_create(plan)))
+		return -ENOMEM;
+	int r = pl_row_decode(plan, src->ws, rec, NULL);
+	if (r == 0)
+		r = pl_row_shapes(plan, src->ws, NULL);
+	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
+		struct pl_view v;
+		r = pl_row_view(plan, src->ws, i, &v, NULL);
+	}
+	return r;
+}
+
 /*
  * The slot's next record: 1 (stored into *out), 0 when its file ended (cleanly, or by a framing
  * error skipped under on_corrupt), -EAGAIN when wait is false and no input is ready, or -errno.
@@ -354,8 +370,23 @@ static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct
 	for (;;) {
 		struct tfr_record tr;
 		int r = tfr_reader_next(s->rd, &tr, err);
-		if (r == TFR_RECORD)
-			return store_record(src, s, &tr, out) < 0 ? -ENOMEM : 1;
+		if (r == TFR_RECORD) {
+			if (store_record(src, s, &tr, out) < 0)
+				return -ENOMEM;
+			if (src->plan->cfg.on_corrupt != PL_ON_CORRUPT_SKIP_FILE)
+				return 1;
+			/* skip_file: a bad record ends its file, so find out now */
+			r = validate_record(src, out);
+			if (r == 0)
+				return 1;
+			pl_rec_unref(out);
+			if (r == -ENOMEM)
+				return r;
+			src->st.skipped_records++;
+			src->st.skipped_files++;
+			slot_abandon(s);
+			return 0;
+		}
 		if (r == TFR_END) {
 			slot_release_chunk(s);
 			s->open = false;

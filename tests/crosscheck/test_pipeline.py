@@ -644,6 +644,8 @@ def test_corrupt(tmp, ds):
     s["args"].update(shuffle=True, seed=8, epochs=2, num_mix_files=3,
                      num_shuffle_buffer_elements=10, num_filenames_shuffle_buffer=2)
     case(tmp, "on_corrupt skip_record, shuffled", s)
+    s["args"]["on_corrupt"] = "skip_file"
+    case(tmp, "on_corrupt skip_file, shuffled (the file ends at the bad record)", s)
 
 
 def test_sequences(tmp, ds):
