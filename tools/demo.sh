@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The main job, for now: generate datasets, decode every record with all cores, report the rate.
+# The main job, for now: generate datasets, validate them, run pipeline specs in process, report rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
@@ -25,5 +25,36 @@ $ctl validate "$out/ctr"
 echo
 $ctl validate "$out/image"
 echo
+echo "== a pipeline spec: shuffled batches of 1024 CTR records, two epochs"
+cat > "$out/ctr.json" <<JSON
+{"name": "ctr-train", "type": "independent",
+ "args": {"dataset": {"type": "dir", "args": {"data_dir": "$out/ctr"}},
+          "target_batch_size": 1024, "drop_remainder": true, "epochs": 2,
+          "num_parallel_reads": 4, "num_parallel_parses": "auto", "num_read_buffer_bytes": 1048576,
+          "num_prefetch": 4, "shuffle": true, "num_shuffle_buffer_elements": 10000,
+          "num_filenames_shuffle_buffer": 4, "num_mix_files": 4, "seed": 7,
+          "primary_features": [{"from_name": "dense0", "to_name": "dense0"},
+                               {"from_name": "sparse0", "to_name": "sparse0"},
+                               {"from_name": "label", "to_name": "label"}]}}
+JSON
+$ctl run "$out/ctr.json" --json --values label --batches 1 | cut -c1-300
+$ctl run "$out/ctr.json" | tail -n 1
+echo
+echo "== the image spec: ragged boxes padded to the batch maximum with -1"
+cat > "$out/image.json" <<JSON
+{"type": "independent",
+ "args": {"dataset": {"type": "dir", "args": {"data_dir": "$out/image"}},
+          "target_batch_size": 64, "drop_remainder": false, "epochs": 1,
+          "num_read_buffer_bytes": "auto", "num_prefetch": "auto", "num_parallel_parses": "auto",
+          "primary_features": [{"from_name": "image", "to_name": "image"},
+                               {"from_name": "label", "to_name": "label"},
+                               {"from_name": "bbox", "to_name": "boxes"}],
+          "padding": [{"tensor": "boxes", "value": -1}]}}
+JSON
+$ctl run "$out/image.json" | tail -n 2
+echo
 echo "== decode throughput against memcpy and a plain read loop"
 build/tools/sluice-bench read "$out/ctr"
+echo
+echo "== the pipeline engine in process: records and bytes per CPU-second against memcpy"
+build/tools/sluice-bench pipeline --ctr "$out/ctr" --image "$out/image" --batches 400
