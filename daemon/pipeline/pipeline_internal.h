@@ -113,7 +113,8 @@ struct pl_out {
 
 	bool measure; /* the batch layout needs each row's shape (or string bytes) first */
 	bool direct;  /* a fixed-shape numeric feature without steps or padding: decoded straight
-		       * into its row, no view */
+		       * into its row, no view; ws->rec_dims is not kept for it */
+	int64_t rec_elems; /* elements of the record shape (when it has no -1) */
 };
 
 struct pl_plan {

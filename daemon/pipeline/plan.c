@@ -121,6 +121,9 @@ static int add_primary(struct pl_plan *plan, size_t i, const struct pl_primary *
 		return -EINVAL;
 	}
 	o->rec_rank = (unsigned)rank;
+	o->rec_elems = 1;
+	for (int d = 0; d < rank; d++)
+		o->rec_elems *= o->rec_shape[d] < 0 ? 0 : o->rec_shape[d];
 	o->step_elems = 1;
 	for (unsigned d = 0; d < f->rank; d++)
 		o->step_elems = f->shape[d] < 0 ? -1 : o->step_elems * f->shape[d];

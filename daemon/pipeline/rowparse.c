@@ -310,15 +310,36 @@ static int apply_steps(const struct pl_out *o, struct pl_view *v, struct io_erro
 	return 0;
 }
 
+/* A direct output (fixed shape, int/float, an Example): present, the right kind and count. */
+static int direct_check(const struct pl_out *o, const struct pbex_feature *pf,
+			struct io_error *err)
+{
+	if (__builtin_expect(pf->present && pf->kind == want_kind(o->feat->deser) &&
+				     (int64_t)pf->count == o->rec_elems,
+			     1))
+		return 0;
+	int64_t dims[PL_MAX_RANK];
+	memcpy(dims, o->rec_shape, sizeof(dims));
+	return fixed_dims(o, pf, dims, err); /* the general check, for its message */
+}
+
 int pl_row_shapes(const struct pl_plan *plan, struct pl_worker_scratch *ws, struct io_error *err)
 {
 	for (size_t i = 0; i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
 		int64_t *dims = ws->rec_dims[i];
 		int r;
+		if (o->direct) { /* its dims are its static record shape: nothing to note */
+			r = direct_check(o, &ws->ctx[o->slot], err);
+			if (r < 0)
+				return r;
+			continue;
+		}
 		if (o->src == PL_OUT_CONST) {
-			if (o->shape_from >= 0)
-				memcpy(dims, ws->rec_dims[o->shape_from], sizeof(ws->rec_dims[0]));
+			const struct pl_out *from = o->shape_from >= 0 ? &plan->out[o->shape_from] : NULL;
+			if (from)
+				memcpy(dims, from->direct ? from->rec_shape : ws->rec_dims[o->shape_from],
+				       sizeof(ws->rec_dims[0]));
 			else
 				memcpy(dims, o->c_shape, sizeof(ws->rec_dims[0]));
 			continue;
@@ -339,7 +360,7 @@ int pl_row_view(const struct pl_plan *plan, struct pl_worker_scratch *ws, size_t
 {
 	const struct pl_out *o = &plan->out[i];
 	unsigned rank = o->src == PL_OUT_CONST ? o->c_rank : o->rec_rank;
-	pl_view_init(ret_view, rank, ws->rec_dims[i]);
+	pl_view_init(ret_view, rank, o->direct ? o->rec_shape : ws->rec_dims[i]);
 	if (o->src == PL_OUT_CONST) /* one element, repeated */
 		for (unsigned d = 0; d < rank; d++)
 			ret_view->stride[d] = 0;
@@ -355,7 +376,7 @@ int pl_row_source(const struct pl_plan *plan, struct pl_worker_scratch *ws, size
 		  struct pl_row_src *ret)
 {
 	const struct pl_out *o = &plan->out[i];
-	const int64_t *dims = ws->rec_dims[i];
+	const int64_t *dims = o->direct ? o->rec_shape : ws->rec_dims[i];
 	ret->strs = NULL;
 	if (o->src == PL_OUT_CONST) {
 		ret->st = PL_SRC_SAME;
