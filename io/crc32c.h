@@ -14,6 +14,12 @@
  */
 uint32_t crc32c_extend(uint32_t crc, const void *buf, size_t len);
 
+/*
+ * Copy len bytes from src to dst (not overlapping) and return crc32c_extend(crc, src, len),
+ * in one pass over the source: a few KiB are copied, then checked while they are in L1.
+ */
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
+
 static inline uint32_t crc32c(const void *buf, size_t len)
 {
 	return crc32c_extend(0, buf, len);

@@ -135,7 +135,7 @@ static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 	const struct pl_rec *rec = &job->rows[row];
 	if (rec->win)
 		return measure_window(job, ws, row, err);
-	int r = pl_row_decode(plan, ws, rec, err);
+	int r = pl_row_decode(plan, ws, rec, false, err); /* the fill pass checks the CRC */
 	if (r < 0)
 		return r; /* its message names the record */
 	r = pl_row_shapes(plan, ws, err);
@@ -166,7 +166,7 @@ static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 /* Copy one row of a string tensor: its view's elements (and pad strings) from element e0. */
 static void fill_strings(const struct pl_out *o, const struct pl_tlay *t, uint8_t *mem,
 			 const struct pl_row_src *s, const struct pl_view *v, size_t pos,
-			 int64_t e0, unsigned prank, const int64_t *pdims)
+			 int64_t e0, unsigned prank, const int64_t *pdims, struct pl_crcur *cc)
 {
 	int64_t *offs = (int64_t *)(mem + t->offsets_off);
 	uint8_t *bytes = mem + t->data_off;
@@ -197,7 +197,7 @@ static void fill_strings(const struct pl_out *o, const struct pl_tlay *t, uint8_
 			len = s->strs[src].len;
 		}
 		if (len)
-			memcpy(bytes + at, p, len);
+			pl_crcur_copy(cc, bytes + at, p, len);
 		at += len;
 		offs[e0 + j + 1] = (int64_t)at;
 		for (int d = (int)prank - 1; d >= 0; d--) {
@@ -206,6 +206,38 @@ static void fill_strings(const struct pl_out *o, const struct pl_tlay *t, uint8_
 			idx[d] = 0;
 		}
 	}
+}
+
+/*
+ * A row failed: if its data CRC is also wrong, that is the error to report (the content of a
+ * record with a bad CRC means nothing).
+ */
+static int crc_first(struct pl_crcur *cc, const struct pl_plan *plan, const struct pl_rec *rec,
+		     int r, struct io_error *err)
+{
+	if (cc->active) {
+		cc->pos = 0;
+		cc->crc = 0;
+		struct io_error e;
+		if (pl_crcur_end(cc, plan, rec, &e) < 0) {
+			if (err)
+				*err = e;
+			return -EBADMSG;
+		}
+	}
+	return r;
+}
+
+/* Whether v, copied with dst_stride, is one run of contiguous elements on both sides. */
+static bool view_contiguous(const struct pl_view *v, const int64_t *dst_stride)
+{
+	int64_t want = 1;
+	for (int d = (int)v->rank - 1; d >= 0; d--) {
+		if (v->shape[d] != 1 && (v->stride[d] != want || dst_stride[d] != want))
+			return false;
+		want *= v->shape[d];
+	}
+	return true;
 }
 
 /* A direct output: the record's values straight into the row (counts were checked). */
@@ -247,13 +279,15 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 	size_t pos = job->outpos[row];
 	const struct pl_rec *rec = &job->rows[row];
 	bool win = rec->win != NULL;
+	struct pl_crcur cc = {.active = false};
 	int r;
 	if (win) {
 		r = pl_window_assemble(plan, ws, rec, err);
 	} else {
-		r = pl_row_decode(plan, ws, rec, err);
+		pl_crcur_begin(&cc, rec); /* the data CRC, fused with the copies below */
+		r = pl_row_decode(plan, ws, rec, false, err);
 		if (r < 0)
-			return r; /* its message names the record */
+			return crc_first(&cc, plan, rec, r, err);
 		r = pl_row_shapes(plan, ws, err);
 	}
 	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
@@ -304,7 +338,7 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 				e0 = (int64_t)pos * t->row_elems;
 				pdims = t->shape + 1;
 			}
-			fill_strings(o, t, job->mem, &s, &v, pos, e0, v.rank, pdims);
+			fill_strings(o, t, job->mem, &s, &v, pos, e0, v.rank, pdims, &cc);
 			continue;
 		}
 		uint8_t *dst;
@@ -324,11 +358,18 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 			if (partial)
 				pl_fill(dst, o->pad_elem, o->elem_size, (size_t)t->row_elems);
 		}
-		pl_copy_view(dst, stride, o->dtype, s.base, s.st, &v);
+		if (s.st == PL_SRC_SAME && view_contiguous(&v, stride)) /* raw bytes, as they are */
+			pl_crcur_copy(&cc, dst + 0, (const uint8_t *)s.base + v.offset * o->elem_size,
+				      (size_t)pl_view_count(&v) * o->elem_size);
+		else
+			pl_copy_view(dst, stride, o->dtype, s.base, s.st, &v);
 	}
-	if (r < 0 && r != -ENOMEM && !win)
-		pl_row_error_prefix(plan, rec, err);
-	return r;
+	if (r < 0) {
+		if (r != -ENOMEM && !win)
+			pl_row_error_prefix(plan, rec, err);
+		return crc_first(&cc, plan, rec, r, err);
+	}
+	return pl_crcur_end(&cc, plan, rec, err);
 }
 
 static void task_run(void *arg)
@@ -730,12 +771,53 @@ static void write_header(struct pl_bjob *job)
 	}
 }
 
+static size_t count_bad(const struct pl_bjob *job)
+{
+	size_t n = 0;
+	for (size_t row = 0; row < job->n_rows; row++)
+		n += job->bad[row];
+	return n;
+}
+
+/*
+ * A measured batch whose fill pass found more bad rows (a data CRC is checked only there):
+ * lay it out again without them and fill it again. Rare: it takes a corrupt record.
+ */
+static int relayout(struct pl_bjob *job, struct io_error *err)
+{
+	struct pl_asm_ctx *ax = job->ax;
+	ax->free(ax->alloc_ctx, job->mem, job->len);
+	job->mem = NULL;
+	for (size_t i = 0; i < ax->plan->n_out; i++) {
+		free(job->lay[i].byte_start);
+		memset(&job->lay[i], 0, sizeof(job->lay[i]));
+	}
+	job->n_gaps = 0;
+	int r = layout(job, err);
+	if (r == 0)
+		r = spawn_pass(job, false);
+	int w = sched_group_wait(&job->group);
+	return r < 0 ? r : w;
+}
+
 int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *ret_batch,
 		   struct io_error *err)
 {
 	const struct pl_plan *plan = ax->plan;
 	int w = sched_group_wait(&job->group);
 	int r = 0;
+	if (w == 0 && plan->measure && !job->failed &&
+	    plan->cfg.on_corrupt != PL_ON_CORRUPT_FAIL &&
+	    count_bad(job) > job->n_rows - job->n_good) {
+		w = relayout(job, err);
+		if (w < 0 && w != -ECANCELED) {
+			job->failed = true;
+			job->err_code = w;
+			job->err_row = 0;
+			job->err = *err;
+			w = 0;
+		}
+	}
 	if (w < 0) {
 		io_error_set(err, "the parse pool is stopping");
 		r = w;
@@ -748,9 +830,7 @@ int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *
 		bjob_free(job);
 		return r;
 	}
-	size_t skipped = 0;
-	for (size_t row = 0; row < job->n_rows; row++)
-		skipped += job->bad[row];
+	size_t skipped = count_bad(job);
 	if (skipped) {
 		atomic_fetch_add_explicit(&ax->skipped_records, skipped, memory_order_relaxed);
 		if (!plan->measure)

@@ -2,6 +2,8 @@
 /* One row: check and decode a record, give each output tensor's shape and source elements. */
 #include "rowparse.h"
 
+#include "io/crc32c.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,21 +81,61 @@ void pl_row_error_prefix(const struct pl_plan *plan, const struct pl_rec *rec,
 			(unsigned long long)rec->offset);
 }
 
+static int crc_error(const struct pl_plan *plan, const struct pl_rec *rec, struct io_error *err)
+{
+	struct tfr_record tr = {
+		.data = rec->data,
+		.len = rec->len,
+		.offset = rec->offset,
+		.index = rec->index,
+		.masked_crc = rec->masked_crc,
+		.decompressed = rec->decompressed,
+		.crc_checked = false,
+	};
+	return tfr_record_verify(&tr, plan->ds->files[rec->file].path, err);
+}
+
+void pl_crcur_begin(struct pl_crcur *c, const struct pl_rec *rec)
+{
+	c->rec = rec->data;
+	c->len = rec->len;
+	c->pos = 0;
+	c->crc = 0;
+	c->active = !rec->crc_checked;
+}
+
+void pl_crcur_copy(struct pl_crcur *c, void *dst, const void *src, size_t len)
+{
+	const uint8_t *p = src;
+	if (!c->active || p < c->rec + c->pos || p + len > c->rec + c->len) {
+		memcpy(dst, src, len);
+		return;
+	}
+	size_t at = (size_t)(p - c->rec);
+	c->crc = crc32c_extend(c->crc, c->rec + c->pos, at - c->pos);
+	c->crc = crc32c_copy(c->crc, dst, p, len);
+	c->pos = at + len;
+}
+
+int pl_crcur_end(struct pl_crcur *c, const struct pl_plan *plan, const struct pl_rec *rec,
+		 struct io_error *err)
+{
+	if (!c->active)
+		return 0;
+	c->crc = crc32c_extend(c->crc, c->rec + c->pos, c->len - c->pos);
+	c->active = false;
+	if (crc32c_mask(c->crc) == rec->masked_crc)
+		return 0;
+	int r = crc_error(plan, rec, err); /* its message */
+	return r < 0 ? r : -EBADMSG;
+}
+
 int pl_row_decode(const struct pl_plan *plan, struct pl_worker_scratch *ws,
-		  const struct pl_rec *rec, struct io_error *err)
+		  const struct pl_rec *rec, bool check_crc, struct io_error *err)
 {
 	int r;
-	if (!rec->crc_checked) {
-		struct tfr_record tr = {
-			.data = rec->data,
-			.len = rec->len,
-			.offset = rec->offset,
-			.index = rec->index,
-			.masked_crc = rec->masked_crc,
-			.decompressed = rec->decompressed,
-			.crc_checked = false,
-		};
-		r = tfr_record_verify(&tr, plan->ds->files[rec->file].path, err);
+	if (check_crc && !rec->crc_checked) {
+		r = crc_error(plan, rec, err);
 		if (r < 0)
 			return r; /* the message names the file, record and offset */
 	}
@@ -555,7 +597,7 @@ int pl_window_assemble(const struct pl_plan *plan, struct pl_worker_scratch *ws,
 	}
 	for (uint32_t k = 0; k < win->n_win; k++) {
 		const struct pl_rec *rec = &win->win[k];
-		int r = pl_row_decode(plan, ws, rec, err);
+		int r = pl_row_decode(plan, ws, rec, true, err);
 		if (r == 0)
 			r = pl_row_shapes(plan, ws, err);
 		int64_t used = 0;

@@ -44,9 +44,29 @@ struct pl_wout {
 struct pl_worker_scratch *pl_scratch_create(const struct pl_plan *plan);
 void pl_scratch_destroy(struct pl_worker_scratch *ws);
 
-/* Verify the data CRC (unless the reader did) and decode the record's features. */
+/*
+ * Decode the record's features; with check_crc, verify its data CRC first (unless already
+ * done). The parse tasks pass false and check the CRC in the fill pass with a pl_crcur, fused
+ * with the copies out of the record.
+ */
 int pl_row_decode(const struct pl_plan *plan, struct pl_worker_scratch *ws,
-		  const struct pl_rec *rec, struct io_error *err);
+		  const struct pl_rec *rec, bool check_crc, struct io_error *err);
+
+/*
+ * The data CRC of a record, computed while its bytes are copied out: copies must come in
+ * increasing order of source address to be fused (others are plain copies, still covered).
+ */
+struct pl_crcur {
+	const uint8_t *rec;
+	size_t len, pos;
+	uint32_t crc;
+	bool active;
+};
+void pl_crcur_begin(struct pl_crcur *c, const struct pl_rec *rec);
+void pl_crcur_copy(struct pl_crcur *c, void *dst, const void *src, size_t len);
+/* 0, or -EBADMSG with the record's data-CRC message. */
+int pl_crcur_end(struct pl_crcur *c, const struct pl_plan *plan, const struct pl_rec *rec,
+		 struct io_error *err);
 /* Check every feature against the manifest and fill ws->rec_dims (errors name the feature). */
 int pl_row_shapes(const struct pl_plan *plan, struct pl_worker_scratch *ws, struct io_error *err);
 /* Output i's view after its processing steps (its shape is the row's shape). */

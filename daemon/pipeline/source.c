@@ -206,17 +206,6 @@ static int store_record(struct pl_source *src, struct pl_slot *s, const struct t
 	out->file = s->file;
 	out->index = tr->index;
 	out->offset = tr->offset;
-	if (!tr->crc_checked) {
-		/*
-		 * Check the data CRC here, on bytes still hot in this core's cache, rather than
-		 * in the parse task, which would read the record cold from memory first. A mismatch
-		 * leaves crc_checked false: the parse task checks again and reports it for the row
-		 * (docs/pipeline-semantics.md: a bad record is a dropped row, or the error).
-		 */
-		struct tfr_record copy = *tr;
-		copy.data = out->data;
-		out->crc_checked = tfr_record_verify(&copy, NULL, NULL) == 0;
-	}
 	src->st.records++;
 	src->st.record_bytes += tr->len;
 	return 0;
@@ -350,7 +339,7 @@ static int validate_record(struct pl_source *src, struct pl_rec *rec)
 	const struct pl_plan *plan = src->plan;
 	if (!src->ws && !(src->ws = pl_scratch_create(plan)))
 		return -ENOMEM;
-	int r = pl_row_decode(plan, src->ws, rec, NULL);
+	int r = pl_row_decode(plan, src->ws, rec, true, NULL);
 	if (r == 0)
 		r = pl_row_shapes(plan, src->ws, NULL);
 	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
@@ -604,7 +593,7 @@ static int record_steps(struct pl_source *src, struct pl_rec *rec, int64_t *ret_
 	const struct pl_plan *plan = src->plan;
 	if (!src->ws && !(src->ws = pl_scratch_create(plan)))
 		return -ENOMEM;
-	int r = pl_row_decode(plan, src->ws, rec, err);
+	int r = pl_row_decode(plan, src->ws, rec, true, err);
 	if (r < 0)
 		return r;
 	rec->crc_checked = true;

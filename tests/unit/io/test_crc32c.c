@@ -113,6 +113,32 @@ static void test_extend_split(void **state)
 	}
 }
 
+/* crc32c_copy: the same CRC as crc32c_extend, and the same bytes, at every length and offset. */
+static void test_copy(void **state)
+{
+	(void)state;
+	enum { N = 20000 };
+	uint8_t *src = malloc(N + 64), *dst = malloc(N + 64);
+	assert_non_null(src);
+	assert_non_null(dst);
+	for (size_t i = 0; i < N + 64; i++)
+		src[i] = (uint8_t)(i * 131 + (i >> 7));
+	const size_t lens[] = {0, 1, 7, 63, 64, 255, 256, 4095, 4096, 4097, 8192, 12345, N};
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		for (size_t off = 0; off < 3; off++) {
+			memset(dst, 0xee, N + 64);
+			uint32_t want = crc32c_extend(0x12345678u, src + off, lens[k]);
+			uint32_t got = crc32c_copy(0x12345678u, dst + 1, src + off, lens[k]);
+			assert_int_equal(got, want);
+			assert_memory_equal(dst + 1, src + off, lens[k]);
+			assert_int_equal(dst[0], 0xee); /* nothing outside the copy */
+			assert_int_equal(dst[1 + lens[k]], 0xee);
+		}
+	}
+	free(src);
+	free(dst);
+}
+
 static void test_mask(void **state)
 {
 	/* masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 */
@@ -134,6 +160,7 @@ int main(void)
 		cmocka_unit_test(test_rfc3720_fold),   cmocka_unit_test(test_rfc3720_dispatch),
 		cmocka_unit_test(test_hw_table_agree),
 		cmocka_unit_test(test_extend_split),   cmocka_unit_test(test_mask),
+		cmocka_unit_test(test_copy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
