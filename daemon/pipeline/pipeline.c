@@ -725,3 +725,21 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 	ret->parse_cpu_ns =
 		atomic_load_explicit(&((struct pl_pipeline *)p)->ax.parse_cpu_ns, memory_order_relaxed);
 }
+
+void pl_pipeline_fingerprint(const struct pl_pipeline *p, uint8_t ret_fp[16])
+{
+	memcpy(ret_fp, &p->plan->fingerprint, 8);
+	memcpy(ret_fp + 8, &p->plan->fingerprint2, 8);
+}
+
+int pl_spec_fingerprint(const struct pl_spec *spec, uint8_t ret_fp[16], struct io_error *err)
+{
+	struct pl_plan *plan;
+	int r = pl_plan_create(spec, &plan, err);
+	if (r < 0)
+		return r;
+	memcpy(ret_fp, &plan->fingerprint, 8);
+	memcpy(ret_fp + 8, &plan->fingerprint2, 8);
+	pl_plan_destroy(plan);
+	return 0;
+}

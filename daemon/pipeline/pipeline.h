@@ -91,6 +91,15 @@ void pl_batch_release(struct pl_pipeline *p, struct pl_batch *b);
 #define PL_STATE_MAX 64
 int pl_pipeline_save(const struct pl_pipeline *p, void *buf, size_t cap);
 
+/*
+ * The pipeline's identity (DESIGN.md §5): 128 bits over every spec value that changes which
+ * batches come out (not name, parallelism, buffers, prefetch), the output tensors, and every
+ * data file's path, size and mtime. Two specs with equal fingerprints give the same batches.
+ */
+void pl_pipeline_fingerprint(const struct pl_pipeline *p, uint8_t ret_fp[16]);
+/* The same for a spec, without starting anything (it lists the dataset's files). */
+int pl_spec_fingerprint(const struct pl_spec *spec, uint8_t ret_fp[16], struct io_error *err);
+
 struct pl_stats {
 	uint64_t files_opened;
 	uint64_t records;          /* framed */

@@ -134,7 +134,8 @@ struct pl_plan {
 	size_t n_ctx, n_lists;
 
 	bool measure; /* some output needs the measuring pass */
-	uint64_t fingerprint;
+	uint64_t fingerprint;  /* checked by saved states */
+	uint64_t fingerprint2; /* with it, the 128-bit identity of pl_pipeline_fingerprint() */
 
 	/* resolved knobs */
 	unsigned cycle;           /* interleave cycle length */

@@ -334,10 +334,9 @@ static uint64_t fp_str(uint64_t h, const char *s, size_t n)
  * output tensors, and every data file's path, size and mtime. (Not the knobs that change only
  * speed, as DESIGN.md §5 asks of the fingerprint.)
  */
-static uint64_t plan_fingerprint(const struct pl_plan *p)
+static uint64_t plan_fingerprint(const struct pl_plan *p, uint64_t h)
 {
 	const struct pl_spec *c = &p->cfg;
-	uint64_t h = 0x736c75696365ull;
 	uint64_t v[] = {c->type, (uint64_t)c->target_batch_size, c->drop_remainder,
 			(uint64_t)c->epochs, c->shuffle, (uint64_t)c->num_shuffle_buffer_elements,
 			(uint64_t)c->num_filenames_shuffle_buffer, (uint64_t)c->num_mix_files,
@@ -502,7 +501,8 @@ int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct
 	int64_t pf = pl_spec_prefetch(spec);
 	plan->prefetch = pf < 1 ? 1 : (unsigned)pf;
 	plan->parses = (unsigned)pl_spec_parallel_parses(spec);
-	plan->fingerprint = plan_fingerprint(plan);
+	plan->fingerprint = plan_fingerprint(plan, 0x736c75696365ull);
+	plan->fingerprint2 = plan_fingerprint(plan, 0x9e3779b97f4a7c15ull);
 	*ret_plan = plan;
 	return 0;
 }

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sluiced: serve pipelines' batches to training processes through shared-memory rings. */
+#include "sluiced.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/sched.h"
+
+/*
+ * The daemon runs in the foreground (systemd, or a terminal) with one server thread: an epoll
+ * loop over the listening socket, the client connections and a signalfd. Every pipeline adds
+ * its engine's driver thread and a publisher thread, and all share one parse pool. SIGTERM or
+ * SIGINT stops it cleanly: clients get a SHUTDOWN notice, the socket is unlinked.
+ */
+
+#define DMN_TICK_MS 50
+
+void dmn_log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("sluiced: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sluiced [--socket PATH] [--config-dir DIR] [--workers N]\n"
+		"               [--pipeline-memory BYTES] [--memory BYTES]\n"
+		"               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
+		"\n"
+		"Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
+		"  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
+		"                       $RUNTIME_DIRECTORY/sluice.sock, else\n"
+		"                       $XDG_RUNTIME_DIR/sluice/sluice.sock, else /run/sluice/sluice.sock)\n"
+		"  --config-dir DIR     start every DIR/*.json pipeline spec at start\n"
+		"  --workers N          parse pool workers (default: every CPU)\n"
+		"  --pipeline-memory B  shared memory of one pipeline's ring (default 256M)\n"
+		"  --memory B           all rings together (default 4G)\n"
+		"  --max-pipelines N    (default 64)   --max-readers N  per pipeline (default 64)\n"
+		"  --ring-slots N       batches a ring holds, a power of two (default 64)\n");
+}
+
+static int parse_size(const char *s, uint64_t *ret)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	uint64_t mul = 1;
+	if (*end == 'K' || *end == 'k')
+		mul = 1ull << 10;
+	else if (*end == 'M' || *end == 'm')
+		mul = 1ull << 20;
+	else if (*end == 'G' || *end == 'g')
+		mul = 1ull << 30;
+	else if (*end)
+		return -EINVAL;
+	if (mul > 1 && end[1])
+		return -EINVAL;
+	*ret = v * mul;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct dmn_config *cfg)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t n;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			exit(0);
+		}
+		if (!v) {
+			fprintf(stderr, "sluiced: %s needs a value\n", a);
+			return -EINVAL;
+		}
+		i++;
+		if (!strcmp(a, "--socket")) {
+			cfg->socket_path = v;
+		} else if (!strcmp(a, "--config-dir")) {
+			cfg->config_dir = v;
+		} else if (parse_size(v, &n) < 0) {
+			fprintf(stderr, "sluiced: %s: not a number: %s\n", a, v);
+			return -EINVAL;
+		} else if (!strcmp(a, "--workers")) {
+			cfg->workers = (unsigned)n;
+		} else if (!strcmp(a, "--pipeline-memory")) {
+			cfg->pipeline_bytes = n;
+		} else if (!strcmp(a, "--memory")) {
+			cfg->total_bytes = n;
+		} else if (!strcmp(a, "--max-pipelines")) {
+			cfg->max_pipelines = (unsigned)n;
+		} else if (!strcmp(a, "--max-readers")) {
+			cfg->max_readers = (unsigned)(n > IPC_RING_MAX_READERS ? IPC_RING_MAX_READERS : n);
+		} else if (!strcmp(a, "--ring-slots")) {
+			cfg->ring_slots = (unsigned)n;
+		} else {
+			fprintf(stderr, "sluiced: unknown option %s\n", a);
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* The socket path DESIGN.md §6 names; a directory of our own is created where needed. */
+static const char *socket_path(const struct dmn_config *cfg, char *buf, size_t cap)
+{
+	if (cfg->socket_path)
+		return cfg->socket_path;
+	const char *e = getenv("SLUICE_SOCKET");
+	if (e && *e)
+		return e;
+	if ((e = getenv("RUNTIME_DIRECTORY")) && *e) {
+		snprintf(buf, cap, "%s/sluice.sock", e);
+		return buf;
+	}
+	if ((e = getenv("XDG_RUNTIME_DIR")) && *e) {
+		snprintf(buf, cap, "%s/sluice", e);
+		mkdir(buf, 0700);
+		snprintf(buf, cap, "%s/sluice/sluice.sock", e);
+		return buf;
+	}
+	mkdir("/run/sluice", 0755);
+	return "/run/sluice/sluice.sock";
+}
+
+/* Bind and listen; a stale socket (nobody accepts on it) is replaced, a live one is an error. */
+static int listen_on(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		dmn_log("%s: socket path too long", path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (probe >= 0) {
+		if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			dmn_log("%s: another sluiced is listening there", path);
+			return -EADDRINUSE;
+		}
+		close(probe);
+	}
+	unlink(path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+		int e = -errno;
+		dmn_log("%s: %s", path, strerror(-e));
+		close(fd);
+		return e;
+	}
+	/* who may connect is up to the directory's permissions (systemd: the sluice group);
+	 * who may read a pipeline is checked per request with SO_PEERCRED */
+	chmod(path, 0666);
+	return fd;
+}
+
+/* sd_notify without libsystemd: one datagram to $NOTIFY_SOCKET. */
+static void notify(const char *state)
+{
+	const char *p = getenv("NOTIFY_SOCKET");
+	if (!p || !*p)
+		return;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t len = strlen(p);
+	if (len >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, p, len);
+	if (sa.sun_path[0] == '@')
+		sa.sun_path[0] = 0; /* abstract namespace */
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+	       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+	close(fd);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void shutdown_clients(struct dmn *d, const char *why)
+{
+	struct ipc_ctl_shutdown m = {.flags = 0};
+	snprintf(m.reason, sizeof(m.reason), "%s", why);
+	uint8_t buf[IPC_CTL_HDR_SIZE + IPC_CTL_TEXT_MAX + 64];
+	size_t len;
+	if (ipc_ctl_encode_shutdown(buf, sizeof(buf), &m, &len) == 0)
+		for (struct dmn_conn *c = d->conns; c; c = c->next)
+			ipc_ctl_send(c->fd, buf, len, NULL, 0);
+	while (d->conns)
+		dmn_conn_close(d, d->conns);
+}
+
+int main(int argc, char **argv)
+{
+	struct dmn d = {
+		.cfg = {
+			.pipeline_bytes = 256ull << 20,
+			.total_bytes = 4ull << 30,
+			.max_pipelines = 64,
+			.max_readers = IPC_RING_MAX_READERS,
+			.ring_slots = 64,
+		},
+		.listen_fd = -1,
+		.epoll_fd = -1,
+		.signal_fd = -1,
+	};
+	if (parse_args(argc, argv, &d.cfg) < 0)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL); /* before any thread starts: they inherit it */
+
+	struct sched_pool_opts po;
+	sched_pool_opts_init(&po);
+	po.workers = d.cfg.workers;
+	int r = sched_pool_create(&po, &d.pool);
+	if (r < 0) {
+		dmn_log("cannot start the parse pool: %s", strerror(-r));
+		return 1;
+	}
+	char pathbuf[4096];
+	const char *path = socket_path(&d.cfg, pathbuf, sizeof(pathbuf));
+	d.listen_fd = listen_on(path);
+	d.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	d.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (d.listen_fd < 0 || d.signal_fd < 0 || d.epoll_fd < 0) {
+		if (d.listen_fd >= 0)
+			unlink(path);
+		sched_pool_destroy(d.pool, SCHED_SHUTDOWN_CANCEL);
+		return 1;
+	}
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &d.listen_fd};
+	epoll_ctl(d.epoll_fd, EPOLL_CTL_ADD, d.listen_fd, &ev);
+	ev.data.ptr = &d.signal_fd;
+	epoll_ctl(d.epoll_fd, EPOLL_CTL_ADD, d.signal_fd, &ev);
+	if (d.cfg.config_dir) {
+		char msg[1024];
+		if (dmn_load_config_dir(&d, msg, sizeof(msg)) < 0)
+			dmn_log("%s", msg);
+	}
+	dmn_log("listening on %s (pid %d, %u parse workers)", path, (int)getpid(),
+		sched_pool_workers(d.pool));
+	notify("READY=1\nSTATUS=serving");
+
+	uint64_t last_tick = now_ms(), last_watchdog = 0;
+	const char *wd = getenv("WATCHDOG_USEC");
+	uint64_t watchdog_ms = wd ? strtoull(wd, NULL, 10) / 2000 : 0;
+	while (!d.stopping) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(d.epoll_fd, evs, 64, DMN_TICK_MS);
+		for (int i = 0; i < n; i++) {
+			void *p = evs[i].data.ptr;
+			if (p == &d.listen_fd) {
+				while (dmn_conn_accept(&d) > 0)
+					;
+			} else if (p == &d.signal_fd) {
+				struct signalfd_siginfo si;
+				while (read(d.signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+					dmn_log("signal %u: stopping", si.ssi_signo);
+					d.stopping = true;
+				}
+			} else {
+				struct dmn_conn *c = p;
+				if (dmn_conn_input(&d, c) < 0)
+					dmn_conn_close(&d, c);
+			}
+		}
+		uint64_t t = now_ms();
+		if (t - last_tick >= DMN_TICK_MS) {
+			last_tick = t;
+			for (struct dmn_pipeline *pl = d.pipelines; pl; pl = pl->next)
+				dmn_pipeline_collect(&d, pl);
+		}
+		if (watchdog_ms && t - last_watchdog >= watchdog_ms) {
+			last_watchdog = t;
+			notify("WATCHDOG=1");
+		}
+	}
+	notify("STOPPING=1");
+	shutdown_clients(&d, "sluiced is stopping");
+	unlink(path);
+	while (d.pipelines) {
+		struct dmn_pipeline *pl = d.pipelines;
+		d.pipelines = pl->next;
+		dmn_pipeline_destroy(&d, pl);
+	}
+	close(d.listen_fd);
+	close(d.signal_fd);
+	close(d.epoll_fd);
+	sched_pool_destroy(d.pool, SCHED_SHUTDOWN_CANCEL);
+	dmn_log("stopped");
+	return 0;
+}

@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sluiced's pipelines: one engine per distinct spec, its batches published into a ring. */
+#include "sluiced.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/batch.h"
+
+/*
+ * The engine writes each batch straight into the ring: its allocator reserves an extent in the
+ * ring's data area (waiting while readers still hold the space), the publisher thread publishes
+ * the finished batch in place. Nothing is copied between the engine and the readers.
+ */
+
+#define DMN_WAIT_NS 2000000 /* how long the allocator sleeps on the ring per try */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(long ns)
+{
+	struct timespec ts = {0, ns};
+	nanosleep(&ts, NULL);
+}
+
+/* ---- the engine's batch memory: extents of the ring ---- */
+
+static void *ring_alloc(void *ctx, size_t len)
+{
+	struct dmn_pipeline *pl = ctx;
+	uint64_t t0 = 0;
+	for (;;) {
+		if (atomic_load(&pl->stop))
+			return NULL;
+		pthread_mutex_lock(&pl->lock);
+		if (!pl->ring) { /* still being set up */
+			pthread_mutex_unlock(&pl->lock);
+			sleep_ns(DMN_WAIT_NS);
+			continue;
+		}
+		struct ipc_ring_info info;
+		ipc_ring_get_info(pl->ring, &info);
+		/*
+		 * Without readers the ring would reclaim its oldest batches to make room: hold
+		 * instead, so that a reader attaching late finds the stream from its start.
+		 */
+		bool hold = info.n_readers == 0 &&
+			    (info.n_free_slots == 0 || info.data_size - info.data_used < len + 4096);
+		int r = -EAGAIN;
+		struct ipc_ring_extent ext;
+		if (!hold) {
+			uint64_t bad = 0;
+			ipc_ring_collect(pl->ring, &bad);
+			r = ipc_ring_reserve(pl->ring, len, &ext);
+		}
+		if (r == 0 && pl->n_resv == pl->cap_resv) {
+			size_t nc = pl->cap_resv ? pl->cap_resv * 2 : 16;
+			struct dmn_resv *nr = realloc(pl->resv, nc * sizeof(*nr));
+			if (!nr) {
+				ipc_ring_cancel(pl->ring, &ext);
+				pthread_mutex_unlock(&pl->lock);
+				return NULL;
+			}
+			pl->resv = nr;
+			pl->cap_resv = nc;
+		}
+		if (r == 0) {
+			pl->resv[pl->n_resv].mem = ext.mem;
+			pl->resv[pl->n_resv].ext = ext;
+			pl->n_resv++;
+			if (t0)
+				pl->wait_ns += now_ns() - t0;
+			pthread_mutex_unlock(&pl->lock);
+			return ext.mem;
+		}
+		if (r != -EAGAIN) {
+			if (r == -E2BIG)
+				snprintf(pl->error, sizeof(pl->error),
+					 "a batch of %zu bytes does not fit the ring's %llu bytes (raise "
+					 "--pipeline-memory)", len, (unsigned long long)info.data_size);
+			pthread_mutex_unlock(&pl->lock);
+			return NULL;
+		}
+		if (!t0) {
+			t0 = now_ns();
+			pl->reserve_waits++;
+		}
+		if (hold) {
+			pthread_mutex_unlock(&pl->lock);
+			sleep_ns(DMN_WAIT_NS);
+		} else {
+			ipc_ring_wait(pl->ring, DMN_WAIT_NS);
+			pthread_mutex_unlock(&pl->lock);
+		}
+	}
+}
+
+/* Called for published batches too (a no-op: the ring owns them now). */
+static void ring_free(void *ctx, void *mem, size_t len)
+{
+	struct dmn_pipeline *pl = ctx;
+	pthread_mutex_lock(&pl->lock);
+	for (size_t i = 0; i < pl->n_resv; i++) {
+		if (pl->resv[i].mem == mem) {
+			ipc_ring_cancel(pl->ring, &pl->resv[i].ext);
+			pl->resv[i] = pl->resv[--pl->n_resv];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pl->lock);
+}
+
+/* ---- the publisher ---- */
+
+/* Under lock: the pipeline's error as the stream's last batch, then the end. */
+static void publish_error(struct dmn_pipeline *pl, int code, const char *text)
+{
+	size_t tl = strlen(text);
+	size_t len = sizeof(struct ipc_batch_hdr) + tl;
+	struct ipc_ring_extent ext;
+	int r = -EAGAIN;
+	for (int tries = 0; tries < 500 && r == -EAGAIN; tries++) {
+		uint64_t bad = 0;
+		ipc_ring_collect(pl->ring, &bad);
+		r = ipc_ring_reserve(pl->ring, len, &ext);
+		if (r == -EAGAIN)
+			ipc_ring_wait(pl->ring, DMN_WAIT_NS);
+	}
+	if (r == 0) {
+		struct ipc_batch_hdr *h = ext.mem;
+		memset(ext.mem, 0, ext.cap);
+		h->magic = IPC_BATCH_MAGIC;
+		h->version = IPC_BATCH_VERSION;
+		h->flags = IPC_BATCH_F_ERROR | IPC_BATCH_F_END_STREAM;
+		h->error = code;
+		h->total_bytes = len;
+		h->msg_off = sizeof(*h);
+		h->msg_len = (uint32_t)tl;
+		memcpy((char *)ext.mem + sizeof(*h), text, tl);
+		ipc_ring_publish(pl->ring, &ext, len, 0, h->flags, NULL);
+	}
+	ipc_ring_set_error(pl->ring, code);
+}
+
+static void *publisher_main(void *arg)
+{
+	struct dmn_pipeline *pl = arg;
+	for (;;) {
+		struct pl_batch *b;
+		struct io_error e;
+		int r = pl_pipeline_next(pl->pl, 200, &b, &e);
+		if (r == -ETIMEDOUT) {
+			if (atomic_load(&pl->stop))
+				break;
+			continue;
+		}
+		pthread_mutex_lock(&pl->lock);
+		if (r == 1) {
+			size_t i;
+			for (i = 0; i < pl->n_resv && pl->resv[i].mem != b->mem; i++)
+				;
+			if (i < pl->n_resv) {
+				ipc_ring_publish(pl->ring, &pl->resv[i].ext, b->len, b->epoch, b->flags,
+						 NULL);
+				pl->resv[i] = pl->resv[--pl->n_resv];
+				pl->published++;
+			}
+			pthread_mutex_unlock(&pl->lock);
+			pl_batch_release(pl->pl, b); /* the node only: the extent is the ring's */
+			continue;
+		}
+		if (r == 0) {
+			ipc_ring_set_eos(pl->ring);
+			pl->status = DMN_FINISHED;
+		} else if (!atomic_load(&pl->stop)) {
+			if (!pl->error[0])
+				snprintf(pl->error, sizeof(pl->error), "%s", e.msg);
+			publish_error(pl, r, pl->error);
+			pl->status = DMN_FAILED;
+			dmn_log("pipeline %s failed: %s", pl->name, pl->error);
+		}
+		pthread_mutex_unlock(&pl->lock);
+		break;
+	}
+	return NULL;
+}
+
+/* ---- registry ---- */
+
+struct dmn_pipeline *dmn_pipeline_find(struct dmn *d, const char *name)
+{
+	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
+		if (strcmp(pl->name, name) == 0)
+			return pl;
+	return NULL;
+}
+
+void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl)
+{
+	if (!pl)
+		return;
+	atomic_store(&pl->stop, true);
+	if (pl->publisher_started)
+		pthread_join(pl->publisher, NULL);
+	pl_pipeline_destroy(pl->pl);
+	ipc_ring_destroy(pl->ring);
+	if (d)
+		d->bytes_used -= pl->data_bytes;
+	pthread_mutex_destroy(&pl->lock);
+	free(pl->resv);
+	free(pl->spec_json);
+	free(pl);
+}
+
+static int make_schema(struct pl_pipeline *p, struct ipc_ring_tensor **ret, uint32_t *ret_n,
+		       char *msg, size_t cap)
+{
+	size_t n = pl_pipeline_n_tensors(p);
+	struct ipc_ring_tensor *t = calloc(n + 1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct pl_tensor_info *ti = pl_pipeline_tensor(p, i);
+		if (strlen(ti->name) >= IPC_RING_NAME_MAX) {
+			snprintf(msg, cap, "tensor name \"%s\" is longer than %d bytes", ti->name,
+				 IPC_RING_NAME_MAX - 1);
+			free(t);
+			return -EINVAL;
+		}
+		snprintf(t[i].name, sizeof(t[i].name), "%s", ti->name);
+		t[i].dtype = (uint8_t)ti->dtype;
+		t[i].rank = (uint8_t)ti->rank;
+		t[i].ragged = ti->ragged;
+		memcpy(t[i].shape, ti->shape, sizeof(t[i].shape));
+	}
+	*ret = t;
+	*ret_n = (uint32_t)n;
+	return 0;
+}
+
+int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, const char *origin,
+		     uid_t owner, enum ipc_ring_mode mode, uint32_t rank_n, const void *state,
+		     size_t state_len, struct dmn_pipeline **ret_pl, bool *ret_created, char *msg,
+		     size_t msg_cap)
+{
+	struct io_error e;
+	struct pl_spec *spec = NULL;
+	int r = pl_spec_parse(spec_text, spec_len, origin, &spec, &e);
+	if (r < 0) {
+		snprintf(msg, msg_cap, "%s", e.msg);
+		return r;
+	}
+	uint8_t fp[16];
+	r = pl_spec_fingerprint(spec, fp, &e);
+	if (r < 0) {
+		snprintf(msg, msg_cap, "%s: %s", origin, e.msg);
+		pl_spec_destroy(spec);
+		return r;
+	}
+	char name[IPC_CTL_NAME_MAX + 1];
+	if (spec->name) {
+		snprintf(name, sizeof(name), "%s", spec->name);
+	} else {
+		uint64_t h;
+		memcpy(&h, fp, 8);
+		snprintf(name, sizeof(name), "fp-%016llx", (unsigned long long)h);
+	}
+	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
+		if (memcmp(pl->fp, fp, 16) == 0) { /* the same computation: share it */
+			pl_spec_destroy(spec);
+			*ret_pl = pl;
+			*ret_created = false;
+			return 0;
+		}
+		if (strcmp(pl->name, name) == 0) {
+			snprintf(msg, msg_cap, "a different pipeline is already called \"%s\"", name);
+			pl_spec_destroy(spec);
+			return -EEXIST;
+		}
+	}
+	if (d->cfg.max_pipelines && d->n_pipelines >= d->cfg.max_pipelines) {
+		snprintf(msg, msg_cap, "sluiced runs its limit of %u pipelines", d->cfg.max_pipelines);
+		pl_spec_destroy(spec);
+		return -EUSERS;
+	}
+	if (d->bytes_used + d->cfg.pipeline_bytes > d->cfg.total_bytes) {
+		snprintf(msg, msg_cap, "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
+			 "(--memory, --pipeline-memory)", (unsigned long long)d->bytes_used,
+			 (unsigned long long)d->cfg.total_bytes,
+			 (unsigned long long)d->cfg.pipeline_bytes);
+		pl_spec_destroy(spec);
+		return -ENOSPC;
+	}
+	struct dmn_pipeline *pl = calloc(1, sizeof(*pl));
+	if (!pl) {
+		pl_spec_destroy(spec);
+		return -ENOMEM;
+	}
+	snprintf(pl->name, sizeof(pl->name), "%s", name);
+	memcpy(pl->fp, fp, 16);
+	pl->owner = owner;
+	pl->mode = mode;
+	pl->rank_n = rank_n;
+	pl->spec_json = strndup(spec_text, spec_len);
+	pthread_mutex_init(&pl->lock, NULL);
+	atomic_init(&pl->stop, false);
+
+	struct pl_pipeline_opts po;
+	pl_pipeline_opts_init(&po);
+	po.pool = d->pool;
+	po.alloc = ring_alloc;
+	po.free = ring_free;
+	po.alloc_ctx = pl;
+	po.state = state;
+	po.state_len = state_len;
+	r = pl_pipeline_create(spec, &po, &pl->pl, &e);
+	pl_spec_destroy(spec);
+	if (r < 0) {
+		snprintf(msg, msg_cap, "%s: %s", origin, e.msg);
+		dmn_pipeline_destroy(NULL, pl);
+		return r;
+	}
+	struct ipc_ring_tensor *schema = NULL;
+	struct ipc_ring_opts ro;
+	ipc_ring_opts_init(&ro);
+	r = make_schema(pl->pl, &schema, &ro.n_schema, msg, msg_cap);
+	if (r == 0) {
+		char rname[IPC_CTL_NAME_MAX + 16];
+		snprintf(rname, sizeof(rname), "sluice:%s", pl->name);
+		ro.schema = schema;
+		ro.data_bytes = d->cfg.pipeline_bytes;
+		ro.n_slots = d->cfg.ring_slots;
+		ro.mode = mode;
+		ro.rank_n = mode == IPC_RING_RANK ? rank_n : 0;
+		ro.name = rname;
+		struct ipc_ring *ring;
+		r = ipc_ring_create(&ro, &ring, msg, msg_cap);
+		pthread_mutex_lock(&pl->lock);
+		pl->ring = r == 0 ? ring : NULL;
+		pthread_mutex_unlock(&pl->lock);
+	}
+	free(schema);
+	if (r == 0) {
+		pl->data_bytes = d->cfg.pipeline_bytes;
+		r = -pthread_create(&pl->publisher, NULL, publisher_main, pl);
+		if (r < 0)
+			snprintf(msg, msg_cap, "cannot start the publisher thread");
+		pl->publisher_started = r == 0;
+	}
+	if (r < 0) {
+		dmn_pipeline_destroy(NULL, pl);
+		return r;
+	}
+	d->bytes_used += pl->data_bytes;
+	pl->next = d->pipelines;
+	d->pipelines = pl;
+	d->n_pipelines++;
+	*ret_pl = pl;
+	*ret_created = true;
+	return 0;
+}
+
+static int read_file(const char *path, char **ret, size_t *ret_len)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		size_t n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (len < cap)
+			break;
+		if (cap >= (64u << 20)) {
+			free(buf);
+			fclose(f);
+			return -EFBIG;
+		}
+		char *nb = realloc(buf, cap * 2);
+		if (!nb) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		buf = nb;
+		cap *= 2;
+	}
+	int err = ferror(f) ? -EIO : 0;
+	fclose(f);
+	if (!buf)
+		return -ENOMEM;
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/*
+ * Every DIR/NAME.json is a pipeline spec, started now (broadcast) and readable by every client
+ * that may connect. A bad spec is logged and skipped: the others and the daemon go on.
+ */
+int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap)
+{
+	struct dirent **ents;
+	int n = scandir(d->cfg.config_dir, &ents, NULL, by_name);
+	if (n < 0) {
+		snprintf(msg, msg_cap, "%s: %s", d->cfg.config_dir, strerror(errno));
+		return -errno;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *nm = ents[i]->d_name;
+		size_t l = strlen(nm);
+		if (nm[0] != '.' && l > 5 && strcmp(nm + l - 5, ".json") == 0) {
+			char path[4096], *text = NULL, emsg[4096 + 1024];
+			size_t len = 0;
+			snprintf(path, sizeof(path), "%s/%s", d->cfg.config_dir, nm);
+			int r = read_file(path, &text, &len);
+			struct dmn_pipeline *pl;
+			bool created;
+			if (r == 0)
+				r = dmn_pipeline_get(d, text, len, path, (uid_t)-1, IPC_RING_BROADCAST, 0,
+						     NULL, 0, &pl, &created, emsg, sizeof(emsg));
+			else
+				snprintf(emsg, sizeof(emsg), "%s: %s", path, strerror(-r));
+			if (r == 0) {
+				pl->from_config = true;
+				dmn_log("pipeline %s from %s", pl->name, path);
+			} else {
+				dmn_log("skipped: %s", emsg);
+			}
+			free(text);
+		}
+		free(ents[i]);
+	}
+	free(ents);
+	return 0;
+}
+
+void dmn_pipeline_collect(struct dmn *d, struct dmn_pipeline *pl)
+{
+	uint64_t bad = 0;
+	pthread_mutex_lock(&pl->lock);
+	if (pl->ring)
+		ipc_ring_collect(pl->ring, &bad);
+	pthread_mutex_unlock(&pl->lock);
+	if (!bad)
+		return;
+	/* a reader whose control block holds impossible values is evicted */
+	for (struct dmn_conn *c = d->conns; c; c = c->next) {
+		for (struct dmn_reader *r = c->readers, *next; r; r = next) {
+			next = r->next;
+			if (r->pl == pl && (bad >> r->ring_id & 1)) {
+				pthread_mutex_lock(&pl->lock);
+				const char *why = ipc_ring_reader_problem(pl->ring, r->ring_id);
+				dmn_log("evicting reader %llu of %s (pid %d): %s",
+					(unsigned long long)r->id, pl->name, (int)c->pid, why ? why : "?");
+				pthread_mutex_unlock(&pl->lock);
+				dmn_conn_remove_reader(d, r);
+			}
+		}
+	}
+}

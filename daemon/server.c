@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sluiced's control server: connections, requests, readers (DESIGN.md §6). */
+#include "sluiced.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/*
+ * Everything here runs on the server thread (the epoll loop). A client connection says HELLO,
+ * then registers specs, attaches readers (each gets the ring's data memfd and a control memfd
+ * of its own) and detaches them. When the connection closes — the process exited or was
+ * killed — every reader it had is removed from its ring at once, which releases every batch it
+ * held. Garbage on the socket closes that connection and nothing else.
+ */
+
+static int send_msg(struct dmn_conn *c, const void *buf, size_t len, const int *fds, size_t nfds)
+{
+	int r = ipc_ctl_send(c->fd, buf, len, fds, nfds);
+	if (r < 0)
+		dmn_log("client pid %d: send: %s", (int)c->pid, strerror(-r));
+	return r;
+}
+
+static int reply_error(struct dmn_conn *c, uint32_t req_id, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int reply_error(struct dmn_conn *c, uint32_t req_id, int code, const char *fmt, ...)
+{
+	struct ipc_ctl_error m = {.code = code};
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m.text, sizeof(m.text), fmt, ap);
+	va_end(ap);
+	uint8_t buf[IPC_CTL_HDR_SIZE + IPC_CTL_TEXT_MAX + 64];
+	size_t len;
+	if (ipc_ctl_encode_error(buf, sizeof(buf), req_id, &m, &len) < 0)
+		return -EINVAL;
+	return send_msg(c, buf, len, NULL, 0);
+}
+
+int dmn_conn_accept(struct dmn *d)
+{
+	int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	struct dmn_conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->fd = fd;
+	if (ipc_ctl_peer_cred(fd, &c->uid, &c->gid, &c->pid) < 0) {
+		close(fd);
+		free(c);
+		return 0;
+	}
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+	if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		close(fd);
+		free(c);
+		return -errno;
+	}
+	c->next = d->conns;
+	d->conns = c;
+	return 1;
+}
+
+void dmn_conn_remove_reader(struct dmn *d, struct dmn_reader *r)
+{
+	for (struct dmn_conn *c = d->conns; c; c = c->next) {
+		for (struct dmn_reader **pp = &c->readers; *pp; pp = &(*pp)->next) {
+			if (*pp != r)
+				continue;
+			*pp = r->next;
+			pthread_mutex_lock(&r->pl->lock);
+			ipc_ring_remove_reader(r->pl->ring, r->ring_id);
+			r->pl->n_readers--;
+			pthread_mutex_unlock(&r->pl->lock);
+			free(r);
+			return;
+		}
+	}
+}
+
+void dmn_conn_close(struct dmn *d, struct dmn_conn *c)
+{
+	while (c->readers)
+		dmn_conn_remove_reader(d, c->readers);
+	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	for (struct dmn_conn **pp = &d->conns; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	free(c);
+}
+
+/* Who may read a pipeline: its owner, root, and anyone for the host's config-dir pipelines. */
+static bool may_read(const struct dmn_conn *c, const struct dmn_pipeline *pl)
+{
+	return c->uid == 0 || pl->owner == (uid_t)-1 || pl->owner == c->uid;
+}
+
+static const char *mode_name(unsigned m)
+{
+	return m == IPC_RING_SPLIT ? "split" : m == IPC_RING_RANK ? "rank" : "broadcast";
+}
+
+static int on_hello(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+{
+	struct ipc_ctl_hello h;
+	char emsg[256];
+	if (ipc_ctl_decode_hello(msg, &h, emsg, sizeof(emsg)) < 0) {
+		reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
+		return -EBADMSG;
+	}
+	struct ipc_ctl_hello_ok ok = {
+		.version = IPC_CTL_VERSION,
+		.server_pid = (uint32_t)getpid(),
+		.max_msg = IPC_CTL_MAX_MSG,
+		.max_readers = d->cfg.max_readers,
+	};
+	uint8_t buf[256];
+	size_t len;
+	if (ipc_ctl_encode_hello_ok(buf, sizeof(buf), msg->req_id, &ok, &len) < 0)
+		return -EINVAL;
+	c->hello = true;
+	return send_msg(c, buf, len, NULL, 0);
+}
+
+static int on_register(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+{
+	struct ipc_ctl_register m;
+	char emsg[1024];
+	if (ipc_ctl_decode_register(msg, &m, emsg, sizeof(emsg)) < 0)
+		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
+	struct dmn_pipeline *pl;
+	bool created;
+	int r = dmn_pipeline_get(d, m.spec, m.spec_len, "<spec>", c->uid, IPC_RING_BROADCAST, 0, NULL,
+				 0, &pl, &created, emsg, sizeof(emsg));
+	if (r < 0)
+		return reply_error(c, msg->req_id, r, "%s", emsg);
+	if (!may_read(c, pl)) /* the same spec, registered by someone else */
+		return reply_error(c, msg->req_id, -EACCES, "permission denied");
+	if (created)
+		dmn_log("pipeline %s registered by uid %u", pl->name, (unsigned)c->uid);
+	struct ipc_ctl_registered out = {.created = created};
+	snprintf(out.name, sizeof(out.name), "%s", pl->name);
+	memcpy(out.fingerprint, pl->fp, 16);
+	uint8_t buf[512];
+	size_t len;
+	if (ipc_ctl_encode_registered(buf, sizeof(buf), msg->req_id, &out, &len) < 0)
+		return -EINVAL;
+	return send_msg(c, buf, len, NULL, 0);
+}
+
+static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+{
+	struct ipc_ctl_attach m;
+	char emsg[1024];
+	if (ipc_ctl_decode_attach(msg, &m, emsg, sizeof(emsg)) < 0)
+		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
+	enum ipc_ring_mode mode = (enum ipc_ring_mode)m.mode;
+	struct dmn_pipeline *pl;
+	int r;
+	if (m.spec) {
+		bool created;
+		r = dmn_pipeline_get(d, m.spec, m.spec_len, "<spec>", c->uid, mode, m.rank_count,
+				     m.state, m.state_len, &pl, &created, emsg, sizeof(emsg));
+		if (r < 0)
+			return reply_error(c, msg->req_id, r, "%s", emsg);
+		if (created)
+			dmn_log("pipeline %s started for uid %u", pl->name, (unsigned)c->uid);
+	} else {
+		pl = dmn_pipeline_find(d, m.name);
+		if (!pl || !may_read(c, pl)) /* EACCES would tell that the name exists */
+			return reply_error(c, msg->req_id, pl ? -EACCES : -ENOENT,
+					   pl ? "permission denied" : "no pipeline named \"%s\"", m.name);
+	}
+	if (!may_read(c, pl))
+		return reply_error(c, msg->req_id, -EACCES, "permission denied");
+	if (pl->mode != mode || (mode == IPC_RING_RANK && pl->rank_n != m.rank_count))
+		return reply_error(c, msg->req_id, -EBUSY,
+				   "pipeline \"%s\" is served in %s mode%s; attach with that mode",
+				   pl->name, mode_name(pl->mode),
+				   pl->mode == IPC_RING_RANK ? " with another rank count" : "");
+	if (d->cfg.max_readers && pl->n_readers >= d->cfg.max_readers)
+		return reply_error(c, msg->req_id, -EUSERS, "pipeline \"%s\" has its limit of %u readers",
+				   pl->name, d->cfg.max_readers);
+	struct dmn_reader *rd = calloc(1, sizeof(*rd));
+	if (!rd)
+		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
+	int cb_fd = -1;
+	pthread_mutex_lock(&pl->lock);
+	r = ipc_ring_add_reader(pl->ring, m.rank_index, &rd->ring_id, &cb_fd);
+	if (r == 0)
+		pl->n_readers++;
+	struct ipc_ring_info info;
+	ipc_ring_get_info(pl->ring, &info);
+	pthread_mutex_unlock(&pl->lock);
+	if (r < 0) {
+		free(rd);
+		return reply_error(c, msg->req_id, r, "pipeline \"%s\": %s", pl->name,
+				   r == -EBUSY ? "that rank is taken"
+				   : r == -EUSERS ? "too many readers" : strerror(-r));
+	}
+	rd->id = ++d->next_reader_id;
+	rd->pl = pl;
+	rd->next = c->readers;
+	c->readers = rd;
+
+	struct ipc_ctl_attached out = {
+		.reader_id = rd->id,
+		.ring_version = 1,
+		.n_slots = info.n_slots,
+		.data_bytes = info.data_size,
+	};
+	snprintf(out.name, sizeof(out.name), "%s", pl->name);
+	memcpy(out.fingerprint, pl->fp, 16);
+	size_t n = pl_pipeline_n_tensors(pl->pl);
+	struct ipc_ctl_tensor_info *ti = calloc(n + 1, sizeof(*ti));
+	if (!ti) {
+		dmn_conn_remove_reader(d, rd);
+		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct pl_tensor_info *t = pl_pipeline_tensor(pl->pl, i);
+		snprintf(ti[i].name, sizeof(ti[i].name), "%s", t->name);
+		ti[i].dtype = (uint32_t)t->dtype;
+		ti[i].rank = t->rank;
+		memcpy(ti[i].shape, t->shape, sizeof(ti[i].shape));
+		ti[i].ragged = t->ragged;
+	}
+	out.tensors = ti;
+	out.n_tensors = (uint32_t)n;
+	uint8_t *buf = malloc(IPC_CTL_MAX_MSG);
+	size_t len;
+	r = buf ? ipc_ctl_encode_attached(buf, IPC_CTL_MAX_MSG, msg->req_id, &out, &len) : -ENOMEM;
+	free(ti);
+	if (r == 0) {
+		int fds[2] = {ipc_ring_data_fd(pl->ring), cb_fd};
+		r = send_msg(c, buf, len, fds, 2);
+	}
+	free(buf);
+	if (r < 0) {
+		dmn_conn_remove_reader(d, rd);
+		return r;
+	}
+	dmn_log("reader %llu (pid %d, uid %u) attached to %s (%s)", (unsigned long long)rd->id,
+		(int)c->pid, (unsigned)c->uid, pl->name, mode_name(mode));
+	return 0;
+}
+
+static struct dmn_reader *find_reader(struct dmn_conn *c, uint64_t id)
+{
+	for (struct dmn_reader *r = c->readers; r; r = r->next)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+static int on_detach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+{
+	struct ipc_ctl_reader_ref m;
+	char emsg[256];
+	if (ipc_ctl_decode_reader_ref(msg, IPC_CTL_DETACH, &m, emsg, sizeof(emsg)) < 0)
+		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
+	struct dmn_reader *r = find_reader(c, m.reader_id);
+	if (!r)
+		return reply_error(c, msg->req_id, -ENOENT, "no reader %llu on this connection",
+				   (unsigned long long)m.reader_id);
+	dmn_conn_remove_reader(d, r);
+	uint8_t buf[128];
+	size_t len;
+	if (ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_DETACHED, msg->req_id, &m, &len) < 0)
+		return -EINVAL;
+	return send_msg(c, buf, len, NULL, 0);
+}
+
+static int on_list(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+{
+	size_t n = 0;
+	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
+		n += may_read(c, pl);
+	struct ipc_ctl_pipeline_info *pi = calloc(n + 1, sizeof(*pi));
+	uint8_t *buf = malloc(IPC_CTL_MAX_MSG);
+	if (!pi || !buf) {
+		free(pi);
+		free(buf);
+		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
+	}
+	size_t k = 0;
+	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
+		if (!may_read(c, pl))
+			continue;
+		struct ipc_ring_info info;
+		pthread_mutex_lock(&pl->lock);
+		ipc_ring_get_info(pl->ring, &info);
+		snprintf(pi[k].name, sizeof(pi[k].name), "%s", pl->name);
+		memcpy(pi[k].fingerprint, pl->fp, 16);
+		pi[k].status = pl->status;
+		pi[k].n_readers = pl->n_readers;
+		pi[k].batches_published = pl->published;
+		pi[k].slots_used = info.n_slots - info.n_free_slots;
+		pi[k].n_slots = info.n_slots;
+		pthread_mutex_unlock(&pl->lock);
+		k++;
+	}
+	struct ipc_ctl_list_reply out = {.pipelines = pi, .n_pipelines = (uint32_t)k};
+	size_t len;
+	int r = ipc_ctl_encode_list_reply(buf, IPC_CTL_MAX_MSG, msg->req_id, &out, &len);
+	if (r == 0)
+		r = send_msg(c, buf, len, NULL, 0);
+	else
+		r = reply_error(c, msg->req_id, r, "the list does not fit one message");
+	free(pi);
+	free(buf);
+	return r;
+}
+
+static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+{
+	struct ipc_ctl_stats m;
+	char emsg[256];
+	if (ipc_ctl_decode_stats(msg, &m, emsg, sizeof(emsg)) < 0)
+		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
+	struct dmn_pipeline *pl = dmn_pipeline_find(d, m.name);
+	if (!pl || !may_read(c, pl))
+		return reply_error(c, msg->req_id, pl ? -EACCES : -ENOENT,
+				   pl ? "permission denied" : "no pipeline named \"%s\"", m.name);
+	struct pl_stats st;
+	pl_pipeline_get_stats(pl->pl, &st);
+	struct ipc_ring_info info;
+	pthread_mutex_lock(&pl->lock);
+	ipc_ring_get_info(pl->ring, &info);
+	struct ipc_ctl_stat s[] = {
+		{"status", pl->status},
+		{"readers", pl->n_readers},
+		{"batches_published", (int64_t)pl->published},
+		{"ring_slots_used", (int64_t)(info.n_slots - info.n_free_slots)},
+		{"ring_slots", info.n_slots},
+		{"ring_bytes_used", (int64_t)info.data_used},
+		{"ring_bytes", (int64_t)info.data_size},
+		{"producer_waits", (int64_t)pl->reserve_waits},
+		{"producer_wait_ns", (int64_t)pl->wait_ns},
+		{"records", (int64_t)st.records},
+		{"record_bytes", (int64_t)st.record_bytes},
+		{"copied_bytes", (int64_t)st.copied_bytes},
+		{"skipped_records", (int64_t)st.skipped_records},
+		{"skipped_files", (int64_t)st.skipped_files},
+		{"driver_cpu_ns", (int64_t)st.driver_cpu_ns},
+		{"parse_cpu_ns", (int64_t)st.parse_cpu_ns},
+	};
+	pthread_mutex_unlock(&pl->lock);
+	struct ipc_ctl_stats_reply out = {.stats = s, .n_stats = sizeof(s) / sizeof(s[0])};
+	snprintf(out.name, sizeof(out.name), "%s", pl->name);
+	uint8_t buf[8192];
+	size_t len;
+	int r = ipc_ctl_encode_stats_reply(buf, sizeof(buf), msg->req_id, &out, &len);
+	return r == 0 ? send_msg(c, buf, len, NULL, 0) : r;
+}
+
+int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
+{
+	uint8_t *buf = malloc(IPC_CTL_MAX_MSG);
+	if (!buf)
+		return -ENOMEM;
+	int r = 0;
+	for (;;) {
+		int fds[IPC_CTL_MAX_FDS];
+		size_t nfds = 0;
+		r = ipc_ctl_recv(c->fd, buf, IPC_CTL_MAX_MSG, fds, IPC_CTL_MAX_FDS, &nfds);
+		for (size_t i = 0; i < nfds; i++) /* clients send none: not taken */
+			close(fds[i]);
+		if (r == -EAGAIN) {
+			r = 0;
+			break;
+		}
+		if (r <= 0) { /* closed, or garbage the transport refused */
+			r = -ECONNRESET;
+			break;
+		}
+		struct ipc_ctl_msg msg;
+		char emsg[256];
+		size_t len = (size_t)r;
+		r = ipc_ctl_msg_parse(buf, len, &msg, emsg, sizeof(emsg));
+		if (r == -EPROTONOSUPPORT) {
+			reply_error(c, msg.req_id, r, "client speaks protocol %u, sluiced speaks %u",
+				    msg.version, IPC_CTL_VERSION);
+			break;
+		}
+		if (r < 0) {
+			dmn_log("client pid %d: %s: connection closed", (int)c->pid, emsg);
+			break;
+		}
+		if (!c->hello && msg.type != IPC_CTL_HELLO) {
+			reply_error(c, msg.req_id, -EPROTO, "say HELLO first");
+			r = -EPROTO;
+			break;
+		}
+		switch (msg.type) {
+		case IPC_CTL_HELLO:
+			r = on_hello(d, c, &msg);
+			break;
+		case IPC_CTL_REGISTER:
+			r = on_register(d, c, &msg);
+			break;
+		case IPC_CTL_ATTACH:
+			r = on_attach(d, c, &msg);
+			break;
+		case IPC_CTL_DETACH:
+			r = on_detach(d, c, &msg);
+			break;
+		case IPC_CTL_SAVE_STATE:
+			r = reply_error(c, msg.req_id, -EOPNOTSUPP,
+					"saving a reader's position is not supported by this sluiced yet");
+			break;
+		case IPC_CTL_LIST:
+			r = on_list(d, c, &msg);
+			break;
+		case IPC_CTL_STATS:
+			r = on_stats(d, c, &msg);
+			break;
+		default:
+			reply_error(c, msg.req_id, -EBADMSG, "a %s is not a request",
+				    ipc_ctl_type_name(msg.type));
+			r = -EBADMSG;
+		}
+		if (r < 0)
+			break;
+	}
+	free(buf);
+	return r;
+}

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sluiced internals: the pipelines it serves and the clients it talks to. */
+#ifndef SLUICE_DAEMON_SLUICED_H
+#define SLUICE_DAEMON_SLUICED_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/pipeline/pipeline.h"
+#include "ipc/ctl.h"
+#include "ipc/ring.h"
+
+struct sched_pool;
+
+/* Daemon-wide settings (command line). */
+struct dmn_config {
+	const char *socket_path;
+	const char *config_dir;      /* pipeline specs loaded at start, or NULL */
+	unsigned workers;            /* the shared parse pool; 0: every CPU */
+	uint64_t pipeline_bytes;     /* a pipeline's ring data area */
+	uint64_t total_bytes;        /* all rings together */
+	unsigned max_pipelines;
+	unsigned max_readers;        /* per pipeline (<= IPC_RING_MAX_READERS) */
+	unsigned ring_slots;
+};
+
+/* Why a pipeline stopped producing. */
+enum dmn_status {
+	DMN_RUNNING = IPC_CTL_PL_RUNNING,
+	DMN_FINISHED = IPC_CTL_PL_FINISHED,
+	DMN_FAILED = IPC_CTL_PL_FAILED,
+};
+
+/*
+ * One served pipeline: the engine, the ring its batches are published into, and the thread
+ * that moves batches from one to the other. `lock` guards the ring (ipc_ring is driven by one
+ * thread at a time): the engine's allocator reserves extents on the engine's driver thread, the
+ * publisher publishes, and the server thread adds, removes and collects readers.
+ */
+struct dmn_pipeline {
+	char name[IPC_CTL_NAME_MAX + 1];
+	uint8_t fp[16];
+	uid_t owner;      /* who registered it; (uid_t)-1: the host's config dir (anyone) */
+	bool from_config;
+	char *spec_json;
+
+	struct pl_pipeline *pl;
+	struct ipc_ring *ring;
+	enum ipc_ring_mode mode;
+	uint32_t rank_n;
+	uint64_t data_bytes;
+
+	pthread_mutex_t lock;
+	pthread_t publisher;
+	bool publisher_started;
+	atomic_bool stop;
+
+	/* reservations the engine holds (mem -> extent), under lock */
+	struct dmn_resv {
+		void *mem;
+		struct ipc_ring_extent ext;
+	} *resv;
+	size_t n_resv, cap_resv;
+
+	/* under lock */
+	enum dmn_status status;
+	char error[IPC_CTL_TEXT_MAX + 1];
+	uint64_t published;
+	uint64_t reserve_waits;   /* times the engine waited for readers to release */
+	uint64_t wait_ns;         /* time it waited */
+	unsigned n_readers;
+
+	struct dmn_pipeline *next;
+};
+
+struct dmn_reader {
+	uint64_t id;               /* in the protocol: unique in the daemon */
+	struct dmn_pipeline *pl;
+	unsigned ring_id;
+	struct dmn_reader *next;
+};
+
+struct dmn_conn {
+	int fd;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	bool hello;
+	struct dmn_reader *readers;
+	struct dmn_conn *next;
+};
+
+struct dmn {
+	struct dmn_config cfg;
+	struct sched_pool *pool;
+	struct dmn_pipeline *pipelines;
+	unsigned n_pipelines;
+	uint64_t bytes_used;
+	struct dmn_conn *conns;
+	uint64_t next_reader_id;
+	int listen_fd;
+	int epoll_fd;
+	int signal_fd;
+	bool stopping;
+};
+
+/* pipelines.c */
+/*
+ * Find a pipeline with the same fingerprint, or create and start one from spec JSON text.
+ * origin names the text in messages. Errors: -EINVAL (the spec; msg names the JSON path),
+ * -EEXIST (the name is taken by another spec), -ENOSPC (memory budget), -EUSERS (too many
+ * pipelines), -errno.
+ */
+int dmn_pipeline_get(struct dmn *d, const char *spec, size_t spec_len, const char *origin,
+		     uid_t owner, enum ipc_ring_mode mode, uint32_t rank_n, const void *state,
+		     size_t state_len, struct dmn_pipeline **ret_pl, bool *ret_created, char *msg,
+		     size_t msg_cap);
+struct dmn_pipeline *dmn_pipeline_find(struct dmn *d, const char *name);
+void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl);
+/* Take in releases, evict readers whose control block is corrupt. Server thread. */
+void dmn_pipeline_collect(struct dmn *d, struct dmn_pipeline *pl);
+int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap);
+
+/* server.c */
+int dmn_conn_accept(struct dmn *d);
+/* Handle what arrived on c; returns < 0 when the connection must be closed. */
+int dmn_conn_input(struct dmn *d, struct dmn_conn *c);
+void dmn_conn_close(struct dmn *d, struct dmn_conn *c);
+void dmn_conn_remove_reader(struct dmn *d, struct dmn_reader *r);
+
+void dmn_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

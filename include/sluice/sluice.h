@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libsluice: attach to a pipeline of sluiced by name and read its batches zero-copy. */
+#ifndef SLUICE_SLUICE_H
+#define SLUICE_SLUICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * A training process connects to the host's sluiced over its control socket, attaches to a
+ * pipeline (by name, or by spec: the daemon runs one computation per distinct spec), and reads
+ * batches that live in read-only shared memory: sluice_next() hands out a batch, whose tensors
+ * point straight into that memory, until sluice_batch_release(). Every function returns 0 (or
+ * a count) on success or a negative errno; where it takes a `struct sluice_error *` (may be
+ * NULL) it also writes a message for a person there on failure.
+ *
+ * Threads: a client or reader is used by one thread at a time; different readers may be used
+ * from different threads. Batches may be released from any thread.
+ */
+
+#define SLUICE_VERSION_MAJOR 0
+#define SLUICE_VERSION_MINOR 1
+#define SLUICE_MAX_RANK 8
+#define SLUICE_STATE_MAX 4096
+
+struct sluice_error {
+	int code;      /* the negative errno also returned */
+	char msg[512]; /* "attach \"imagenet\": no such pipeline", the daemon's message, ... */
+};
+
+/* "Operation not permitted"-style text for a negative errno, or sluice's own meaning of it. */
+const char *sluice_strerror(int code);
+
+/* ---- connection ---- */
+
+struct sluice_client;
+
+/*
+ * Connect to sluiced. socket_path NULL: $SLUICE_SOCKET, else $RUNTIME_DIRECTORY/sluice.sock
+ * (under systemd), else /run/sluice/sluice.sock if it exists, else
+ * $XDG_RUNTIME_DIR/sluice/sluice.sock. -ENOENT / -ECONNREFUSED when no daemon listens,
+ * -EPROTONOSUPPORT for a daemon of another protocol version.
+ */
+int sluice_connect(const char *socket_path, struct sluice_client **ret_client,
+		   struct sluice_error *err);
+/* Detach every reader of the client still attached and close the connection. NULL is fine. */
+void sluice_disconnect(struct sluice_client *c);
+
+/*
+ * Register a pipeline spec (JSON text, DESIGN.md §3.4) so that it runs before anyone attaches.
+ * An identical spec (same fingerprint) already running is that pipeline. The name (the spec's
+ * "name", or one made from the fingerprint) goes to ret_name (NUL-terminated, name_cap >= 129).
+ */
+int sluice_register(struct sluice_client *c, const char *spec_json, char *ret_name,
+		    size_t name_cap, uint8_t ret_fingerprint[16], struct sluice_error *err);
+
+/* ---- readers ---- */
+
+enum sluice_mode {
+	SLUICE_MODE_BROADCAST = 0, /* every reader sees every batch */
+	SLUICE_MODE_SPLIT = 1,     /* each batch goes to one reader, whoever is ready first */
+	SLUICE_MODE_RANK = 2,      /* batch k goes to the reader of rank k mod rank_count */
+};
+
+struct sluice_attach_opts {
+	size_t size;            /* sizeof(struct sluice_attach_opts), set by _init */
+	const char *name;       /* attach to this pipeline, or */
+	const char *spec_json;  /* register this spec (or find it running) and attach to it */
+	enum sluice_mode mode;  /* default broadcast */
+	uint32_t rank_index;    /* SLUICE_MODE_RANK: this reader's rank, < rank_count */
+	uint32_t rank_count;
+	const void *state;      /* resume where sluice_reader_save() said, or NULL */
+	size_t state_len;
+	unsigned reconnect_tries; /* after the daemon restarts: attempts, 100 ms apart (default 50) */
+};
+
+void sluice_attach_opts_init(struct sluice_attach_opts *o);
+
+struct sluice_reader;
+
+/*
+ * Attach. -ENOENT (no such pipeline), -EACCES (not allowed; says nothing about whether the
+ * name exists), -EINVAL (a bad spec: err names the JSON path), -ENOSPC (a memory budget of the
+ * daemon), -EUSERS (reader limit), -EBUSY (that rank is taken).
+ */
+int sluice_attach(struct sluice_client *c, const struct sluice_attach_opts *opts,
+		  struct sluice_reader **ret_reader, struct sluice_error *err);
+/* Release the reader's batches (those not released are released by the daemon) and detach. */
+void sluice_detach(struct sluice_reader *r);
+
+struct sluice_batch;
+
+/*
+ * The reader's next batch. timeout_ms < 0: wait as long as it takes; 0: do not wait. Returns 1
+ * and *ret_batch, 0 at the end of the stream, -ETIMEDOUT, or the pipeline's error (with the
+ * daemon's message: the file, record and feature that broke it). No system call when a batch is
+ * already published. After a daemon restart, it reconnects and re-attaches (from the last
+ * saved state if one was given to attach) within reconnect_tries.
+ */
+int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **ret_batch,
+		struct sluice_error *err);
+/* Give the batch back; its tensors' memory may be reused by the daemon afterwards. */
+void sluice_batch_release(struct sluice_batch *b);
+
+/* Where the reader is: an opaque blob (at most SLUICE_STATE_MAX bytes) for sluice_attach. */
+int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,
+		       struct sluice_error *err);
+
+/* ---- batches and tensors ---- */
+
+enum sluice_dtype {
+	SLUICE_INT8 = 0, SLUICE_INT16, SLUICE_INT32, SLUICE_INT64,
+	SLUICE_UINT8, SLUICE_UINT16, SLUICE_UINT32, SLUICE_UINT64,
+	SLUICE_FLOAT16, SLUICE_FLOAT32, SLUICE_FLOAT64, SLUICE_BOOL, SLUICE_STRING,
+};
+
+/* A tensor of a batch: views into read-only shared memory, valid until the batch is released. */
+struct sluice_tensor {
+	const char *name;
+	enum sluice_dtype dtype;
+	unsigned rank;                /* the batch dimension included */
+	int64_t shape[SLUICE_MAX_RANK]; /* shape[0] = rows; -1 at a ragged axis (axis 1) */
+	const void *data;             /* numbers row-major, or the strings' bytes */
+	uint64_t nbytes;
+	const int64_t *row_splits;    /* ragged: rows + 1 entries, else NULL */
+	const int64_t *offsets;       /* strings: elements + 1 entries into data, else NULL */
+	uint64_t n_elems;
+};
+
+uint64_t sluice_batch_seq(const struct sluice_batch *b);
+uint64_t sluice_batch_epoch(const struct sluice_batch *b);
+uint64_t sluice_batch_rows(const struct sluice_batch *b);
+bool sluice_batch_end_of_epoch(const struct sluice_batch *b);
+size_t sluice_batch_num_tensors(const struct sluice_batch *b);
+/* By index (schema order) or name. 0, -ENOENT (no such tensor), -EBADMSG (a corrupt batch). */
+int sluice_batch_tensor_at(const struct sluice_batch *b, size_t i, struct sluice_tensor *ret);
+int sluice_batch_tensor(const struct sluice_batch *b, const char *name,
+			struct sluice_tensor *ret);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The shared-memory batch ring (DESIGN.md §5, §6): the daemon publishes, clients read it. */
+#ifndef SLUICE_IPC_RING_H
+#define SLUICE_IPC_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * One ring per served stream. The daemon side (struct ipc_ring) owns a sealed memfd holding a
+ * header, the schema table, a slot table and the data area where batch extents (ipc/batch.h)
+ * live; clients map it read-only. Each reader also gets a small control-block memfd of its own,
+ * writable by it and by the daemon, that carries its cursor, its releases and its wait words.
+ * The protocol, the layout and the consumer modes are described in docs/ring.md.
+ *
+ * Neither side starts threads or takes locks: the daemon drives struct ipc_ring from one thread
+ * (or under its own lock); one client thread at a time uses a struct ipc_ring_client.
+ */
+
+#define IPC_RING_MAX_READERS 64
+#define IPC_RING_MAX_SLOTS 4096u
+#define IPC_RING_MIN_SLOTS 2u
+#define IPC_RING_MAX_SCHEMA 1024u
+#define IPC_RING_MAX_DATA (1ull << 40)
+#define IPC_RING_NAME_MAX 64 /* a tensor name: up to 63 bytes and a NUL */
+
+enum ipc_ring_mode {
+	IPC_RING_BROADCAST = 0, /* every reader sees every batch */
+	IPC_RING_SPLIT = 1,     /* each batch to exactly one reader, whoever has room first */
+	IPC_RING_RANK = 2,      /* batch k to the reader with rank index k mod rank_n */
+};
+
+/* One output tensor of the pipeline's schema (shared-memory layout: 136 bytes). */
+struct ipc_ring_tensor {
+	char name[IPC_RING_NAME_MAX]; /* NUL-terminated */
+	uint8_t dtype;                /* enum ipc_dtype */
+	uint8_t rank;                 /* 1 .. IPC_BATCH_MAX_RANK, the batch dimension included */
+	uint8_t ragged;               /* 0 or 1: axis 1 is ragged (row_splits) */
+	uint8_t reserved[5];
+	int64_t shape[8];             /* static shape; -1 where it varies (shape[0]: rows) */
+};
+
+_Static_assert(sizeof(struct ipc_ring_tensor) == 136, "schema entry layout");
+
+/* ------------------------------------------------------------------------------------------ */
+/* Daemon side */
+
+struct ipc_ring;
+
+struct ipc_ring_opts {
+	size_t size;          /* sizeof(struct ipc_ring_opts), set by _init */
+	uint64_t data_bytes;  /* the data area; rounded up to 4096; default 64 MiB */
+	uint32_t n_slots;     /* published batches the ring can hold: a power of two, default 64 */
+	enum ipc_ring_mode mode;
+	uint32_t rank_n;      /* IPC_RING_RANK: the number of ranks (1 .. IPC_RING_MAX_READERS) */
+	uint32_t split_depth; /* IPC_RING_SPLIT: batches handed to a reader ahead of its reads
+			       * (default 2; 1 .. n_slots) */
+	const struct ipc_ring_tensor *schema; /* copied */
+	uint32_t n_schema;    /* <= IPC_RING_MAX_SCHEMA */
+	const char *name;     /* the memfd's name (shows in /proc/PID/fd), or NULL */
+};
+
+void ipc_ring_opts_init(struct ipc_ring_opts *opts);
+
+/*
+ * Create the ring: a memfd of the whole size, reserved with fallocate (so running out of memory
+ * is -ENOSPC/-ENOMEM here, never a SIGBUS later), mapped read-write by the daemon, then sealed
+ * against shrinking, growing, future writable mappings and further seals. Returns 0, -EINVAL
+ * (opts, with a message in msg), -ENOSPC, -ENOMEM, -errno. The caller owns *ret_ring.
+ */
+int ipc_ring_create(const struct ipc_ring_opts *opts, struct ipc_ring **ret_ring, char *msg,
+		    size_t msg_cap);
+/* Unmaps and closes everything, the readers' control blocks included. NULL is fine. */
+void ipc_ring_destroy(struct ipc_ring *ring);
+
+/*
+ * The data fd to hand to clients (SCM_RIGHTS duplicates it): opened read-only where /proc is
+ * there, the sealed memfd otherwise. Owned by the ring.
+ */
+int ipc_ring_data_fd(const struct ipc_ring *ring);
+
+/* A reservation in the data area: the daemon writes the batch at mem, then publishes it. */
+struct ipc_ring_extent {
+	void *mem;    /* 4096-aligned, writable, cap bytes */
+	uint64_t off; /* from the start of the data area */
+	uint64_t cap; /* the reservation rounded up to 4096 */
+	uint64_t id_; /* private */
+};
+
+/*
+ * Reserve a slot and len bytes for a batch. Several reservations may be outstanding, published
+ * or cancelled in any order. When no slot or no free extent is left, the oldest batches that
+ * every reader released are reclaimed (not before: a reader that attaches late can still read
+ * them). Returns 0 and *ret_ext, -EAGAIN (slots or space are held by batches not yet released:
+ * collect and retry), -E2BIG (len can never fit), -EINVAL (len 0), -EPIPE (end of stream or
+ * error was set).
+ */
+int ipc_ring_reserve(struct ipc_ring *ring, uint64_t len, struct ipc_ring_extent *ret_ext);
+/* Give a reservation back unpublished. 0, or -EINVAL (not an outstanding reservation). */
+int ipc_ring_cancel(struct ipc_ring *ring, const struct ipc_ring_extent *ext);
+/*
+ * Publish a reservation holding len <= ext->cap bytes (the batch's total_bytes; the rest of the
+ * extent is given back); the sequence number is the ring's next one (from 0). Broadcast:
+ * every attached reader will hold it; split/rank: it is handed to a reader now or later. Wakes
+ * readers that sleep. Returns 0 and *ret_seq (may be NULL), -EINVAL, -EPIPE.
+ */
+int ipc_ring_publish(struct ipc_ring *ring, const struct ipc_ring_extent *ext, uint64_t len,
+		     uint64_t epoch, uint32_t flags, uint64_t *ret_seq);
+
+/*
+ * Add a reader: creates its control-block memfd (*ret_cb_fd, owned by the ring until the reader
+ * is removed; hand it with ipc_ring_data_fd() to the client). rank_index: IPC_RING_RANK only
+ * (0 .. rank_n - 1, one reader each), else ignored. A broadcast reader starts at the ring's
+ * low: the oldest batch from which on every batch is still in the ring. Returns 0, -EUSERS
+ * (IPC_RING_MAX_READERS attached), -EBUSY (rank taken), -EINVAL, -ENOMEM, -errno.
+ */
+int ipc_ring_add_reader(struct ipc_ring *ring, uint32_t rank_index, unsigned *ret_id,
+			int *ret_cb_fd);
+/*
+ * Remove a reader (it exited, was killed, or is evicted): every batch it held is released at
+ * once, batches handed to it but not yet taken go back to be handed to another reader
+ * (split) or to the next reader of its rank, and its control block is marked evicted (a live
+ * client sees -ECONNABORTED), unmapped and closed. 0, or -ENOENT.
+ */
+int ipc_ring_remove_reader(struct ipc_ring *ring, unsigned id);
+
+/*
+ * Take in what the readers released and where they are (their control blocks are untrusted:
+ * a reader whose block holds an impossible value is marked bad, its id's bit set in *ret_bad,
+ * and it is left alone until the caller removes it; ipc_ring_reader_problem() says why).
+ * Hands pending batches to split/rank readers. Returns the number of releases taken in.
+ */
+int ipc_ring_collect(struct ipc_ring *ring, uint64_t *ret_bad);
+/* Why reader id was marked bad ("" when it is not, NULL when there is no such reader). */
+const char *ipc_ring_reader_problem(const struct ipc_ring *ring, unsigned id);
+
+/*
+ * The oldest published batch not yet released by everyone (the one holding its slot and extent
+ * longest): its seq and the readers holding it (0: a split/rank batch not handed to anyone yet).
+ * 0, or -ENOENT (nothing held).
+ */
+int ipc_ring_oldest(const struct ipc_ring *ring, uint64_t *ret_seq, uint64_t *ret_holders);
+/*
+ * Batches published but not yet taken by reader id: broadcast, the ring head minus its cursor;
+ * split/rank, those handed to it not yet taken (rank: plus those waiting for its rank). As of
+ * the last collect. 0, or -ENOENT.
+ */
+int ipc_ring_reader_lag(const struct ipc_ring *ring, unsigned id, uint64_t *ret_lag);
+
+/* No batch follows the ones published: readers see -ENODATA once they took them all. 0/-EPIPE. */
+int ipc_ring_set_eos(struct ipc_ring *ring);
+/* The stream failed: readers see err (a negative errno) from their next call on. 0/-EINVAL. */
+int ipc_ring_set_error(struct ipc_ring *ring, int err);
+
+/*
+ * Sleep until a reader released something or wants a batch that a collect can hand it, or
+ * timeout_ns passes (< 0: no limit). The daemon calls it when reserve says -EAGAIN after a
+ * collect. 0 (go and collect), -ETIMEDOUT, -EINTR.
+ */
+int ipc_ring_wait(struct ipc_ring *ring, int64_t timeout_ns);
+
+struct ipc_ring_info {
+	uint64_t head;      /* the next seq to publish */
+	uint64_t low;       /* every seq in [low, head) is still in the ring */
+	uint64_t data_used; /* bytes of the data area in extents (reserved or published) */
+	uint64_t data_size;
+	uint32_t n_slots;
+	uint32_t n_readers;
+	uint32_t n_free_slots;
+	uint64_t readers;   /* bit per attached reader id */
+};
+void ipc_ring_get_info(const struct ipc_ring *ring, struct ipc_ring_info *ret_info);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Client side */
+
+struct ipc_ring_client;
+
+/* A published batch, borrowed from the read-only mapping until released. */
+struct ipc_ring_batch {
+	const void *mem; /* the extent: check it with ipc_batch_view() */
+	uint64_t len;
+	uint64_t seq;
+	uint64_t epoch;
+	uint32_t flags; /* IPC_BATCH_F_* as the daemon published them */
+	uint32_t slot_; /* private: where it lives */
+};
+
+/*
+ * Attach from the two fds the daemon handed over (not taken: the caller may close them at once).
+ * The data memfd must be sealed against writes, shrinking, growing and further seals, or it is
+ * refused (-EPERM); its header, schema and sizes are checked (-EBADMSG, with a message), then it
+ * is mapped read-only and the control block read-write. -ENOMEM, -errno.
+ */
+int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_client,
+			   char *msg, size_t msg_cap);
+/* Unmap both and free. Held batches are released by the daemon when it removes the reader. */
+void ipc_ring_client_detach(struct ipc_ring_client *c);
+
+/*
+ * The next batch for this reader, in order. No system call when one is already published: it
+ * spins briefly, then sleeps on the control block's wake word. timeout_ns: 0 try once, < 0 no
+ * limit. Returns 0 and *ret_batch, -EAGAIN (timeout 0, nothing yet), -ETIMEDOUT, -ENODATA (end
+ * of stream: every batch was taken), -ECONNABORTED (the daemon removed this reader), the ring's
+ * error (ipc_ring_set_error), -EBADMSG (shared memory holds an impossible value).
+ */
+int ipc_ring_client_next(struct ipc_ring_client *c, int64_t timeout_ns,
+			 struct ipc_ring_batch *ret_batch);
+/*
+ * Give a batch back (b as next() returned it; only seq and slot_ are used, so a copy will do).
+ * 0, -EINVAL (not held), -ENOBUFS (the daemon collects nothing).
+ */
+int ipc_ring_client_release(struct ipc_ring_client *c, const struct ipc_ring_batch *b);
+
+/* The pipeline's schema as checked at attach (owned by c). */
+const struct ipc_ring_tensor *ipc_ring_client_schema(const struct ipc_ring_client *c,
+						     size_t *ret_n);
+/* The read-only data area (for cudaHostRegister) and its length. */
+const void *ipc_ring_client_data(const struct ipc_ring_client *c, uint64_t *ret_len);
+enum ipc_ring_mode ipc_ring_client_mode(const struct ipc_ring_client *c);
+unsigned ipc_ring_client_id(const struct ipc_ring_client *c);
+
+#endif

@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The daemon side of the batch ring: readers' control blocks, handing out batches, waiting. */
+#include "ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "futex.h"
+#include "ring_internal.h"
+
+/*
+ * A reader's control block is untrusted: every value read there is read once into a local and
+ * checked against the daemon's private state; an impossible one marks the reader bad
+ * (ipc_ring_collect reports it, ipc_ring_reader_problem says why) and nothing of it is used.
+ */
+
+static void mark_bad(struct ipc_ring *r, unsigned id, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void mark_bad(struct ipc_ring *r, unsigned id, const char *fmt, ...)
+{
+	struct reader *rd = &r->rd[id];
+	int n;
+	va_list ap;
+
+	if (rd->bad)
+		return;
+	rd->bad = true;
+	r->bad_mask |= 1ull << id;
+	n = snprintf(rd->problem, sizeof(rd->problem), "reader %u control block: ", id);
+	if (n < 0 || (size_t)n >= sizeof(rd->problem))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(rd->problem + n, sizeof(rd->problem) - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+/* Readers that are attached and not marked bad. */
+static uint64_t good_readers(const struct ipc_ring *r)
+{
+	return r->attached & ~r->bad_mask;
+}
+
+/* Read reader id's cursor once and check it: monotonic, never past what it could have taken. */
+static void sync_cursor(struct ipc_ring *r, unsigned id)
+{
+	struct reader *rd = &r->rd[id];
+	uint64_t c, limit;
+
+	if (rd->bad)
+		return;
+	/*
+	 * Pairs with the client's release store of cursor (take_*): its reads of asg[] entry
+	 * cursor - 1 and of that slot happened before, so the entry may now be rewritten.
+	 */
+	c = atomic_load_explicit(&rd->cb->cursor, memory_order_acquire);
+	limit = r->mode == IPC_RING_BROADCAST ? r->head : rd->asg_head;
+	if (c < rd->cursor || c > limit) {
+		mark_bad(r, id, "cursor %llu outside [%llu, %llu]", (unsigned long long)c,
+			 (unsigned long long)rd->cursor, (unsigned long long)limit);
+		return;
+	}
+	rd->cursor = c;
+}
+
+/* ---- split/rank: handing out pending batches ---- */
+
+/* Queue slot (published, handed to nobody) in seq order. */
+void ipc_ring_pending_push_(struct ipc_ring *r, uint32_t slot)
+{
+	uint64_t seq = r->sp[slot].seq;
+	uint32_t i = r->n_pending;
+
+	/* Almost always at the end; a batch taken back from a removed reader goes in its place. */
+	while (i > 0 && r->sp[r->pending[i - 1]].seq > seq) {
+		r->pending[i] = r->pending[i - 1];
+		i--;
+	}
+	r->pending[i] = slot;
+	r->n_pending++;
+	r->sp[slot].state = SL_PENDING;
+	r->sp[slot].owner = -1;
+	r->sp[slot].holders = 0;
+	if (r->mode == IPC_RING_RANK)
+		r->pending_by_rank[seq % r->rank_n]++;
+}
+
+static void assign(struct ipc_ring *r, unsigned id, uint32_t slot)
+{
+	struct reader *rd = &r->rd[id];
+	struct slot_priv *sp = &r->sp[slot];
+	struct ipc_ring_ent *e = &rd->asg[rd->asg_head & r->mask];
+
+	atomic_store_explicit(&e->seq, sp->seq, memory_order_relaxed);
+	atomic_store_explicit(&e->slot, slot, memory_order_relaxed);
+	rd->asg_head++;
+	/* Pairs with the client's acquire load of asg_head (take_assigned): entry and slot. */
+	atomic_store_explicit(&rd->cb->asg_head, rd->asg_head, memory_order_release);
+	sp->state = SL_LIVE;
+	sp->holders = 1ull << id;
+	sp->owner = (int)id;
+	sp->asg_idx = rd->asg_head - 1;
+	if (r->mode == IPC_RING_RANK)
+		r->pending_by_rank[sp->seq % r->rank_n]--;
+}
+
+/* The split reader with room and the fewest batches handed to it not yet taken, or -1. */
+static int split_target(struct ipc_ring *r)
+{
+	uint64_t good = good_readers(r), best = UINT64_MAX;
+	int target = -1;
+
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
+		uint64_t out;
+
+		if (!(good >> i & 1))
+			continue;
+		out = r->rd[i].asg_head - r->rd[i].cursor;
+		if (out < r->split_depth && out < best) {
+			best = out;
+			target = (int)i;
+		}
+	}
+	return target;
+}
+
+/* Hand pending batches out, in seq order. Returns the readers that got one. */
+uint64_t ipc_ring_assign_pass_(struct ipc_ring *r)
+{
+	uint64_t woken = 0, good;
+	uint32_t kept = 0, j;
+
+	if (r->mode == IPC_RING_BROADCAST || !r->n_pending)
+		return 0;
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
+		if (r->attached >> i & 1)
+			sync_cursor(r, i);
+	good = good_readers(r);
+	for (j = 0; j < r->n_pending; j++) {
+		uint32_t slot = r->pending[j];
+		int t = -1;
+
+		if (r->mode == IPC_RING_RANK) {
+			int i = r->by_rank[r->sp[slot].seq % r->rank_n];
+
+			if (i >= 0 && (good >> i & 1) &&
+			    r->rd[i].asg_head - r->rd[i].cursor < r->n_slots)
+				t = i;
+		} else {
+			t = split_target(r);
+		}
+		if (t < 0) {
+			if (r->mode == IPC_RING_SPLIT)
+				break; /* in order: nobody has room */
+			r->pending[kept++] = slot;
+			continue;
+		}
+		assign(r, (unsigned)t, slot);
+		woken |= 1ull << t;
+	}
+	while (j < r->n_pending)
+		r->pending[kept++] = r->pending[j++];
+	r->n_pending = kept;
+	return woken;
+}
+
+/* After end of stream: tell each reader where its stream ends once nothing more can reach it. */
+void ipc_ring_eos_pass_(struct ipc_ring *r)
+{
+	uint64_t good = good_readers(r);
+
+	if (r->state != IPC_RING_S_EOS)
+		return;
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
+		struct reader *rd = &r->rd[i];
+		uint64_t end;
+
+		if (!(good >> i & 1) || rd->eos_sent)
+			continue;
+		if (r->mode == IPC_RING_BROADCAST) {
+			end = r->head;
+		} else {
+			if (r->mode == IPC_RING_SPLIT ? r->n_pending > 0
+						      : r->pending_by_rank[rd->rank_index] > 0)
+				continue;
+			end = rd->asg_head;
+		}
+		atomic_store_explicit(&rd->cb->end, end, memory_order_relaxed);
+		/* Pairs with the client's acquire load of flags (try_next): end is visible. */
+		atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_EOS, memory_order_release);
+		rd->eos_sent = true;
+		ipc_ring_kick_(r, i);
+	}
+}
+
+/* ---- readers: adding, removing, collecting ---- */
+
+int ipc_ring_add_reader(struct ipc_ring *r, uint32_t rank_index, unsigned *ret_id,
+			int *ret_cb_fd)
+{
+	struct reader *rd;
+	struct ipc_ring_cb *cb;
+	uint64_t size = ipc_ring_cb_size(r->n_slots);
+	void *map;
+	unsigned id;
+	int fd, rc;
+
+	if (r->attached == UINT64_MAX)
+		return -EUSERS;
+	id = (unsigned)__builtin_ctzll(~r->attached);
+	if (r->mode == IPC_RING_RANK) {
+		if (rank_index >= r->rank_n)
+			return -EINVAL;
+		if (r->by_rank[rank_index] >= 0)
+			return -EBUSY;
+	} else {
+		rank_index = 0;
+	}
+	rc = ipc_ring_memfd_make_("sluice-ring-reader", size, &fd, &map);
+	if (rc)
+		return rc;
+	cb = map;
+	cb->magic = IPC_RING_CB_MAGIC;
+	cb->version = IPC_RING_VERSION;
+	cb->cb_hdr_size = sizeof(struct ipc_ring_cb);
+	cb->reader_id = id;
+	cb->mode = (uint32_t)r->mode;
+	cb->n = r->n_slots;
+	cb->rank_index = rank_index;
+	cb->size = size;
+	cb->rel_off = sizeof(struct ipc_ring_cb);
+	cb->asg_off = cb->rel_off + sizeof(struct ipc_ring_ent) * r->n_slots;
+	cb->start = r->mode == IPC_RING_BROADCAST ? r->low : 0;
+	atomic_store_explicit(&cb->cursor, cb->start, memory_order_relaxed);
+	/* The reader may write it, but it must not shrink it under us (SIGBUS). */
+	if (fcntl(fd, F_ADD_SEALS, IPC_RING_CB_SEALS) < 0) {
+		rc = -errno;
+		munmap(map, size);
+		close(fd);
+		return rc;
+	}
+
+	rd = &r->rd[id];
+	memset(rd, 0, sizeof(*rd));
+	rd->cb = cb;
+	rd->rel = (struct ipc_ring_ent *)((uint8_t *)map + cb->rel_off);
+	rd->asg = (struct ipc_ring_ent *)((uint8_t *)map + cb->asg_off);
+	rd->cb_size = size;
+	rd->fd = fd;
+	rd->rank_index = rank_index;
+	rd->cursor = cb->start;
+	r->attached |= 1ull << id;
+	if (r->mode == IPC_RING_RANK)
+		r->by_rank[rank_index] = (int)id;
+	if (r->mode == IPC_RING_BROADCAST) {
+		/* A late reader holds every batch from low on: all of them are in the ring. */
+		for (uint32_t i = 0; i < r->n_slots; i++)
+			if (r->sp[i].state == SL_LIVE && r->sp[i].seq >= r->low)
+				r->sp[i].holders |= 1ull << id;
+	}
+	ipc_ring_wake_waiting_(r, ipc_ring_assign_pass_(r));
+	ipc_ring_eos_pass_(r);
+	*ret_id = id;
+	*ret_cb_fd = fd;
+	return 0;
+}
+
+int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
+{
+	struct reader *rd;
+	uint64_t bit;
+
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	rd = &r->rd[id];
+	bit = 1ull << id;
+	sync_cursor(r, id);
+	for (uint32_t i = 0; i < r->n_slots; i++) {
+		struct slot_priv *sp = &r->sp[i];
+
+		if (sp->state != SL_LIVE || !(sp->holders & bit))
+			continue;
+		sp->holders &= ~bit;
+		if (r->mode != IPC_RING_BROADCAST && sp->owner == (int)id &&
+		    sp->asg_idx >= rd->cursor)
+			ipc_ring_pending_push_(r, i); /* handed to it, never taken: re-queue */
+	}
+	/* Pairs with the client's acquire load of flags in try_next. */
+	atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_EVICTED, memory_order_release);
+	ipc_ring_kick_(r, id);
+	munmap(rd->cb, rd->cb_size);
+	close(rd->fd);
+	if (r->mode == IPC_RING_RANK)
+		r->by_rank[rd->rank_index] = -1;
+	memset(rd, 0, sizeof(*rd));
+	rd->fd = -1;
+	r->attached &= ~bit;
+	r->bad_mask &= ~bit;
+	ipc_ring_wake_waiting_(r, ipc_ring_assign_pass_(r));
+	ipc_ring_eos_pass_(r);
+	return 0;
+}
+
+/* Take in reader id's releases. Returns how many; marks it bad on an impossible entry. */
+static int collect_one(struct ipc_ring *r, unsigned id)
+{
+	struct reader *rd = &r->rd[id];
+	uint64_t h, k, bit = 1ull << id;
+	int n = 0;
+
+	/* Pairs with the client's release store of rel_head (release): the entries are visible. */
+	h = atomic_load_explicit(&rd->cb->rel_head, memory_order_acquire);
+	if (h - rd->rel_tail > r->n_slots) {
+		mark_bad(r, id, "rel_head %llu outside [%llu, %llu]", (unsigned long long)h,
+			 (unsigned long long)rd->rel_tail,
+			 (unsigned long long)(rd->rel_tail + r->n_slots));
+		return 0;
+	}
+	for (k = rd->rel_tail; k != h; k++) {
+		const struct ipc_ring_ent *e = &rd->rel[k & r->mask];
+		uint64_t seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
+		uint64_t slot = atomic_load_explicit(&e->slot, memory_order_relaxed);
+		struct slot_priv *sp = slot < r->n_slots ? &r->sp[slot] : NULL;
+
+		if (!sp || sp->state != SL_LIVE || sp->seq != seq || !(sp->holders & bit)) {
+			mark_bad(r, id, "rel[%llu] releases seq %llu in slot %llu, which it does "
+				 "not hold", (unsigned long long)k, (unsigned long long)seq,
+				 (unsigned long long)slot);
+			break;
+		}
+		sp->holders &= ~bit;
+		n++;
+	}
+	rd->rel_tail = k;
+	/* Pairs with the client's acquire load of rel_tail (release): entries before k are free. */
+	atomic_store_explicit(&rd->cb->rel_tail, k, memory_order_release);
+	return n;
+}
+
+int ipc_ring_collect(struct ipc_ring *r, uint64_t *ret_bad)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
+		if (!(good_readers(r) >> i & 1))
+			continue;
+		n += collect_one(r, i);
+		sync_cursor(r, i);
+	}
+	ipc_ring_wake_waiting_(r, ipc_ring_assign_pass_(r));
+	ipc_ring_eos_pass_(r);
+	if (ret_bad)
+		*ret_bad = r->bad_mask;
+	return n;
+}
+
+const char *ipc_ring_reader_problem(const struct ipc_ring *r, unsigned id)
+{
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return NULL;
+	return r->rd[id].bad ? r->rd[id].problem : "";
+}
+
+int ipc_ring_oldest(const struct ipc_ring *r, uint64_t *ret_seq, uint64_t *ret_holders)
+{
+	uint64_t best = UINT64_MAX, holders = 0;
+
+	for (uint32_t i = 0; i < r->n_slots; i++) {
+		const struct slot_priv *sp = &r->sp[i];
+
+		if ((sp->state == SL_PENDING || (sp->state == SL_LIVE && sp->holders)) &&
+		    sp->seq < best) {
+			best = sp->seq;
+			holders = sp->state == SL_LIVE ? sp->holders : 0;
+		}
+	}
+	if (best == UINT64_MAX)
+		return -ENOENT;
+	*ret_seq = best;
+	*ret_holders = holders;
+	return 0;
+}
+
+int ipc_ring_reader_lag(const struct ipc_ring *r, unsigned id, uint64_t *ret_lag)
+{
+	const struct reader *rd;
+
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	rd = &r->rd[id];
+	if (r->mode == IPC_RING_BROADCAST)
+		*ret_lag = r->head - rd->cursor;
+	else
+		*ret_lag = rd->asg_head - rd->cursor +
+			   (r->mode == IPC_RING_RANK ? r->pending_by_rank[rd->rank_index] : 0);
+	return 0;
+}
+
+/* Whether a collect would find something: a release, or a batch it could hand out. */
+static bool progress_possible(struct ipc_ring *r)
+{
+	uint64_t good = good_readers(r);
+
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
+		struct reader *rd = &r->rd[i];
+		uint64_t c;
+
+		if (!(good >> i & 1))
+			continue;
+		if (atomic_load_explicit(&rd->cb->rel_head, memory_order_relaxed) != rd->rel_tail)
+			return true;
+		if (r->mode == IPC_RING_BROADCAST || !r->n_pending)
+			continue;
+		if (r->mode == IPC_RING_RANK && !r->pending_by_rank[rd->rank_index])
+			continue;
+		c = atomic_load_explicit(&rd->cb->cursor, memory_order_relaxed);
+		if (c != rd->cursor)
+			return true;
+	}
+	return false;
+}
+
+int ipc_ring_wait(struct ipc_ring *r, int64_t timeout_ns)
+{
+	struct futex_waitv w[IPC_RING_MAX_READERS];
+	struct timespec deadline = {0, 0};
+	uint64_t good = good_readers(r);
+	unsigned n = 0;
+	int rc;
+
+	if (timeout_ns >= 0)
+		deadline = ipc_futex_deadline(timeout_ns);
+	if (!good) {
+		/* Nothing can change until the caller adds a reader. */
+		if (timeout_ns < 0)
+			return -EDEADLK;
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL);
+		return -ETIMEDOUT;
+	}
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
+		struct ipc_ring_cb *cb = r->rd[i].cb;
+
+		if (!(good >> i & 1))
+			continue;
+		memset(&w[n], 0, sizeof(w[n]));
+		w[n].uaddr = (uintptr_t)&cb->doorbell;
+		w[n].val = atomic_load_explicit(&cb->doorbell, memory_order_relaxed);
+		w[n].flags = FUTEX_32;
+		n++;
+		atomic_store_explicit(&cb->daemon_waiting, 1, memory_order_relaxed);
+	}
+	/*
+	 * Pairs with the client's fence between its store of rel_head (release) or waiting
+	 * (ipc_ring_client_next) and its load of daemon_waiting: either we see its news now, or
+	 * it sees our flag and rings the doorbell (after we read it above: the wait returns).
+	 */
+	ipc_ring_fence(memory_order_seq_cst);
+	if (progress_possible(r)) {
+		rc = 0;
+	} else {
+		rc = ipc_futex_waitv(w, n, timeout_ns < 0 ? NULL : &deadline);
+		if (rc == -EAGAIN)
+			rc = 0;
+		if (rc == -ENOSYS) {
+			/* Before Linux 5.16: poll every millisecond. */
+			struct timespec ms = {0, 1000000};
+
+			nanosleep(&ms, NULL);
+			rc = 0;
+		}
+	}
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
+		if (good >> i & 1)
+			atomic_store_explicit(&r->rd[i].cb->daemon_waiting, 0,
+					      memory_order_relaxed);
+	return rc;
+}
