@@ -3,6 +3,7 @@
 #include "sluiced.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -176,6 +177,25 @@ static int listen_on(const char *path)
 	return fd;
 }
 
+/* A listening socket passed by systemd (LISTEN_FDS, sluiced.socket), or -1. */
+static int socket_activated(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	if (!pid || !fds || strtol(pid, NULL, 10) != (long)getpid() || strtol(fds, NULL, 10) != 1)
+		return -1;
+	int fd = 3; /* SD_LISTEN_FDS_START */
+	int type = 0;
+	socklen_t len = sizeof(type);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_SEQPACKET)
+		return -1;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return fd;
+}
+
 /* sd_notify without libsystemd: one datagram to $NOTIFY_SOCKET. */
 static void notify(const char *state)
 {
@@ -251,11 +271,15 @@ int main(int argc, char **argv)
 	}
 	char pathbuf[4096];
 	const char *path = socket_path(&d.cfg, pathbuf, sizeof(pathbuf));
-	d.listen_fd = listen_on(path);
+	d.listen_fd = socket_activated();
+	if (d.listen_fd >= 0) /* systemd owns the socket file (sluiced.socket) */
+		path = NULL;
+	else
+		d.listen_fd = listen_on(path);
 	d.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	d.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (d.listen_fd < 0 || d.signal_fd < 0 || d.epoll_fd < 0) {
-		if (d.listen_fd >= 0)
+		if (d.listen_fd >= 0 && path)
 			unlink(path);
 		sched_pool_destroy(d.pool, SCHED_SHUTDOWN_CANCEL);
 		return 1;
@@ -269,7 +293,8 @@ int main(int argc, char **argv)
 		if (dmn_load_config_dir(&d, msg, sizeof(msg)) < 0)
 			dmn_log("%s", msg);
 	}
-	dmn_log("listening on %s (pid %d, %u parse workers)", path, (int)getpid(),
+	dmn_log("listening on %s (pid %d, %u parse workers)", path ? path : "the socket systemd passed",
+		(int)getpid(),
 		sched_pool_workers(d.pool));
 	notify("READY=1\nSTATUS=serving");
 
@@ -309,7 +334,8 @@ int main(int argc, char **argv)
 	}
 	notify("STOPPING=1");
 	shutdown_clients(&d, "sluiced is stopping");
-	unlink(path);
+	if (path)
+		unlink(path);
 	while (d.pipelines) {
 		struct dmn_pipeline *pl = d.pipelines;
 		d.pipelines = pl->next;
