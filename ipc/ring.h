@@ -118,9 +118,10 @@ int ipc_ring_add_reader(struct ipc_ring *ring, uint32_t rank_index, unsigned *re
 			int *ret_cb_fd);
 /*
  * Remove a reader (it exited, was killed, or is evicted): every batch it held is released at
- * once, batches handed to it but not yet taken go back to be handed to another reader
- * (split) or to the next reader of its rank, and its control block is marked evicted (a live
- * client sees -ECONNABORTED), unmapped and closed. 0, or -ENOENT.
+ * once; in split and rank mode the batches handed to it that it never released, taken or not,
+ * go back to be handed to another reader (split) or to the next reader of its rank, so nothing
+ * is lost. Its control block is marked evicted (a live client sees -ECONNABORTED), unmapped
+ * and closed. 0, or -ENOENT.
  */
 int ipc_ring_remove_reader(struct ipc_ring *ring, unsigned id);
 

@@ -290,9 +290,13 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 		if (sp->state != SL_LIVE || !(sp->holders & bit))
 			continue;
 		sp->holders &= ~bit;
-		if (r->mode != IPC_RING_BROADCAST && sp->owner == (int)id &&
-		    sp->asg_idx >= rd->cursor)
-			ipc_ring_pending_push_(r, i); /* handed to it, never taken: re-queue */
+		/*
+		 * Split and rank: a batch handed to it, taken or not, that it never released goes
+		 * to another reader (split) or the next reader of its rank: nothing is lost when a
+		 * reader dies holding batches.
+		 */
+		if (r->mode != IPC_RING_BROADCAST && sp->owner == (int)id)
+			ipc_ring_pending_push_(r, i);
 	}
 	/* Pairs with the client's acquire load of flags in try_next. */
 	atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_EVICTED, memory_order_release);
