@@ -174,6 +174,28 @@ uint64_t ipc_ring_assign_pass_(struct ipc_ring *r)
 }
 
 /* After end of stream: tell each reader where its stream ends once nothing more can reach it. */
+/*
+ * Split and rank: whether reader id should wait before its end of stream, because a batch it
+ * could still be handed is held by another reader (which gives it back if it dies: nothing is
+ * lost). Only a reader that holds nothing waits: one that holds a batch while it asks for the
+ * next (double buffering) would otherwise wait for a reader that waits for it.
+ */
+static bool held_elsewhere(const struct ipc_ring *r, unsigned id)
+{
+	for (uint32_t i = 0; i < r->n_slots; i++)
+		if (r->sp[i].state == SL_LIVE && (r->sp[i].holders >> id & 1))
+			return false;
+	for (uint32_t i = 0; i < r->n_slots; i++) {
+		const struct slot_priv *sp = &r->sp[i];
+		if (sp->state != SL_LIVE || !(sp->holders & ~(1ull << id)))
+			continue;
+		if (r->mode == IPC_RING_SPLIT || r->rd[sp->owner >= 0 ? sp->owner : 0].rank_index ==
+							 r->rd[id].rank_index)
+			return true;
+	}
+	return false;
+}
+
 void ipc_ring_eos_pass_(struct ipc_ring *r)
 {
 	uint64_t good = good_readers(r);
@@ -191,6 +213,9 @@ void ipc_ring_eos_pass_(struct ipc_ring *r)
 		} else {
 			if (r->mode == IPC_RING_SPLIT ? r->n_pending > 0
 						      : r->pending_by_rank[rd->rank_index] > 0)
+				continue;
+			/* not while another reader holds a batch it may give back */
+			if (held_elsewhere(r, i))
 				continue;
 			end = rd->asg_head;
 		}
@@ -274,6 +299,8 @@ int ipc_ring_add_reader(struct ipc_ring *r, uint32_t rank_index, unsigned *ret_i
 	return 0;
 }
 
+static int collect_one(struct ipc_ring *r, unsigned id);
+
 int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 {
 	struct reader *rd;
@@ -284,6 +311,12 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 	rd = &r->rd[id];
 	bit = 1ull << id;
 	sync_cursor(r, id);
+	/*
+	 * Take in what it released before it went (a reader that detaches cleanly released
+	 * everything): those batches must not be handed to anyone again.
+	 */
+	if (!rd->bad)
+		collect_one(r, id);
 	for (uint32_t i = 0; i < r->n_slots; i++) {
 		struct slot_priv *sp = &r->sp[i];
 

@@ -20,16 +20,22 @@ static const struct subcommand subcommands[] = {
 	{ "validate", cmd_validate, "decode every record of a dataset against its manifest" },
 	{ "gen", cmd_gen, "write a synthetic dataset (ctr, image, ...)" },
 	{ "run", cmd_run, "run a pipeline spec in process and print or digest its batches" },
+	{ "list", cmd_list, "list the pipelines of sluiced" },
+	{ "stats", cmd_stats, "print the statistics of a pipeline of sluiced" },
+	{ "register", cmd_register, "register a pipeline spec with sluiced" },
+	{ "drain", cmd_drain, "attach to a pipeline of sluiced and read its batches" },
 };
 
 static void usage(FILE *f)
 {
 	size_t i;
 
-	fprintf(f, "usage: sluicectl [--help|--version] COMMAND [ARGS...]\n\ncommands:\n");
+	fprintf(f, "usage: sluicectl [--help|--version] [--socket PATH] COMMAND [ARGS...]\n\n"
+		"commands:\n");
 	for (i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
 		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
-	fprintf(f, "\n'sluicectl COMMAND --help' describes a command's arguments.\n");
+	fprintf(f, "\n'sluicectl COMMAND --help' describes a command's arguments.\n"
+		"--socket PATH (or $SLUICE_SOCKET) names sluiced's control socket.\n");
 }
 
 int main(int argc, char **argv)
@@ -47,6 +53,15 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
 		printf("sluicectl %s\n", SLUICE_VERSION);
 		return 0;
+	}
+	if (!strcmp(argv[1], "--socket")) {
+		if (argc < 4) {
+			fprintf(stderr, "sluicectl: --socket needs a PATH and a COMMAND\n");
+			return 2;
+		}
+		sluicectl_socket = argv[2];
+		argc -= 2;
+		argv += 2;
 	}
 	for (i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
 		if (!strcmp(argv[1], subcommands[i].name))

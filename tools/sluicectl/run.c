@@ -4,12 +4,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "daemon/pipeline/pipeline.h"
 #include "daemon/pipeline/spec.h"
@@ -18,6 +16,7 @@
 #include "tools/common/cliarg.h"
 #include "tools/common/jsonout.h"
 #include "tools/common/scan.h"
+#include "tools/common/tensorjson.h"
 
 #define RUN_STATE_IN_MAX (1u << 20)
 #define RUN_MAX_WORKERS 4096
@@ -136,186 +135,31 @@ static int write_file(const char *path, const void *buf, size_t len)
 	return e;
 }
 
-/* ---- JSON values ---- */
-
-/* IEEE half to float (exact). */
-static float half_to_float(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-	float f;
-
-	if (exp == 0x1f) {
-		bits = sign | 0x7f800000u | (man << 13);
-	} else if (exp) {
-		bits = sign | ((exp + 112) << 23) | (man << 13);
-	} else {
-		/* zero or subnormal: man * 2^-24 */
-		f = ldexpf((float)man, -24);
-		return sign ? -f : f;
-	}
-	memcpy(&f, &bits, 4);
-	return f;
-}
-
-static void json_real(struct jsonout *j, double v, int digits)
-{
-	char buf[40];
-	int n;
-
-	if (isnan(v)) {
-		jsonout_cstr(j, "\"nan\"");
-		return;
-	}
-	if (isinf(v)) {
-		jsonout_cstr(j, v < 0 ? "\"-inf\"" : "\"inf\"");
-		return;
-	}
-	n = snprintf(buf, sizeof(buf), "%.*g", digits, v);
-	jsonout_raw(j, buf, (size_t)n);
-}
-
-/* One element of a numeric tensor at p. */
-static void json_elem(struct jsonout *j, enum ipc_dtype t, const uint8_t *p)
-{
-	union {
-		int8_t i8;
-		int16_t i16;
-		int32_t i32;
-		int64_t i64;
-		uint8_t u8;
-		uint16_t u16;
-		uint32_t u32;
-		uint64_t u64;
-		float f32;
-		double f64;
-	} u;
-
-	memcpy(&u, p, ipc_dtype_size(t));
-	switch (t) {
-	case IPC_DTYPE_INT8: jsonout_int64(j, u.i8); break;
-	case IPC_DTYPE_INT16: jsonout_int64(j, u.i16); break;
-	case IPC_DTYPE_INT32: jsonout_int64(j, u.i32); break;
-	case IPC_DTYPE_INT64: jsonout_int64(j, u.i64); break;
-	case IPC_DTYPE_UINT8: jsonout_uint64(j, u.u8); break;
-	case IPC_DTYPE_UINT16: jsonout_uint64(j, u.u16); break;
-	case IPC_DTYPE_UINT32: jsonout_uint64(j, u.u32); break;
-	case IPC_DTYPE_UINT64: jsonout_uint64(j, u.u64); break;
-	case IPC_DTYPE_FLOAT16: json_real(j, half_to_float(u.u16), 9); break;
-	case IPC_DTYPE_FLOAT32: json_real(j, u.f32, 9); break;
-	case IPC_DTYPE_FLOAT64: json_real(j, u.f64, 17); break;
-	case IPC_DTYPE_BOOL: jsonout_char(j, u.u8 ? '1' : '0'); break;
-	default: jsonout_cstr(j, "null"); break;
-	}
-}
-
-/*
- * A JSON string of bytes read as Latin-1: '"' and '\\' escaped, control bytes, 0x7f and bytes
- * from 0x80 as \u00XX, so that the string's code points are the bytes.
- */
-static void json_latin1(struct jsonout *j, const uint8_t *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i, run = 0;
-
-	jsonout_char(j, '"');
-	for (i = 0; i < n; i++) {
-		uint8_t c = s[i];
-		char esc[6];
-
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-			continue;
-		jsonout_raw(j, s + run, i - run);
-		run = i + 1;
-		if (c == '"' || c == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)c;
-			jsonout_raw(j, esc, 2);
-		} else {
-			memcpy(esc, "\\u00", 4);
-			esc[4] = hex[c >> 4];
-			esc[5] = hex[c & 15];
-			jsonout_raw(j, esc, 6);
-		}
-	}
-	jsonout_raw(j, s + run, n - run);
-	jsonout_char(j, '"');
-}
-
-static void json_int64s(struct jsonout *j, const int64_t *a, uint64_t n)
-{
-	uint64_t k;
-
-	jsonout_char(j, '[');
-	for (k = 0; k < n; k++) {
-		if (k)
-			jsonout_raw(j, ", ", 2);
-		jsonout_int64(j, a[k]);
-	}
-	jsonout_char(j, ']');
-}
-
-/* zlib crc32 over any length (crc32() takes 32-bit lengths). */
-static uLong crc_bytes(uLong crc, const void *p, uint64_t n)
-{
-	const Bytef *b = p;
-
-	while (n) {
-		uInt c = n > (1u << 30) ? (1u << 30) : (uInt)n;
-
-		crc = crc32(crc, b, c);
-		b += c;
-		n -= c;
-	}
-	return crc;
-}
-
-/* The digest: row_splits (ragged), string offsets (strings), then data; int64s are LE. */
-static uint32_t tensor_digest(const struct ipc_tensor_view *t, uint64_t rows)
-{
-	uLong crc = crc32(0, Z_NULL, 0);
-
-	if (t->splits)
-		crc = crc_bytes(crc, t->splits, (rows + 1) * 8);
-	if (t->offsets)
-		crc = crc_bytes(crc, t->offsets, (t->n_elems + 1) * 8);
-	crc = crc_bytes(crc, t->data, t->data_len);
-	return (uint32_t)crc;
-}
-
 static void json_tensor(struct jsonout *j, const char *name, const struct ipc_tensor_view *t,
 			uint64_t rows, bool values)
 {
 	char buf[16];
-	uint64_t k;
 	int n;
 
 	jsonout_str(j, name, strlen(name));
 	jsonout_raw(j, ": {\"dtype\": \"", 13);
 	jsonout_cstr(j, ipc_dtype_name(t->dtype));
 	jsonout_cstr(j, "\", \"shape\": ");
-	json_int64s(j, t->shape, t->rank);
+	tj_int64s(j, t->shape, t->rank);
 	jsonout_cstr(j,
 		     t->kind == IPC_TENSOR_RAGGED ? ", \"ragged\": true" : ", \"ragged\": false");
-	n = snprintf(buf, sizeof(buf), "%08" PRIx32, tensor_digest(t, rows));
+	n = snprintf(buf, sizeof(buf), "%08" PRIx32,
+		     tj_tensor_crc(0, t->splits, rows, t->offsets, t->n_elems, t->data,
+				   t->data_len));
 	jsonout_cstr(j, ", \"digest\": \"");
 	jsonout_raw(j, buf, (size_t)n);
 	jsonout_char(j, '"');
 	if (values) {
-		jsonout_cstr(j, ", \"values\": [");
-		for (k = 0; k < t->n_elems; k++) {
-			if (k)
-				jsonout_raw(j, ", ", 2);
-			if (t->dtype == IPC_DTYPE_STRING)
-				json_latin1(j, (const uint8_t *)t->data + t->offsets[k],
-					    (size_t)(t->offsets[k + 1] - t->offsets[k]));
-			else
-				json_elem(j, t->dtype,
-					  (const uint8_t *)t->data + k * ipc_dtype_size(t->dtype));
-		}
-		jsonout_char(j, ']');
+		jsonout_cstr(j, ", \"values\": ");
+		tj_values(j, t->dtype, t->data, t->offsets, t->n_elems);
 		if (t->kind == IPC_TENSOR_RAGGED) {
 			jsonout_cstr(j, ", \"row_splits\": ");
-			json_int64s(j, t->splits, rows + 1);
+			tj_int64s(j, t->splits, rows + 1);
 		}
 	}
 	jsonout_char(j, '}');

@@ -11,5 +11,14 @@ int cmd_inspect(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+/* The commands that talk to sluiced (client.c). */
+int cmd_list(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_register(int argc, char **argv);
+int cmd_drain(int argc, char **argv);
+
+/* sluiced's control socket from --socket (before the command), or NULL: $SLUICE_SOCKET and
+ * libsluice's defaults. */
+extern const char *sluicectl_socket;
 
 #endif

@@ -615,6 +615,34 @@ static void test_remove_reader(void **state)
 	ipc_ring_destroy(r);
 }
 
+/*
+ * Regression: a split reader that released its batches and detached before the daemon
+ * collected the releases had them handed to another reader again (a batch delivered twice).
+ */
+static void test_split_detach_after_release_no_duplicate(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_SPLIT, 1 << 20, 8, 0);
+	struct ipc_ring_client *a, *b;
+	struct ipc_ring_batch bt;
+	unsigned ida, idb;
+
+	a = add(r, 0, &ida);
+	b = add(r, 0, &idb);
+	for (int i = 0; i < 4; i++)
+		put(r, 100); /* a: 0, 2; b: 1, 3 */
+	take_release(a, 0);
+	take_release(a, 2); /* released, not collected */
+	assert_int_equal(ipc_ring_remove_reader(r, ida), 0);
+	take_release(b, 1);
+	take_release(b, 3);
+	assert_int_equal(ipc_ring_set_eos(r), 0);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_client_next(b, 0, &bt), -ENODATA); /* nothing twice */
+	ipc_ring_client_detach(a);
+	ipc_ring_client_detach(b);
+	ipc_ring_destroy(r);
+}
+
 /* ---- refusals ---- */
 
 static void test_data_fd_is_readonly(void **state)
@@ -1121,6 +1149,7 @@ int main(void)
 		cmocka_unit_test(test_late_reader),
 		cmocka_unit_test(test_eos_and_error),
 		cmocka_unit_test(test_remove_reader),
+		cmocka_unit_test(test_split_detach_after_release_no_duplicate),
 		cmocka_unit_test(test_data_fd_is_readonly),
 		cmocka_unit_test(test_unsealed_refused),
 		cmocka_unit_test(test_corrupt_header),

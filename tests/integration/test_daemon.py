@@ -1,0 +1,309 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sluiced as a process: a real socket, real shared memory, real clients, real kill -9.
+
+Starts sluiced on a temporary socket with a config dir of pipeline specs over a dataset written
+here (an int64 "id" per record, unique, so that who got which record can be checked), and drives
+it with `sluicectl drain` and a small ctypes client over libsluice.so. Exit 0 pass, 1 fail, 77 skip.
+"""
+
+import ctypes
+import json
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "crosscheck"))
+import common  # noqa: E402
+
+FAILS = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILS.append(what)
+    return ok
+
+
+N_FILES, PER_FILE = 4, 50  # 200 records, ids 0..199
+
+
+def write_dataset(d):
+    ex_pb2, _ = common.protos()
+    os.makedirs(d)
+    i = 0
+    for f in range(N_FILES):
+        recs = []
+        for _ in range(PER_FILE):
+            ex = ex_pb2.Example()
+            ex.features.feature["id"].int64_list.value.append(i)
+            ex.features.feature["x"].float_list.value.extend([i * 0.5, -i])
+            recs.append(ex.SerializeToString())
+            i += 1
+        common.write_tfrecord(os.path.join(d, "part-%d.tfrecords" % f), recs)
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump({"compression": None, "allow_var_len": False, "features": [
+            {"name": "id", "dtype": "int64", "shape": [], "deserialize_type": "int"},
+            {"name": "x", "dtype": "float32", "shape": [2], "deserialize_type": "float"}]}, f)
+
+
+def spec(data, name=None, epochs=1, batch=10, **args):
+    a = {"dataset": {"type": "dir", "args": {"data_dir": data}}, "target_batch_size": batch,
+         "drop_remainder": False, "epochs": epochs, "num_read_buffer_bytes": 65536,
+         "num_prefetch": 2,
+         "primary_features": [{"from_name": "id", "to_name": "id"},
+                              {"from_name": "x", "to_name": "x"}]}
+    a.update(args)
+    s = {"type": "independent", "args": a}
+    if name:
+        s["name"] = name
+    return s
+
+
+class Daemon:
+    def __init__(self, tmp, conf, extra=()):
+        self.sock = os.path.join(tmp, "sluice.sock")
+        self.notify = os.path.join(tmp, "notify")
+        self.ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if os.path.exists(self.notify):
+            os.unlink(self.notify)
+        self.ns.bind(self.notify)
+        self.ns.settimeout(20)
+        env = dict(os.environ, NOTIFY_SOCKET=self.notify)
+        self.log = open(os.path.join(tmp, "sluiced.log"), "a")
+        self.p = subprocess.Popen([os.environ["SLUICED"], "--socket", self.sock, "--config-dir",
+                                   conf, "--workers", "2", "--pipeline-memory", "8M"] + list(extra),
+                                  env=env, stderr=self.log)
+        self.ready = b"READY=1" in self.ns.recv(4096)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            return self.p.wait(20)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            return self.p.wait()
+        finally:
+            self.ns.close()
+
+
+def ctl(d, *args, user=None, timeout=60):
+    cmd = [os.environ["SLUICECTL"], "--socket", d.sock] + list(args)
+    if user:
+        pw = pwd.getpwnam(user)
+        cmd = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid),
+               "--clear-groups"] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def drain_json(d, target, *args):
+    r = ctl(d, "drain", target, "--json", "--values", "id", *args)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    return r, lines
+
+
+def ids_of(lines):
+    return [int(v) for b in lines for v in b["values"]["id"]]
+
+
+def test_broadcast(d):
+    procs = [subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "bc",
+                               "--json", "--values", "id"], stdout=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    runs = [[json.loads(x) for x in o.splitlines() if x.strip()] for o in outs]
+    check(all(p.returncode == 0 for p in procs), "broadcast: 3 readers exit 0")
+    check(all(sorted(ids_of(r)) == list(range(200)) for r in runs),
+          "broadcast: every reader sees every record (%s)" % [len(ids_of(r)) for r in runs])
+    by_seq = [{b["seq"]: b["digest"] for b in r} for r in runs]
+    same = all(by_seq[0][k] == m[k] for m in by_seq[1:] for k in set(by_seq[0]) & set(m))
+    check(same and by_seq[0], "broadcast: identical batches for every sequence number they share")
+
+
+def test_split_and_kill(d, tmp, data):
+    sp = os.path.join(tmp, "split.json")
+    with open(sp, "w") as f:
+        json.dump(spec(data, name="sp", epochs=1, batch=5), f)
+    lib = os.path.join(os.environ["SLUICE_BUILD_DIR"], "libclient", "libsluice.so")
+    holder = None
+    if os.path.exists(lib):
+        # a reader that takes 3 batches, never releases them, and is killed with SIGKILL
+        code = r'''
+import ctypes, sys, time
+L = ctypes.CDLL(sys.argv[1])
+cl = ctypes.c_void_p(); rd = ctypes.c_void_p(); b = ctypes.c_void_p()
+err = ctypes.create_string_buffer(1024)
+assert L.sluice_connect(sys.argv[2].encode(), ctypes.byref(cl), err) == 0, err.raw
+class Opts(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("spec_json", ctypes.c_char_p),
+                ("mode", ctypes.c_int), ("rank_index", ctypes.c_uint32), ("rank_count", ctypes.c_uint32),
+                ("state", ctypes.c_void_p), ("state_len", ctypes.c_size_t), ("reconnect_tries", ctypes.c_uint)]
+o = Opts(); L.sluice_attach_opts_init(ctypes.byref(o))
+o.spec_json = open(sys.argv[3], "rb").read(); o.mode = 1
+assert L.sluice_attach(cl, ctypes.byref(o), ctypes.byref(rd), err) == 0, err.raw
+n = 0
+while n < 3:
+    r = L.sluice_next(rd, 5000, ctypes.byref(b), err)
+    if r == 1:
+        n += 1
+print("HOLDING", n, flush=True)
+time.sleep(60)
+'''
+        holder = subprocess.Popen([sys.executable, "-c", code, lib, d.sock, sp],
+                                  stdout=subprocess.PIPE, text=True)
+        line = holder.stdout.readline()
+        check(line.startswith("HOLDING 3"), "split: a reader holds 3 batches (%r)" % line)
+    procs = [subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", sp, "--mode",
+                               "split", "--json", "--values", "id"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    time.sleep(0.5)
+    if holder:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    res = [p.communicate(timeout=60) for p in procs]
+    got = sorted(i for out, _ in res for i in
+                 ids_of([json.loads(x) for x in out.splitlines() if x.strip()]))
+    check(all(p.returncode == 0 for p in procs), "split: the readers finish (%s)" %
+          [e.strip()[-200:] for _, e in res if e.strip()])
+    check(got == list(range(200)),
+          "split: the union of rows is every record exactly once%s (%d rows, %d distinct)" % (
+              ", after kill -9 of a reader holding batches" if holder else "", len(got),
+              len(set(got))))
+
+
+def test_rank(d, tmp, data):
+    rp = os.path.join(tmp, "rank.json")
+    with open(rp, "w") as f:
+        json.dump(spec(data, name="rk", epochs=1, batch=7), f)
+    procs = [subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", rp, "--mode",
+                               "rank", "--index", str(i), "--count", "2", "--json", "--values",
+                               "id"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    res = [p.communicate(timeout=60) for p in procs]
+    runs = [[json.loads(x) for x in o.splitlines() if x.strip()] for o, _ in res]
+    ok = all(b["seq"] % 2 == i for i, r in enumerate(runs) for b in r)
+    check(all(p.returncode == 0 for p in procs) and ok and runs[0] and runs[1],
+          "rank: batch k goes to reader k mod 2 (%s)" % [[b["seq"] for b in r] for r in runs])
+    check(sorted(ids_of(runs[0]) + ids_of(runs[1])) == list(range(200)),
+          "rank: together the ranks see every record once")
+
+
+def test_access_and_garbage(d, tmp, data):
+    rs = os.path.join(tmp, "root.json")
+    with open(rs, "w") as f:
+        json.dump(spec(data, name="mine", epochs=1, seed=99), f)  # not bc's fingerprint
+    r = ctl(d, "register", rs)
+    check(r.returncode == 0 and "mine" in r.stdout, "register prints the name (%s)" %
+          (r.stdout + r.stderr).strip()[:200])
+    try:
+        pwd.getpwnam("nobody")
+        os.chmod(tmp, 0o755)
+        r = ctl(d, "drain", "mine", "--batches", "1", user="nobody")
+        check(r.returncode == 1 and "permission denied" in r.stderr.lower(),
+              "another uid (nobody) gets EACCES: %s" % r.stderr.strip()[:200])
+    except (KeyError, FileNotFoundError, PermissionError) as e:
+        print("SKIP access test: %s" % e)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(d.sock)
+    s.send(os.urandom(100))
+    s.settimeout(5)
+    try:
+        closed = s.recv(100) == b""
+    except (ConnectionResetError, socket.timeout):
+        closed = True
+    check(closed, "garbage on the socket: that connection is closed")
+    r = ctl(d, "list")
+    check(r.returncode == 0 and "bc" in r.stdout, "... and the daemon goes on (list: %s)" %
+          r.stdout.strip().replace("\n", " | ")[:200])
+
+
+def test_budget(tmp, data):
+    conf = os.path.join(tmp, "conf-budget")
+    os.makedirs(conf)
+    for n in ("a", "b"):
+        with open(os.path.join(conf, n + ".json"), "w") as f:
+            json.dump(spec(data, name=n, epochs=1, seed=ord(n)), f)
+    d = Daemon(tmp, conf, ["--memory", "16M"])
+    sp = os.path.join(tmp, "third.json")
+    with open(sp, "w") as f:
+        json.dump(spec(data, name="third", epochs=1, seed=3), f)
+    r = ctl(d, "register", sp)
+    check(r.returncode == 1 and "memory budget" in r.stderr,
+          "memory budget exceeded: refused at register (%s)" % r.stderr.strip()[:200])
+    d.stop()
+
+
+def test_restart(tmp, conf):
+    d = Daemon(tmp, conf)
+    p = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "forever",
+                          "--batches", "400"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(1.0)
+    d.stop(signal.SIGKILL)
+    d2 = Daemon(tmp, conf)
+    out, err = p.communicate(timeout=90)
+    check(p.returncode == 0, "daemon killed (-9) and restarted: the reader reconnects and gets its "
+          "400 batches (exit %s: %s)" % (p.returncode, err.strip()[-300:]))
+    q = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d2.sock, "drain", "forever"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    rc = d2.stop(signal.SIGTERM)
+    _, qerr = q.communicate(timeout=60)
+    check(rc == 0 and not os.path.exists(d2.sock),
+          "SIGTERM: sluiced exits 0 and unlinks its socket (rc %s)" % rc)
+    check(q.returncode != 0, "SIGTERM: an attached reader is told (exit %s: %s)" % (
+        q.returncode, qerr.strip()[-200:]))
+
+
+def main():
+    for v in ("SLUICED", "SLUICECTL", "SLUICE_BUILD_DIR"):
+        if not os.environ.get(v):
+            common.skip("%s is not set (run through meson test)" % v)
+    r = subprocess.run([os.environ["SLUICECTL"], "drain", "--help"], capture_output=True, text=True)
+    if "unknown command" in (r.stdout + r.stderr):
+        common.skip("sluicectl drain is not built")
+    common.protos()
+    with tempfile.TemporaryDirectory(prefix="sluice-daemon-") as tmp:
+        data = os.path.join(tmp, "data")
+        write_dataset(data)
+        conf = os.path.join(tmp, "conf")
+        os.makedirs(conf)
+        with open(os.path.join(conf, "bc.json"), "w") as f:
+            json.dump(spec(data, name="bc", epochs=1), f)
+        with open(os.path.join(conf, "forever.json"), "w") as f:
+            json.dump(spec(data, name="forever", epochs=None, shuffle=True,
+                           num_shuffle_buffer_elements=20, num_filenames_shuffle_buffer=2,
+                           num_mix_files=2), f)
+        with open(os.path.join(conf, "broken.json"), "w") as f:
+            f.write('{"type": "independent", "args": {"dataset": 3}}')
+        d = Daemon(tmp, conf)
+        check(d.ready, "sluiced says READY=1 on NOTIFY_SOCKET once it listens")
+        try:
+            test_broadcast(d)
+            test_split_and_kill(d, tmp, data)
+            test_rank(d, tmp, data)
+            test_access_and_garbage(d, tmp, data)
+        finally:
+            rc = d.stop()
+        check(rc == 0, "sluiced stops cleanly (exit %s)" % rc)
+        test_budget(tmp, data)
+        test_restart(tmp, conf)
+        with open(os.path.join(tmp, "sluiced.log")) as f:
+            log = f.read()
+        check("broken.json" in log, "a broken spec in the config dir is logged and skipped")
+    if FAILS:
+        print("%d checks failed" % len(FAILS))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

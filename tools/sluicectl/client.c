@@ -1,0 +1,523 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sluicectl list, stats, register, drain: the commands that talk to sluiced through libsluice. */
+#include "sluicectl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "libclient/client_internal.h"
+#include "sluice/sluice.h"
+#include "tools/common/cliarg.h"
+#include "tools/common/jsonout.h"
+#include "tools/common/scan.h"
+#include "tools/common/tensorjson.h"
+
+#define SPEC_MAX (60u * 1024)
+
+const char *sluicectl_socket; /* --socket, or NULL: $SLUICE_SOCKET and the defaults */
+
+static int fail(const char *cmd, const char *msg)
+{
+	fprintf(stderr, "sluicectl: %s: %s\n", cmd, msg);
+	return 1;
+}
+
+static int usage_error(const char *cmd, const char *msg, const char *usage)
+{
+	fprintf(stderr, "sluicectl: %s: %s\n%s", cmd, msg, usage);
+	return 2;
+}
+
+static bool is_help(const char *a)
+{
+	return !strcmp(a, "--help") || !strcmp(a, "-h");
+}
+
+static int connect_or_fail(const char *cmd, struct sluice_client **ret)
+{
+	struct sluice_error err = {0, ""};
+
+	if (sluice_connect(sluicectl_socket, ret, &err) < 0)
+		return fail(cmd, err.msg);
+	return 0;
+}
+
+/* ---- list ---- */
+
+static const char list_usage[] =
+	"usage: sluicectl [--socket PATH] list\n"
+	"\n"
+	"One line per pipeline of sluiced: name, status, readers, batches\n"
+	"published, ring occupancy (slots used/slots).\n";
+
+static const char *status_name(uint32_t s)
+{
+	switch (s) {
+	case IPC_CTL_PL_RUNNING: return "running";
+	case IPC_CTL_PL_FINISHED: return "finished";
+	case IPC_CTL_PL_FAILED: return "failed";
+	default: return "?";
+	}
+}
+
+int cmd_list(int argc, char **argv)
+{
+	struct sluice_client *c = NULL;
+	struct sluice_error err = {0, ""};
+	struct ipc_ctl_list_reply lr;
+	int rc;
+
+	if (argc > 1 && is_help(argv[1])) {
+		fputs(list_usage, stdout);
+		return 0;
+	}
+	if (argc > 1)
+		return usage_error("list", "too many arguments", list_usage);
+	if (connect_or_fail("list", &c))
+		return 1;
+	memset(&lr, 0, sizeof(lr));
+	rc = lc_list(c, &lr, &err);
+	sluice_disconnect(c);
+	if (rc < 0)
+		return fail("list", err.msg);
+	printf("%-32s %-9s %7s %12s %11s\n", "NAME", "STATUS", "READERS", "PUBLISHED", "RING");
+	for (uint32_t i = 0; i < lr.n_pipelines; i++) {
+		const struct ipc_ctl_pipeline_info *p = &lr.pipelines[i];
+		char ring[32];
+
+		snprintf(ring, sizeof(ring), "%u/%u", p->slots_used, p->n_slots);
+		printf("%-32s %-9s %7u %12" PRIu64 " %11s\n", p->name, status_name(p->status),
+		       p->n_readers, p->batches_published, ring);
+	}
+	ipc_ctl_list_reply_fini(&lr);
+	return fflush(stdout) == 0 ? 0 : fail("list", "writing the output failed");
+}
+
+/* ---- stats ---- */
+
+static const char stats_usage[] =
+	"usage: sluicectl [--socket PATH] stats NAME [--json]\n"
+	"\n"
+	"The statistics of pipeline NAME: one 'key value' per line, or one JSON\n"
+	"object with --json.\n";
+
+int cmd_stats(int argc, char **argv)
+{
+	struct sluice_client *c = NULL;
+	struct sluice_error err = {0, ""};
+	struct ipc_ctl_stats_reply sr;
+	const char *name = NULL;
+	bool json = false;
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (is_help(argv[i])) {
+			fputs(stats_usage, stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			return usage_error("stats", "unknown option", stats_usage);
+		} else if (!name) {
+			name = argv[i];
+		} else {
+			return usage_error("stats", "too many arguments", stats_usage);
+		}
+	}
+	if (!name)
+		return usage_error("stats", "no pipeline NAME given", stats_usage);
+	if (connect_or_fail("stats", &c))
+		return 1;
+	memset(&sr, 0, sizeof(sr));
+	rc = lc_stats(c, name, &sr, &err);
+	sluice_disconnect(c);
+	if (rc < 0)
+		return fail("stats", err.msg);
+	if (json) {
+		struct jsonout j;
+
+		jsonout_init(&j);
+		jsonout_char(&j, '{');
+		for (uint32_t i = 0; i < sr.n_stats; i++) {
+			if (i)
+				jsonout_raw(&j, ", ", 2);
+			jsonout_str(&j, sr.stats[i].key, strlen(sr.stats[i].key));
+			jsonout_raw(&j, ": ", 2);
+			jsonout_int64(&j, sr.stats[i].value);
+		}
+		jsonout_char(&j, '}');
+		rc = jsonout_line_write(&j, stdout);
+		jsonout_fini(&j);
+	} else {
+		for (uint32_t i = 0; i < sr.n_stats; i++)
+			printf("%s %" PRId64 "\n", sr.stats[i].key, sr.stats[i].value);
+		rc = 0;
+	}
+	ipc_ctl_stats_reply_fini(&sr);
+	if (rc < 0 || fflush(stdout) != 0)
+		return fail("stats", "writing the output failed");
+	return 0;
+}
+
+/* A spec file's text, NUL-terminated, into *ret (the caller frees it). -errno and msg. */
+static int read_spec(const char *path, char **ret, char *msg, size_t cap)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(msg, cap, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	char *spec = malloc(SPEC_MAX + 1);
+	if (!spec) {
+		fclose(f);
+		snprintf(msg, cap, "out of memory");
+		return -ENOMEM;
+	}
+	size_t n = fread(spec, 1, SPEC_MAX + 1, f);
+	int rc = ferror(f) ? -EIO : n > SPEC_MAX ? -EFBIG : n == 0 ? -ENODATA : 0;
+	fclose(f);
+	if (rc == 0 && memchr(spec, '\0', n))
+		rc = -EINVAL;
+	if (rc < 0) {
+		snprintf(msg, cap, "%s: %s", path,
+			 rc == -EFBIG ? "larger than the 60 KiB a spec may have" :
+			 rc == -ENODATA ? "empty" : rc == -EINVAL ? "holds a NUL byte" :
+			 "read error");
+		free(spec);
+		return rc;
+	}
+	spec[n] = '\0';
+	*ret = spec;
+	return 0;
+}
+
+/* ---- register ---- */
+
+static const char register_usage[] =
+	"usage: sluicectl [--socket PATH] register SPEC\n"
+	"\n"
+	"Register the pipeline spec SPEC (a JSON file) with sluiced, which starts it\n"
+	"unless an identical one runs. Prints the pipeline's name and fingerprint.\n";
+
+int cmd_register(int argc, char **argv)
+{
+	struct sluice_client *c = NULL;
+	struct sluice_error err = {0, ""};
+	char name[IPC_CTL_NAME_MAX + 1], msg[600], *spec;
+	uint8_t fp[16];
+	int rc;
+
+	if (argc > 1 && is_help(argv[1])) {
+		fputs(register_usage, stdout);
+		return 0;
+	}
+	if (argc != 2 || (argv[1][0] == '-' && argv[1][1]))
+		return usage_error("register", argc < 2 ? "no SPEC given" : "one SPEC, no options",
+				   register_usage);
+	if (read_spec(argv[1], &spec, msg, sizeof(msg)) < 0)
+		return fail("register", msg);
+	if (connect_or_fail("register", &c)) {
+		free(spec);
+		return 1;
+	}
+	rc = sluice_register(c, spec, name, sizeof(name), fp, &err);
+	sluice_disconnect(c);
+	free(spec);
+	if (rc < 0)
+		return fail("register", err.msg);
+	printf("%s ", name);
+	for (int i = 0; i < 16; i++)
+		printf("%02x", fp[i]);
+	printf("\n");
+	return fflush(stdout) == 0 ? 0 : fail("register", "writing the output failed");
+}
+
+/* ---- drain ---- */
+
+static const char drain_usage[] =
+	"usage: sluicectl [--socket PATH] drain NAME|SPEC [options]\n"
+	"\n"
+	"Attach to pipeline NAME of sluiced (or to the pipeline of the spec file\n"
+	"SPEC, which the daemon starts if it does not run yet) and read its batches\n"
+	"(releasing each)\n"
+	"until the end of the stream or --batches N.\n"
+	"\n"
+	"options:\n"
+	"  --mode M           broadcast (default), split or rank\n"
+	"  --index I --count N  (rank) this reader's rank of N\n"
+	"  --batches N        stop after N batches\n"
+	"  --json             one JSON line per batch: seq, epoch, rows and a CRC-32\n"
+	"                     digest over every tensor's row_splits, offsets and data\n"
+	"  --values NAME,...  (with --json) also print these tensors' values\n"
+	"\n"
+	"Without --json: the rate on stderr every second and a total at the end.\n"
+	"Exit status: 0 done, 1 an error (on stderr), 2 usage.\n";
+
+struct drain_opts {
+	const char *name;
+	char *spec; /* NAME was a spec file: its text */
+	struct sluice_attach_opts ao;
+	uint64_t max_batches;
+	bool json, have_index, have_count;
+	const char *values; /* the --values argument */
+};
+
+static int drain_args(int argc, char **argv, struct drain_opts *o)
+{
+	sluice_attach_opts_init(&o->ao);
+	o->max_batches = UINT64_MAX;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t v;
+
+		if (is_help(a)) {
+			fputs(drain_usage, stdout);
+			return 1;
+		} else if (!strcmp(a, "--json")) {
+			o->json = true;
+		} else if (!strcmp(a, "--mode")) {
+			if (val && !strcmp(val, "broadcast"))
+				o->ao.mode = SLUICE_MODE_BROADCAST;
+			else if (val && !strcmp(val, "split"))
+				o->ao.mode = SLUICE_MODE_SPLIT;
+			else if (val && !strcmp(val, "rank"))
+				o->ao.mode = SLUICE_MODE_RANK;
+			else
+				return usage_error("drain", "--mode is broadcast, split or rank",
+						   drain_usage);
+			i++;
+		} else if (!strcmp(a, "--batches") || !strcmp(a, "--index") ||
+			   !strcmp(a, "--count")) {
+			if (!val || cli_parse_u64(val, a[2] == 'b' ? UINT64_MAX : UINT32_MAX, &v))
+				return usage_error("drain", "--batches, --index and --count need "
+						   "a number", drain_usage);
+			if (a[2] == 'b') {
+				o->max_batches = v;
+			} else if (a[2] == 'i') {
+				o->ao.rank_index = (uint32_t)v;
+				o->have_index = true;
+			} else {
+				o->ao.rank_count = (uint32_t)v;
+				o->have_count = true;
+			}
+			i++;
+		} else if (!strcmp(a, "--values")) {
+			if (!val || !val[0])
+				return usage_error("drain", "--values needs NAME[,NAME...]",
+						   drain_usage);
+			o->values = val;
+			i++;
+		} else if (a[0] == '-' && a[1]) {
+			return usage_error("drain", "unknown option", drain_usage);
+		} else if (!o->name) {
+			o->name = a;
+		} else {
+			return usage_error("drain", "too many arguments", drain_usage);
+		}
+	}
+	if (!o->name)
+		return usage_error("drain", "no pipeline NAME given", drain_usage);
+	if (o->values && !o->json)
+		return usage_error("drain", "--values needs --json", drain_usage);
+	if ((o->ao.mode == SLUICE_MODE_RANK) != (o->have_index && o->have_count) ||
+	    (o->ao.mode != SLUICE_MODE_RANK && (o->have_index || o->have_count)))
+		return usage_error("drain", "--mode rank goes with --index I --count N",
+				   drain_usage);
+	if (o->ao.mode == SLUICE_MODE_RANK && o->ao.rank_index >= o->ao.rank_count)
+		return usage_error("drain", "--index must be below --count", drain_usage);
+	struct stat st;
+	if (stat(o->name, &st) == 0 && S_ISREG(st.st_mode)) {
+		/* a spec file: attach by spec (the daemon starts it, or finds it running) */
+		char msg[600];
+		if (read_spec(o->name, &o->spec, msg, sizeof(msg)) < 0) {
+			fail("drain", msg);
+			return 3;
+		}
+		o->ao.spec_json = o->spec;
+	} else {
+		o->ao.name = o->name;
+	}
+	return 0;
+}
+
+/* Is tensor name among the comma-separated names of list? */
+static bool listed(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	while (list && *list) {
+		const char *comma = strchr(list, ',');
+		size_t n = comma ? (size_t)(comma - list) : strlen(list);
+
+		if (n == len && !memcmp(list, name, n))
+			return true;
+		list = comma ? comma + 1 : NULL;
+	}
+	return false;
+}
+
+/* Every name of --values must be a tensor of the batch's schema. */
+static int check_values(const char *list, const struct sluice_batch *b, char *msg, size_t cap)
+{
+	while (list && *list) {
+		const char *comma = strchr(list, ',');
+		size_t n = comma ? (size_t)(comma - list) : strlen(list), i;
+		struct sluice_tensor t;
+
+		for (i = 0; i < sluice_batch_num_tensors(b); i++)
+			if (sluice_batch_tensor_at(b, i, &t) == 0 && strlen(t.name) == n &&
+			    !memcmp(t.name, list, n))
+				break;
+		if (n == 0 || i == sluice_batch_num_tensors(b)) {
+			snprintf(msg, cap, "--values: the pipeline has no tensor named '%.*s'",
+				 (int)n, list);
+			return -ENOENT;
+		}
+		list = comma ? comma + 1 : NULL;
+	}
+	return 0;
+}
+
+static int drain_json(struct jsonout *j, const struct drain_opts *o,
+		      const struct sluice_batch *b, char *msg, size_t cap)
+{
+	size_t n = sluice_batch_num_tensors(b), i;
+	uint32_t crc = 0;
+	char hex[16];
+	bool first = true;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		struct sluice_tensor t;
+
+		rc = sluice_batch_tensor_at(b, i, &t);
+		if (rc < 0) {
+			snprintf(msg, cap, "batch %" PRIu64 ": tensor %zu: %s", sluice_batch_seq(b),
+				 i, sluice_strerror(rc));
+			return rc;
+		}
+		crc = tj_tensor_crc(crc, t.row_splits, sluice_batch_rows(b), t.offsets, t.n_elems,
+				    t.data, t.nbytes);
+	}
+	jsonout_cstr(j, "{\"seq\": ");
+	jsonout_uint64(j, sluice_batch_seq(b));
+	jsonout_cstr(j, ", \"epoch\": ");
+	jsonout_uint64(j, sluice_batch_epoch(b));
+	jsonout_cstr(j, ", \"rows\": ");
+	jsonout_uint64(j, sluice_batch_rows(b));
+	snprintf(hex, sizeof(hex), "%08" PRIx32, crc);
+	jsonout_cstr(j, ", \"digest\": \"");
+	jsonout_cstr(j, hex);
+	jsonout_char(j, '"');
+	if (o->values) {
+		jsonout_cstr(j, ", \"values\": {");
+		for (i = 0; i < n; i++) {
+			struct sluice_tensor t;
+
+			if (sluice_batch_tensor_at(b, i, &t) < 0 || !listed(o->values, t.name))
+				continue;
+			if (!first)
+				jsonout_raw(j, ", ", 2);
+			first = false;
+			jsonout_str(j, t.name, strlen(t.name));
+			jsonout_raw(j, ": ", 2);
+			tj_values(j, (unsigned)t.dtype, t.data, t.offsets, t.n_elems);
+		}
+		jsonout_char(j, '}');
+	}
+	jsonout_char(j, '}');
+	rc = jsonout_line_write(j, stdout);
+	if (rc < 0)
+		snprintf(msg, cap, "writing the output: %s", strerror(-rc));
+	return rc;
+}
+
+int cmd_drain(int argc, char **argv)
+{
+	struct drain_opts o;
+	struct sluice_client *c = NULL;
+	struct sluice_reader *r = NULL;
+	struct sluice_error err = {0, ""};
+	struct jsonout j;
+	uint64_t batches = 0, rows = 0, last_b = 0, last_rows = 0;
+	double t0, last_t, now, wall;
+	char msg[700] = "";
+	int rc, status = 1;
+
+	memset(&o, 0, sizeof(o));
+	memset(&o, 0, sizeof(o));
+	rc = drain_args(argc, argv, &o);
+	if (rc == 3) /* a spec file that could not be read */
+		return 1;
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	jsonout_init(&j);
+	if (connect_or_fail("drain", &c))
+		goto out_quiet;
+	rc = sluice_attach(c, &o.ao, &r, &err);
+	if (rc < 0) {
+		snprintf(msg, sizeof(msg), "%s", err.msg);
+		goto out;
+	}
+	t0 = last_t = scan_now_s();
+	while (batches < o.max_batches) {
+		struct sluice_batch *b = NULL;
+
+		rc = sluice_next(r, 1000, &b, &err);
+		if (rc == 0)
+			break;
+		if (rc < 0 && rc != -ETIMEDOUT) {
+			snprintf(msg, sizeof(msg), "%s", err.msg);
+			goto out;
+		}
+		if (rc > 0) {
+			if (batches == 0 && o.values)
+				rc = check_values(o.values, b, msg, sizeof(msg));
+			if (rc >= 0 && o.json)
+				rc = drain_json(&j, &o, b, msg, sizeof(msg));
+			batches++;
+			rows += sluice_batch_rows(b);
+			sluice_batch_release(b);
+			if (rc < 0)
+				goto out;
+		}
+		now = scan_now_s();
+		if (!o.json && now - last_t >= 1.0) {
+			fprintf(stderr,
+				"rate: batches_per_s=%.1f records_per_s=%.0f batches=%" PRIu64
+				" records=%" PRIu64 "\n",
+				(double)(batches - last_b) / (now - last_t),
+				(double)(rows - last_rows) / (now - last_t), batches, rows);
+			last_t = now;
+			last_b = batches;
+			last_rows = rows;
+		}
+	}
+	if (!o.json) {
+		wall = scan_now_s() - t0;
+		if (wall <= 0)
+			wall = 1e-9;
+		printf("total: batches=%" PRIu64 " rows=%" PRIu64 " wall_s=%.3f batches_per_s=%.1f "
+		       "rows_per_s=%.0f\n", batches, rows, wall, (double)batches / wall,
+		       (double)rows / wall);
+	}
+	if (fflush(stdout) != 0) {
+		snprintf(msg, sizeof(msg), "writing the output failed");
+		goto out;
+	}
+	status = 0;
+out:
+	if (status)
+		fail("drain", msg[0] ? msg : "failed");
+out_quiet:
+	sluice_detach(r);
+	sluice_disconnect(c);
+	jsonout_fini(&j);
+	free(o.spec);
+	return status;
+}
