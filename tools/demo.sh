@@ -7,7 +7,7 @@ tools/setup.sh
 if [ ! -f build/build.ninja ]; then
 	meson setup build -Dbuildtype=release >/dev/null
 fi
-ninja -C build tools/sluicectl tools/sluice-bench >/dev/null
+ninja -C build tools/sluicectl tools/sluice-bench daemon/sluiced >/dev/null
 ctl=build/tools/sluicectl
 out=${SLUICE_DEMO_DIR:-/tmp/sluice-demo}
 rm -rf "$out"
@@ -52,6 +52,25 @@ cat > "$out/image.json" <<JSON
           "padding": [{"tensor": "boxes", "value": -1}]}}
 JSON
 $ctl run "$out/image.json" | tail -n 2
+echo
+echo "== the service: sluiced serves the CTR spec; two jobs share it through shared memory"
+mkdir -p "$out/pipelines.d"
+cp "$out/ctr.json" "$out/pipelines.d/"
+build/daemon/sluiced --socket "$out/sluice.sock" --config-dir "$out/pipelines.d" \
+	2> "$out/sluiced.log" &
+daemon=$!
+trap 'kill $daemon 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [ -S "$out/sluice.sock" ] && break; sleep 0.1; done
+$ctl --socket "$out/sluice.sock" list
+$ctl --socket "$out/sluice.sock" drain ctr-train > /dev/null &
+job2=$!
+$ctl --socket "$out/sluice.sock" drain ctr-train
+wait $job2
+$ctl --socket "$out/sluice.sock" stats ctr-train | head -n 8
+kill -TERM $daemon
+wait $daemon || true
+trap - EXIT
+cat "$out/sluiced.log"
 echo
 echo "== decode throughput against memcpy and a plain read loop"
 build/tools/sluice-bench read "$out/ctr"
