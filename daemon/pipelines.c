@@ -170,8 +170,17 @@ static void *publisher_main(void *arg)
 			for (i = 0; i < pl->n_resv && pl->resv[i].mem != b->mem; i++)
 				;
 			if (i < pl->n_resv) {
-				ipc_ring_publish(pl->ring, &pl->resv[i].ext, b->len, b->epoch, b->flags,
-						 NULL);
+				uint64_t rseq;
+				if (ipc_ring_publish(pl->ring, &pl->resv[i].ext, b->len, b->epoch,
+						     b->flags, &rseq) == 0) {
+					struct dmn_hist *h = &pl->hist[rseq % DMN_HIST];
+					h->ring_seq = rseq;
+					h->pos.epoch = b->epoch;
+					h->pos.index_in_epoch =
+						((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
+					h->pos.seq = b->seq;
+					h->pos.flags = b->flags;
+				}
 				pl->resv[i] = pl->resv[--pl->n_resv];
 				pl->published++;
 			}
@@ -478,4 +487,26 @@ void dmn_pipeline_collect(struct dmn *d, struct dmn_pipeline *pl)
 			}
 		}
 	}
+}
+
+int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap)
+{
+	if (pl->mode != IPC_RING_BROADCAST)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&pl->lock);
+	uint64_t bad = 0, lag = 0;
+	struct ipc_ring_info info;
+	ipc_ring_collect(pl->ring, &bad); /* its cursor as of now */
+	ipc_ring_get_info(pl->ring, &info);
+	int r = ipc_ring_reader_lag(pl->ring, ring_id, &lag);
+	if (r == 0) {
+		uint64_t cursor = info.head - lag; /* the next ring seq it will take */
+		const struct dmn_hist *h = cursor ? &pl->hist[(cursor - 1) % DMN_HIST] : NULL;
+		if (h && h->ring_seq != cursor - 1)
+			r = -ENOENT; /* cannot happen: the ring holds less than the history */
+		else
+			r = pl_pipeline_state_after(pl->pl, h ? &h->pos : NULL, buf, cap);
+	}
+	pthread_mutex_unlock(&pl->lock);
+	return r;
 }

@@ -285,6 +285,31 @@ static int on_detach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	return send_msg(c, buf, len, NULL, 0);
 }
 
+static int on_save_state(struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+{
+	struct ipc_ctl_reader_ref m;
+	char emsg[256];
+	if (ipc_ctl_decode_reader_ref(msg, IPC_CTL_SAVE_STATE, &m, emsg, sizeof(emsg)) < 0)
+		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
+	struct dmn_reader *rd = find_reader(c, m.reader_id);
+	if (!rd)
+		return reply_error(c, msg->req_id, -ENOENT, "no reader %llu on this connection",
+				   (unsigned long long)m.reader_id);
+	uint8_t state[PL_STATE_MAX];
+	int n = dmn_pipeline_reader_state(rd->pl, rd->ring_id, state, sizeof(state));
+	if (n == -EOPNOTSUPP)
+		return reply_error(c, msg->req_id, n, "a %s reader sees part of the stream: save the "
+				   "position of a broadcast reader", mode_name(rd->pl->mode));
+	if (n < 0)
+		return reply_error(c, msg->req_id, n, "cannot tell the reader's position");
+	struct ipc_ctl_state out = {.reader_id = m.reader_id, .state = state,
+				    .state_len = (uint32_t)n};
+	uint8_t buf[IPC_CTL_HDR_SIZE + PL_STATE_MAX + 64];
+	size_t len;
+	int r = ipc_ctl_encode_state(buf, sizeof(buf), msg->req_id, &out, &len);
+	return r == 0 ? send_msg(c, buf, len, NULL, 0) : r;
+}
+
 static int on_list(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 {
 	size_t n = 0;
@@ -420,8 +445,7 @@ int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
 			r = on_detach(d, c, &msg);
 			break;
 		case IPC_CTL_SAVE_STATE:
-			r = reply_error(c, msg.req_id, -EOPNOTSUPP,
-					"saving a reader's position is not supported by this sluiced yet");
+			r = on_save_state(c, &msg);
 			break;
 		case IPC_CTL_LIST:
 			r = on_list(d, c, &msg);

@@ -16,6 +16,8 @@
 
 struct sched_pool;
 
+#define DMN_HIST IPC_RING_MAX_SLOTS /* a reader is never further behind than the ring holds */
+
 /* Daemon-wide settings (command line). */
 struct dmn_config {
 	const char *socket_path;
@@ -73,6 +75,11 @@ struct dmn_pipeline {
 	uint64_t reserve_waits;   /* times the engine waited for readers to release */
 	uint64_t wait_ns;         /* time it waited */
 	unsigned n_readers;
+	/* where each published batch sits in the stream, by ring seq (for SAVE_STATE) */
+	struct dmn_hist {
+		uint64_t ring_seq;
+		struct pl_batch_pos pos;
+	} hist[DMN_HIST];
 
 	struct dmn_pipeline *next;
 };
@@ -121,6 +128,12 @@ int dmn_pipeline_get(struct dmn *d, const char *spec, size_t spec_len, const cha
 		     size_t msg_cap);
 struct dmn_pipeline *dmn_pipeline_find(struct dmn *d, const char *name);
 void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl);
+/*
+ * A broadcast reader's position as a pipeline state (what pl_pipeline_save() writes): right after
+ * the last batch it took. Returns its length, -EOPNOTSUPP (split/rank: a reader sees part of
+ * the stream), -ENOENT, -ENOSPC. Server thread.
+ */
+int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap);
 /* Take in releases, evict readers whose control block is corrupt. Server thread. */
 void dmn_pipeline_collect(struct dmn *d, struct dmn_pipeline *pl);
 int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap);

@@ -456,20 +456,49 @@ static int state_load(const struct pl_plan *plan, const void *buf, size_t len,
 	return 0;
 }
 
-int pl_pipeline_save(const struct pl_pipeline *p, void *buf, size_t cap)
+/* The position after a batch: the next one of its epoch, or the start of the next epoch. */
+static struct pl_pos pos_after(const struct pl_batch_pos *b)
+{
+	struct pl_pos r;
+	if (b->flags & IPC_BATCH_F_END_EPOCH) {
+		r.epoch = b->epoch + 1;
+		r.index = 0;
+	} else {
+		r.epoch = b->epoch;
+		r.index = b->index_in_epoch + 1;
+	}
+	r.seq = b->seq + 1;
+	return r;
+}
+
+static int state_write(const struct pl_pipeline *p, const struct pl_pos *pos, void *buf,
+		       size_t cap)
 {
 	struct pl_state_blob s = {.magic = PL_STATE_MAGIC, .version = PL_STATE_VERSION};
 	if (cap < sizeof(s))
 		return -ENOSPC;
 	s.fingerprint = p->plan->fingerprint;
 	s.seed = p->plan->cfg.seed;
-	pthread_mutex_lock((pthread_mutex_t *)&p->lock);
-	s.epoch = p->pos.epoch;
-	s.index = p->pos.index;
-	s.seq = p->pos.seq;
-	pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
+	s.epoch = pos->epoch;
+	s.index = pos->index;
+	s.seq = pos->seq;
 	memcpy(buf, &s, sizeof(s));
 	return (int)sizeof(s);
+}
+
+int pl_pipeline_save(const struct pl_pipeline *p, void *buf, size_t cap)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&p->lock);
+	struct pl_pos pos = p->pos;
+	pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
+	return state_write(p, &pos, buf, cap);
+}
+
+int pl_pipeline_state_after(const struct pl_pipeline *p, const struct pl_batch_pos *b, void *buf,
+			    size_t cap)
+{
+	struct pl_pos pos = b ? pos_after(b) : p->start;
+	return state_write(p, &pos, buf, cap);
 }
 
 /* ---- lifecycle ---- */
@@ -654,14 +683,13 @@ int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **re
 		if (!p->head)
 			p->tail = NULL;
 		p->n_ready--;
-		if (n->b.flags & IPC_BATCH_F_END_EPOCH) {
-			p->pos.epoch = n->b.epoch + 1;
-			p->pos.index = 0;
-		} else {
-			p->pos.epoch = n->b.epoch;
-			p->pos.index = ((const struct ipc_batch_hdr *)n->b.mem)->index_in_epoch + 1;
-		}
-		p->pos.seq = n->b.seq + 1;
+		struct pl_batch_pos bp = {
+			.epoch = n->b.epoch,
+			.index_in_epoch = ((const struct ipc_batch_hdr *)n->b.mem)->index_in_epoch,
+			.seq = n->b.seq,
+			.flags = n->b.flags,
+		};
+		p->pos = pos_after(&bp);
 		pthread_cond_broadcast(&p->space_cond);
 		n->out_prev = NULL;
 		n->out_next = p->out;

@@ -91,6 +91,20 @@ void pl_batch_release(struct pl_pipeline *p, struct pl_batch *b);
 #define PL_STATE_MAX 64
 int pl_pipeline_save(const struct pl_pipeline *p, void *buf, size_t cap);
 
+/* Where a batch sits in the stream (from its header). */
+struct pl_batch_pos {
+	uint64_t epoch, index_in_epoch, seq;
+	uint32_t flags;
+};
+
+/*
+ * The state (as pl_pipeline_save() writes it) that resumes right after the batch at pos, or at
+ * the pipeline's start when pos is NULL: for a server whose readers are behind the pipeline.
+ * Returns its length, or -ENOSPC.
+ */
+int pl_pipeline_state_after(const struct pl_pipeline *p, const struct pl_batch_pos *pos,
+			    void *buf, size_t cap);
+
 /*
  * The pipeline's identity (DESIGN.md §5): 128 bits over every spec value that changes which
  * batches come out (not name, parallelism, buffers, prefetch), the output tensors, and every

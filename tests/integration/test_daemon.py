@@ -269,6 +269,31 @@ def test_restart(tmp, conf):
         q.returncode, qerr.strip()[-200:]))
 
 
+def test_state_resume(tmp, data):
+    """A reader saves its position; after a daemon restart it resumes there exactly."""
+    conf = os.path.join(tmp, "conf-empty")
+    os.makedirs(conf, exist_ok=True)
+    sp = os.path.join(tmp, "resume.json")
+    with open(sp, "w") as f:
+        json.dump(spec(data, name="resume", epochs=2, shuffle=True, seed=5,
+                       num_shuffle_buffer_elements=30, num_filenames_shuffle_buffer=2,
+                       num_mix_files=2), f)
+    st = os.path.join(tmp, "reader.state")
+    runs = []
+    for extra in ([], ["--batches", "13", "--state-out", st], ["--state-in", st]):
+        d = Daemon(tmp, conf)
+        r, lines = drain_json(d, sp, *extra)
+        runs.append((r, lines))
+        d.stop()
+    (r0, full), (r1, head), (r2, tail) = runs
+    ok = r0.returncode == 0 and r1.returncode == 0 and r2.returncode == 0
+    check(ok and len(full) == 40 and head == full[:13],
+          "state: the first 13 batches, and the position saved (%s)" % (
+              (r1.stderr + r2.stderr).strip()[:200]))
+    check(ok and tail == full[13:], "state: after a restart the reader resumes at batch 13 "
+          "exactly (%d batches, first seq %s)" % (len(tail), tail[0]["seq"] if tail else None))
+
+
 def main():
     for v in ("SLUICED", "SLUICECTL", "SLUICE_BUILD_DIR"):
         if not os.environ.get(v):
@@ -301,6 +326,7 @@ def main():
             rc = d.stop()
         check(rc == 0, "sluiced stops cleanly (exit %s)" % rc)
         test_budget(tmp, data)
+        test_state_resume(tmp, data)
         test_restart(tmp, conf)
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()

@@ -254,6 +254,9 @@ static const char drain_usage[] =
 	"  --json             one JSON line per batch: seq, epoch, rows and a CRC-32\n"
 	"                     digest over every tensor's row_splits, offsets and data\n"
 	"  --values NAME,...  (with --json) also print these tensors' values\n"
+	"  --state-out FILE   after the last batch, write the reader's position\n"
+	"  --state-in FILE    attach at that position (it positions a pipeline that the\n"
+	"                     daemon starts for this attach, e.g. after a restart)\n"
 	"\n"
 	"Without --json: the rate on stderr every second and a total at the end.\n"
 	"Exit status: 0 done, 1 an error (on stderr), 2 usage.\n";
@@ -265,6 +268,8 @@ struct drain_opts {
 	uint64_t max_batches;
 	bool json, have_index, have_count;
 	const char *values; /* the --values argument */
+	const char *state_in, *state_out;
+	uint8_t state[SLUICE_STATE_MAX];
 };
 
 static int drain_args(int argc, char **argv, struct drain_opts *o)
@@ -311,6 +316,12 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 				return usage_error("drain", "--values needs NAME[,NAME...]",
 						   drain_usage);
 			o->values = val;
+			i++;
+		} else if (!strcmp(a, "--state-in") || !strcmp(a, "--state-out")) {
+			if (!val)
+				return usage_error("drain", "--state-in/--state-out need a FILE",
+						   drain_usage);
+			*(a[8] == 'i' ? &o->state_in : &o->state_out) = val;
 			i++;
 		} else if (a[0] == '-' && a[1]) {
 			return usage_error("drain", "unknown option", drain_usage);
@@ -459,6 +470,19 @@ int cmd_drain(int argc, char **argv)
 	jsonout_init(&j);
 	if (connect_or_fail("drain", &c))
 		goto out_quiet;
+	if (o.state_in) {
+		FILE *f = fopen(o.state_in, "rb");
+		size_t n = f ? fread(o.state, 1, sizeof(o.state), f) : 0;
+		if (f)
+			fclose(f);
+		if (!f || n == 0) {
+			snprintf(msg, sizeof(msg), "%s: %s", o.state_in,
+				 f ? "empty" : strerror(errno));
+			goto out;
+		}
+		o.ao.state = o.state;
+		o.ao.state_len = n;
+	}
 	rc = sluice_attach(c, &o.ao, &r, &err);
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "%s", err.msg);
@@ -505,6 +529,18 @@ int cmd_drain(int argc, char **argv)
 		printf("total: batches=%" PRIu64 " rows=%" PRIu64 " wall_s=%.3f batches_per_s=%.1f "
 		       "rows_per_s=%.0f\n", batches, rows, wall, (double)batches / wall,
 		       (double)rows / wall);
+	}
+	if (o.state_out) {
+		uint8_t st[SLUICE_STATE_MAX];
+		size_t n = 0;
+		FILE *f = NULL;
+		rc = sluice_reader_save(r, st, sizeof(st), &n, &err);
+		if (rc < 0 || !(f = fopen(o.state_out, "wb")) || fwrite(st, 1, n, f) != n ||
+		    fclose(f) != 0) {
+			snprintf(msg, sizeof(msg), "%s: %s", o.state_out,
+				 rc < 0 ? err.msg : strerror(errno));
+			goto out;
+		}
 	}
 	if (fflush(stdout) != 0) {
 		snprintf(msg, sizeof(msg), "writing the output failed");
