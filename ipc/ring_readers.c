@@ -176,18 +176,22 @@ uint64_t ipc_ring_assign_pass_(struct ipc_ring *r)
 /* After end of stream: tell each reader where its stream ends once nothing more can reach it. */
 /*
  * Split and rank: whether reader id should wait before its end of stream, because a batch it
- * could still be handed is held by another reader (which gives it back if it dies: nothing is
- * lost). Only a reader that holds nothing waits: one that holds a batch while it asks for the
- * next (double buffering) would otherwise wait for a reader that waits for it.
+ * could still be handed is held by another reader that is busy with it (not asleep in next):
+ * if that reader dies, the batch comes back, and nothing may be lost. A reader asleep in next
+ * while it holds its previous batch (double buffering) holds nobody back, so readers that all
+ * hold a batch and wait cannot wait for each other. The daemon's tick re-runs this pass, so a
+ * reader that falls asleep lets the others end within a tick.
  */
 static bool held_elsewhere(const struct ipc_ring *r, unsigned id)
 {
-	for (uint32_t i = 0; i < r->n_slots; i++)
-		if (r->sp[i].state == SL_LIVE && (r->sp[i].holders >> id & 1))
-			return false;
+	uint64_t busy = 0;
+	for (unsigned k = 0; k < IPC_RING_MAX_READERS; k++)
+		if (k != id && (r->attached >> k & 1) && !r->rd[k].bad &&
+		    atomic_load_explicit(&r->rd[k].cb->waiting, memory_order_relaxed) == 0)
+			busy |= 1ull << k;
 	for (uint32_t i = 0; i < r->n_slots; i++) {
 		const struct slot_priv *sp = &r->sp[i];
-		if (sp->state != SL_LIVE || !(sp->holders & ~(1ull << id)))
+		if (sp->state != SL_LIVE || !(sp->holders & busy))
 			continue;
 		if (r->mode == IPC_RING_SPLIT || r->rd[sp->owner >= 0 ? sp->owner : 0].rank_index ==
 							 r->rd[id].rank_index)

@@ -8,5 +8,6 @@ int bench_read(int argc, char **argv);
 int bench_crc(int argc, char **argv);
 int bench_sched(int argc, char **argv);
 int bench_pipeline(int argc, char **argv);
+int bench_next(int argc, char **argv);
 
 #endif

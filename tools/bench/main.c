@@ -16,6 +16,7 @@ static const struct bench benches[] = {
 	{ "sched", bench_sched, "tiny tasks vs a mutex+condvar pool; parallel_for scaling" },
 	{ "crc", bench_crc, "CRC32C (table, SSE4.2, VPCLMULQDQ) per buffer size, against memcpy" },
 	{ "pipeline", bench_pipeline, "batches per CPU-second of the pipeline engine, against memcpy" },
+	{ "next", bench_next, "sluice_next latency and throughput through sluiced; sharing's cost" },
 };
 
 static void usage(FILE *f)
