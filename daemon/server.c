@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,10 +385,31 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{"driver_cpu_ns", (int64_t)st.driver_cpu_ns},
 		{"parse_cpu_ns", (int64_t)st.parse_cpu_ns},
 	};
+	/* then per reader: batches taken, time waited in next, lag (batches behind) */
+	enum { N_PIPE = sizeof(s) / sizeof(s[0]), MAX_RD = 3 * IPC_RING_MAX_READERS };
+	struct ipc_ctl_stat all[N_PIPE + MAX_RD];
+	memcpy(all, s, sizeof(s));
+	size_t n = N_PIPE;
+	for (struct dmn_conn *cc = d->conns; cc; cc = cc->next) {
+		for (struct dmn_reader *rd = cc->readers; rd; rd = rd->next) {
+			uint64_t taken = 0, wait_ns = 0, lag = 0;
+			if (rd->pl != pl || n + 3 > N_PIPE + MAX_RD ||
+			    ipc_ring_reader_counters(pl->ring, rd->ring_id, &taken, &wait_ns) < 0)
+				continue;
+			ipc_ring_reader_lag(pl->ring, rd->ring_id, &lag);
+			const char *what[3] = {"taken", "wait_ns", "lag"};
+			uint64_t val[3] = {taken, wait_ns, lag};
+			for (int k = 0; k < 3; k++) {
+				snprintf(all[n].key, sizeof(all[n].key), "reader.%llu.%s",
+					 (unsigned long long)rd->id, what[k]);
+				all[n++].value = (int64_t)(val[k] > INT64_MAX ? INT64_MAX : val[k]);
+			}
+		}
+	}
 	pthread_mutex_unlock(&pl->lock);
-	struct ipc_ctl_stats_reply out = {.stats = s, .n_stats = sizeof(s) / sizeof(s[0])};
+	struct ipc_ctl_stats_reply out = {.stats = all, .n_stats = (uint32_t)n};
 	snprintf(out.name, sizeof(out.name), "%s", pl->name);
-	uint8_t buf[8192];
+	uint8_t buf[32768];
 	size_t len;
 	int r = ipc_ctl_encode_stats_reply(buf, sizeof(buf), msg->req_id, &out, &len);
 	return r == 0 ? send_msg(c, buf, len, NULL, 0) : r;

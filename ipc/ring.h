@@ -148,6 +148,13 @@ int ipc_ring_oldest(const struct ipc_ring *ring, uint64_t *ret_seq, uint64_t *re
  */
 int ipc_ring_reader_lag(const struct ipc_ring *ring, unsigned id, uint64_t *ret_lag);
 
+/*
+ * What reader id says of itself in its control block (statistics only, not trusted): batches
+ * its next() returned and the time next() waited for them. 0, or -ENOENT.
+ */
+int ipc_ring_reader_counters(const struct ipc_ring *ring, unsigned id, uint64_t *ret_taken,
+			     uint64_t *ret_wait_ns);
+
 /* No batch follows the ones published: readers see -ENODATA once they took them all. 0/-EPIPE. */
 int ipc_ring_set_eos(struct ipc_ring *ring);
 /* The stream failed: readers see err (a negative errno) from their next call on. 0/-EINVAL. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -408,15 +409,51 @@ static void ring_doorbell(struct ipc_ring_client *c)
 	ipc_futex_wake(&c->cb->doorbell, 1);
 }
 
+static int wait_next(struct ipc_ring_client *c, int64_t timeout_ns,
+		     struct ipc_ring_batch *ret_batch);
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Statistics in the control block, for the daemon's stats (it does not rely on them). */
+static void count(struct ipc_ring_client *c, int rc, uint64_t t0)
+{
+	if (rc == 0)
+		atomic_store_explicit(&c->cb->taken,
+				      atomic_load_explicit(&c->cb->taken, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	if (t0)
+		atomic_store_explicit(&c->cb->wait_ns,
+				      atomic_load_explicit(&c->cb->wait_ns, memory_order_relaxed) +
+					      (mono_ns() - t0),
+				      memory_order_relaxed);
+}
+
 int ipc_ring_client_next(struct ipc_ring_client *c, int64_t timeout_ns,
 			 struct ipc_ring_batch *ret_batch)
 {
-	struct timespec deadline = {0, 0};
-	int rc;
-
-	rc = try_next(c, ret_batch);
-	if (rc != -EAGAIN || timeout_ns == 0)
+	int rc = try_next(c, ret_batch);
+	if (rc != -EAGAIN || timeout_ns == 0) { /* no clock read on the fast path */
+		count(c, rc, 0);
 		return rc;
+	}
+	uint64_t t0 = mono_ns();
+	rc = wait_next(c, timeout_ns, ret_batch);
+	count(c, rc, t0);
+	return rc;
+}
+
+/* next() when no batch was ready: spin a little, then sleep on the wake word. */
+static int wait_next(struct ipc_ring_client *c, int64_t timeout_ns,
+		     struct ipc_ring_batch *ret_batch)
+{
+	struct timespec deadline = {0, 0};
+	int rc = -EAGAIN;
+
 	for (int i = 0; i < IPC_RING_SPIN; i++) {
 		cpu_relax();
 		rc = try_next(c, ret_batch);

@@ -130,7 +130,9 @@ struct ipc_ring_cb {
 	_Atomic uint64_t rel_head;  /* rel[] entries written */
 	_Atomic uint32_t waiting;   /* nonzero: asleep (or about to be) on wake */
 	_Atomic uint32_t doorbell;  /* bumped (and woken) when daemon_waiting is set */
-	uint8_t pad1_[40];
+	_Atomic uint64_t taken;     /* statistics only: batches next() returned */
+	_Atomic uint64_t wait_ns;   /* statistics only: time next() waited for one */
+	uint8_t pad1_[24];
 	/* line 2: written by the daemon (the client checks what it reads here too) */
 	_Alignas(IPC_RING_LINE) _Atomic uint64_t asg_head; /* asg[] entries written */
 	_Atomic uint64_t rel_tail;  /* rel[] entries taken in by the daemon */
@@ -145,6 +147,7 @@ _Static_assert(sizeof(struct ipc_ring_cb) == 3 * IPC_RING_LINE, "control block: 
 _Static_assert(offsetof(struct ipc_ring_cb, start) == 48, "layout");
 _Static_assert(offsetof(struct ipc_ring_cb, cursor) == 64, "reader words on their own line");
 _Static_assert(offsetof(struct ipc_ring_cb, doorbell) == 84, "layout");
+_Static_assert(offsetof(struct ipc_ring_cb, wait_ns) == 96, "layout");
 _Static_assert(offsetof(struct ipc_ring_cb, asg_head) == 128, "daemon words on their own line");
 _Static_assert(offsetof(struct ipc_ring_cb, daemon_waiting) == 160, "layout");
 

@@ -525,3 +525,13 @@ int ipc_ring_wait(struct ipc_ring *r, int64_t timeout_ns)
 					      memory_order_relaxed);
 	return rc;
 }
+
+int ipc_ring_reader_counters(const struct ipc_ring *r, unsigned id, uint64_t *ret_taken,
+			     uint64_t *ret_wait_ns)
+{
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	*ret_taken = atomic_load_explicit(&r->rd[id].cb->taken, memory_order_relaxed);
+	*ret_wait_ns = atomic_load_explicit(&r->rd[id].cb->wait_ns, memory_order_relaxed);
+	return 0;
+}

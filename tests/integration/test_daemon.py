@@ -261,6 +261,17 @@ def test_restart(tmp, conf):
     q = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d2.sock, "drain", "forever"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)
+    st = ctl(d2, "stats", "forever", "--json")
+    try:
+        stats = json.loads(st.stdout)
+        flat = stats.get("stats", stats)
+        taken = [v for k, v in flat.items() if k.startswith("reader.") and k.endswith(".taken")]
+        ok = st.returncode == 0 and flat.get("batches_published", 0) > 0 and taken and \
+            max(taken) > 0 and any(k.endswith(".wait_ns") for k in flat)
+    except (ValueError, AttributeError):
+        ok = False
+    check(ok, "stats: per pipeline and per reader (batches taken, time waited, lag): %s" %
+          st.stdout.strip()[:300])
     rc = d2.stop(signal.SIGTERM)
     _, qerr = q.communicate(timeout=60)
     check(rc == 0 and not os.path.exists(d2.sock),
