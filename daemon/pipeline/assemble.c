@@ -46,6 +46,8 @@ struct pl_bjob {
 	size_t n_rows;
 
 	/* measure results: per row, per measured output */
+	struct pbex_feature *feats;       /* per row: the decoded context features (n_ctx) */
+	struct pbex_feature_list *lists;  /* per row: the decoded feature lists (n_lists) */
 	int64_t *dims;   /* n_rows * n_out * PL_MAX_RANK */
 	uint64_t *sbytes; /* n_rows * n_out */
 	uint8_t *bad;    /* per row */
@@ -138,6 +140,9 @@ static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 	int r = pl_row_decode(plan, ws, rec, false, err); /* the fill pass checks the CRC */
 	if (r < 0)
 		return r; /* its message names the record */
+	/* keep the views (into the record) for the fill pass: one decode per record */
+	memcpy(job->feats + row * plan->n_ctx, ws->ctx, plan->n_ctx * sizeof(*ws->ctx));
+	memcpy(job->lists + row * plan->n_lists, ws->lists, plan->n_lists * sizeof(*ws->lists));
 	r = pl_row_shapes(plan, ws, err);
 	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
@@ -285,7 +290,14 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 		r = pl_window_assemble(plan, ws, rec, err);
 	} else {
 		pl_crcur_begin(&cc, rec); /* the data CRC, fused with the copies below */
-		r = pl_row_decode(plan, ws, rec, false, err);
+		if (job->feats) { /* measured: decoded there already (and it succeeded) */
+			memcpy(ws->ctx, job->feats + row * plan->n_ctx, plan->n_ctx * sizeof(*ws->ctx));
+			memcpy(ws->lists, job->lists + row * plan->n_lists,
+			       plan->n_lists * sizeof(*ws->lists));
+			r = 0;
+		} else {
+			r = pl_row_decode(plan, ws, rec, false, err);
+		}
 		if (r < 0)
 			return crc_first(&cc, plan, rec, r, err);
 		r = pl_row_shapes(plan, ws, err);
@@ -606,6 +618,8 @@ static void bjob_free(struct pl_bjob *job)
 	free(job->rows);
 	free(job->dims);
 	free(job->sbytes);
+	free(job->feats);
+	free(job->lists);
 	free(job->bad);
 	free(job->outpos);
 	free(job->lay);
@@ -672,6 +686,12 @@ int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uin
 	if (plan->measure) {
 		job->dims = calloc(n_rows * plan->n_out * PL_MAX_RANK + 1, sizeof(int64_t));
 		job->sbytes = calloc(n_rows * plan->n_out + 1, sizeof(uint64_t));
+		if (plan->cfg.type == PL_LOADER_INDEPENDENT) { /* windows decode per record */
+			job->feats = calloc(n_rows * plan->n_ctx + 1, sizeof(*job->feats));
+			job->lists = calloc(n_rows * plan->n_lists + 1, sizeof(*job->lists));
+			if (!job->feats || !job->lists)
+				goto fail;
+		}
 		if (!job->dims || !job->sbytes)
 			goto fail;
 		r = spawn_pass(job, true);
