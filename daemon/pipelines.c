@@ -96,8 +96,13 @@ static void *ring_alloc(void *ctx, size_t len)
 			pl->reserve_waits++;
 		}
 		if (hold) {
+			/* nobody to free space: sleep until a reader attaches (no polling) */
+			struct timespec dl;
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_sec += 1;
+			if (!atomic_load(&pl->stop))
+				pthread_cond_timedwait(&pl->attach_cond, &pl->lock, &dl);
 			pthread_mutex_unlock(&pl->lock);
-			sleep_ns(DMN_WAIT_NS);
 		} else {
 			ipc_ring_wait(pl->ring, DMN_WAIT_NS);
 			pthread_mutex_unlock(&pl->lock);
@@ -219,12 +224,16 @@ void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl)
 	if (!pl)
 		return;
 	atomic_store(&pl->stop, true);
+	pthread_mutex_lock(&pl->lock);
+	pthread_cond_broadcast(&pl->attach_cond);
+	pthread_mutex_unlock(&pl->lock);
 	if (pl->publisher_started)
 		pthread_join(pl->publisher, NULL);
 	pl_pipeline_destroy(pl->pl);
 	ipc_ring_destroy(pl->ring);
 	if (d)
 		d->bytes_used -= pl->data_bytes;
+	pthread_cond_destroy(&pl->attach_cond);
 	pthread_mutex_destroy(&pl->lock);
 	free(pl->resv);
 	free(pl->spec_json);
@@ -322,6 +331,7 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 	pl->rank_n = rank_n;
 	pl->spec_json = strndup(spec_text, spec_len);
 	pthread_mutex_init(&pl->lock, NULL);
+	pthread_cond_init(&pl->attach_cond, NULL);
 	atomic_init(&pl->stop, false);
 
 	struct pl_pipeline_opts po;

@@ -202,8 +202,10 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	int cb_fd = -1;
 	pthread_mutex_lock(&pl->lock);
 	r = ipc_ring_add_reader(pl->ring, m.rank_index, &rd->ring_id, &cb_fd);
-	if (r == 0)
+	if (r == 0) {
 		pl->n_readers++;
+		pthread_cond_broadcast(&pl->attach_cond); /* a producer holding for readers goes on */
+	}
 	struct ipc_ring_info info;
 	ipc_ring_get_info(pl->ring, &info);
 	pthread_mutex_unlock(&pl->lock);

@@ -57,6 +57,7 @@ struct dmn_pipeline {
 	uint64_t data_bytes;
 
 	pthread_mutex_t lock;
+	pthread_cond_t attach_cond; /* a reader attached, or stop: an idle producer goes on */
 	pthread_t publisher;
 	bool publisher_started;
 	atomic_bool stop;
