@@ -142,6 +142,22 @@ int sluice_batch_tensor_at(const struct sluice_batch *b, size_t i, struct sluice
 int sluice_batch_tensor(const struct sluice_batch *b, const char *name,
 			struct sluice_tensor *ret);
 
+/* ---- GPU ---- */
+
+/*
+ * Copy every tensor of the batch (its data, and row_splits / string offsets where it has
+ * them) into device memory with cudaMemcpyAsync on `stream` (a cudaStream_t, NULL: the default
+ * stream), straight from the shared memory: the ring's data area is registered with
+ * cudaHostRegister once per reader (read-only), so the copy is DMA from pinned memory.
+ * dst[i] receives tensor i's bytes (sluice_tensor.nbytes), dst_aux[i] its row_splits or
+ * offsets (may be NULL entries / a NULL array when the batch has none). The batch is not given
+ * back to the daemon before the copies are done: sluice_batch_release() waits for the event
+ * recorded after them. The CUDA runtime is loaded with dlopen at first use: -ENODEV without a
+ * GPU or without libcudart, -EINVAL for a bad argument, -EIO for a CUDA error (in err).
+ */
+int sluice_batch_copy_to_cuda(struct sluice_batch *b, void *const *dst, void *const *dst_aux,
+			      void *stream, struct sluice_error *err);
+
 #ifdef __cplusplus
 }
 #endif
