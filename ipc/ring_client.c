@@ -382,10 +382,12 @@ static int try_next(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 	uint32_t fl;
 	int rc;
 
-	/* Pairs with ipc_ring_set_error's release store of error. */
+	/*
+	 * Pairs with ipc_ring_set_error's release store of error. Read before the take: a batch
+	 * published before the error (the daemon's error batch, with its message) is then seen
+	 * by the take and handed out first; the error only when nothing is left to take.
+	 */
 	err = atomic_load_explicit(&c->hdr->error, memory_order_acquire);
-	if (err)
-		return err < 0 && err >= -4095 ? err : -EIO;
 	/*
 	 * Pairs with the daemon's release fetch_or of flags (eos_pass, remove): end is visible,
 	 * and everything published before EOS is seen by the take below.
@@ -396,6 +398,8 @@ static int try_next(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 	rc = c->mode == IPC_RING_BROADCAST ? take_broadcast(c, ret) : take_assigned(c, ret);
 	if (rc != -EAGAIN)
 		return rc;
+	if (err)
+		return err < 0 && err >= -4095 ? err : -EIO;
 	if ((fl & IPC_RING_CB_EOS) &&
 	    c->cursor >= atomic_load_explicit(&c->cb->end, memory_order_relaxed))
 		return -ENODATA;

@@ -72,6 +72,7 @@ struct lc_ring {
 	struct sluice_batch *pending; /* released while lock was taken: to release on rc */
 	const struct ipc_ring_tensor *schema; /* owned by rc */
 	size_t n_schema;
+	_Atomic int cuda_reg;         /* cuda.c: is the data area registered with CUDA */
 };
 
 struct sluice_reader {
@@ -100,6 +101,7 @@ struct sluice_batch {
 	struct sluice_batch *next_pending;
 	struct ipc_ring_batch rb;
 	struct ipc_batch_view v;
+	void *cuda_event;             /* cuda.c: recorded after its copies, or NULL */
 };
 
 /* ---- errors (conn.c) ---- */
@@ -153,5 +155,12 @@ void lc_ring_unref(struct lc_ring *ring);
 
 /* The schema index of a tensor name, or -ENOENT. */
 int lc_schema_find(const struct lc_ring *ring, const char *name);
+
+/* ---- CUDA (cuda.c) ---- */
+
+/* Before the ring is unmapped: unregister its data area if a copy registered it. */
+void lc_cuda_ring_fini(struct lc_ring *ring);
+/* Before the batch goes back: wait for its copies to the GPU (none: a no-op). */
+void lc_cuda_batch_wait(struct sluice_batch *b);
 
 #endif

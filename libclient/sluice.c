@@ -53,6 +53,7 @@ void lc_ring_unref(struct lc_ring *ring)
 	if (!last)
 		return;
 	assert(!ring->pending);
+	lc_cuda_ring_fini(ring);
 	ipc_ring_client_detach(ring->rc);
 	pthread_mutex_destroy(&ring->mu);
 	pthread_mutex_destroy(&ring->lock);
@@ -513,6 +514,7 @@ static int take(struct sluice_reader *r, const struct ipc_ring_batch *rb,
 	b->next_pending = NULL;
 	b->rb = *rb;
 	b->v = v;
+	b->cuda_event = NULL;
 	ring_ref(ring);
 	*ret_batch = b;
 	return 1;
@@ -603,6 +605,7 @@ void sluice_batch_release(struct sluice_batch *b)
 
 	if (!b)
 		return;
+	lc_cuda_batch_wait(b); /* DMA may still read it */
 	ring = b->ring;
 	ring_ref(ring); /* the ring outlives this call even when another thread frees b */
 	pthread_mutex_lock(&ring->mu);

@@ -150,7 +150,8 @@ int sluice_batch_tensor(const struct sluice_batch *b, const char *name,
  * stream), straight from the shared memory: the ring's data area is registered with
  * cudaHostRegister once per reader (read-only), so the copy is DMA from pinned memory.
  * dst[i] receives tensor i's bytes (sluice_tensor.nbytes), dst_aux[i] its row_splits or
- * offsets (may be NULL entries / a NULL array when the batch has none). The batch is not given
+ * offsets; a NULL dst[i] / dst_aux[i] (or a NULL dst_aux) skips that part (e.g. strings kept on
+ * the host). The batch is not given
  * back to the daemon before the copies are done: sluice_batch_release() waits for the event
  * recorded after them. The CUDA runtime is loaded with dlopen at first use: -ENODEV without a
  * GPU or without libcudart, -EINVAL for a bad argument, -EIO for a CUDA error (in err).

@@ -1,0 +1,416 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sluice: read the batches of sluiced's pipelines as numpy arrays that borrow its shared memory.
+
+    import sluice
+    with sluice.attach("imagenet-train") as reader:
+        for batch in reader:                 # a read-only mapping: tensor name -> numpy array
+            x, y = batch["image"], batch["label"]
+            ...                              # the batch goes back when x and y are gone
+
+A batch's arrays point straight into the daemon's read-only shared memory (`flags.writeable`
+is False and cannot be set). The batch is given back to sluiced when the last array that
+borrows it is gone (or at `batch.release()` / the end of a `with batch:` block when no array
+borrows it any more): an array never outlives the memory it shows. Strings are copied into an
+object array of bytes; a ragged tensor is a `Ragged(values, row_splits)` pair.
+
+Everything goes through libsluice.so with ctypes (see _lib.py for where it is looked for).
+Errors are `SluiceError` (an OSError: `.errno`, and the daemon's message as `.strerror`).
+"""
+
+import collections
+import collections.abc
+import ctypes
+import errno as _errno
+import json
+import math
+import os
+import weakref
+
+import numpy as np
+
+from . import _lib
+
+__all__ = ["attach", "register", "Reader", "Batch", "Ragged", "SluiceError", "SluiceTimeout",
+           "library_path"]
+
+Ragged = collections.namedtuple("Ragged", ["values", "row_splits"])
+Ragged.__doc__ = "A ragged tensor (ragged at axis 1): flat values and int64 row_splits[rows + 1]."
+
+_NP_DTYPES = {
+    _lib.INT8: np.int8, _lib.INT16: np.int16, _lib.INT32: np.int32, _lib.INT64: np.int64,
+    _lib.UINT8: np.uint8, _lib.UINT16: np.uint16, _lib.UINT32: np.uint32,
+    _lib.UINT64: np.uint64, _lib.FLOAT16: np.float16, _lib.FLOAT32: np.float32,
+    _lib.FLOAT64: np.float64, _lib.BOOL: np.bool_,
+}
+
+_SLICE_MS = 200  # a wait without limit is done in slices, so that Ctrl-C gets through
+
+
+class SluiceError(OSError):
+    """An error of libsluice or sluiced: .errno (positive), .strerror the message."""
+
+    def __init__(self, code, message):
+        super().__init__(abs(code), message)
+
+
+class SluiceTimeout(SluiceError, TimeoutError):
+    """Reader.next(timeout=...) found no batch in time."""
+
+
+def _error(rc, err=None, what=None):
+    msg = err.msg.decode("utf-8", "replace") if err is not None and err.msg else ""
+    if not msg:
+        msg = _lib.lib().sluice_strerror(rc).decode("utf-8", "replace")
+        if what:
+            msg = "%s: %s" % (what, msg)
+    cls = SluiceTimeout if -rc == _errno.ETIMEDOUT else SluiceError
+    return cls(rc, msg)
+
+
+def library_path():
+    """The path of the libsluice.so in use (loading it if need be)."""
+    _lib.lib()
+    return _lib.path
+
+
+def _spec_text(spec):
+    """A spec given as a dict, JSON text (str/bytes) or a path -> JSON text."""
+    if isinstance(spec, collections.abc.Mapping):
+        return json.dumps(spec)
+    if isinstance(spec, (bytes, bytearray)):
+        spec = bytes(spec).decode("utf-8")
+    if isinstance(spec, str) and spec.lstrip().startswith("{"):
+        return spec
+    if isinstance(spec, (str, os.PathLike)):
+        with open(spec, encoding="utf-8") as f:
+            return f.read()
+    raise TypeError("a spec is a dict, JSON text or a path, not %s" % type(spec).__name__)
+
+
+def _connect(socket):
+    L = _lib.lib()
+    c = ctypes.c_void_p()
+    err = _lib.Error()
+    path = os.fsencode(socket) if socket is not None else None
+    rc = L.sluice_connect(path, ctypes.byref(c), ctypes.byref(err))
+    if rc < 0:
+        raise _error(rc, err, "connect")
+    return c
+
+
+def register(spec, *, socket=None):
+    """Start a pipeline spec (dict, JSON text or path) in sluiced; returns its name."""
+    text = _spec_text(spec).encode("utf-8")
+    L = _lib.lib()
+    c = _connect(socket)
+    try:
+        name = ctypes.create_string_buffer(256)
+        fp = ctypes.create_string_buffer(16)
+        err = _lib.Error()
+        rc = L.sluice_register(c, text, name, len(name), fp, ctypes.byref(err))
+        if rc < 0:
+            raise _error(rc, err, "register")
+        return name.value.decode("utf-8")
+    finally:
+        L.sluice_disconnect(c)
+
+
+def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, count=None,
+           state=None):
+    """Attach to pipeline `name`, or to the pipeline of `spec` (registered if need be).
+
+    mode: "broadcast" (every reader sees every batch), "split" (each batch goes to one
+    reader) or "rank" (batch k goes to reader `index` == k mod `count`). state: bytes from
+    Reader.state() to resume there. socket: sluiced's control socket (default: as sluice.h
+    says, $SLUICE_SOCKET first). Returns a Reader.
+    """
+    if (name is None) == (spec is None):
+        raise ValueError("attach: give a pipeline name or a spec, not %s" % (
+            "both" if name is not None else "neither"))
+    if mode not in _lib.MODES:
+        raise ValueError("attach: mode %r is not one of %s" % (mode, ", ".join(_lib.MODES)))
+    if mode == "rank":
+        if index is None or count is None:
+            raise ValueError("attach: mode \"rank\" needs index and count")
+        if not 0 <= index < count:
+            raise ValueError("attach: index %d must be in [0, count %d)" % (index, count))
+    elif index is not None or count is not None:
+        raise ValueError("attach: index and count go with mode \"rank\"")
+    L = _lib.lib()
+    opts = _lib.AttachOpts()
+    L.sluice_attach_opts_init(ctypes.byref(opts))
+    if name is not None:
+        opts.name = name.encode("utf-8")
+    else:
+        opts.spec_json = _spec_text(spec).encode("utf-8")
+    opts.mode = _lib.MODES[mode]
+    if mode == "rank":
+        opts.rank_index, opts.rank_count = index, count
+    state_buf = None
+    if state is not None:
+        state = bytes(state)
+        state_buf = ctypes.create_string_buffer(state, len(state))
+        opts.state = ctypes.cast(state_buf, ctypes.c_void_p)
+        opts.state_len = len(state)
+    c = _connect(socket)
+    r = ctypes.c_void_p()
+    err = _lib.Error()
+    rc = L.sluice_attach(c, ctypes.byref(opts), ctypes.byref(r), ctypes.byref(err))
+    if rc < 0:
+        L.sluice_disconnect(c)
+        raise _error(rc, err, "attach")
+    return Reader(c, r)
+
+
+def _close_reader(L, c, r):
+    L.sluice_detach(r)
+    L.sluice_disconnect(c)
+
+
+class Reader:
+    """One attachment to a pipeline: iterate it for Batches (see attach()).
+
+    Used by one thread at a time; its batches may be released from any thread. Closing it
+    (close(), the end of a `with` block, or garbage collection) detaches; batches still held
+    stay valid until they are released.
+    """
+
+    def __init__(self, client, reader):
+        self._L = _lib.lib()
+        self._r = reader
+        self._fin = weakref.finalize(self, _close_reader, self._L, client, reader)
+
+    @property
+    def closed(self):
+        return not self._fin.alive
+
+    def _check(self):
+        if not self._fin.alive:
+            raise ValueError("the reader is closed")
+
+    def next(self, timeout=None):
+        """The next Batch, or None at the end of the stream. timeout: seconds (None: no limit,
+        0: do not wait); SluiceTimeout when none came in time."""
+        self._check()
+        L = self._L
+        b = ctypes.c_void_p()
+        err = _lib.Error()
+        if timeout is None:
+            while True:
+                rc = L.sluice_next(self._r, _SLICE_MS, ctypes.byref(b), ctypes.byref(err))
+                if rc != -_errno.ETIMEDOUT:
+                    break
+        else:
+            ms = max(0, int(math.ceil(timeout * 1000)))
+            deadline = ms
+            rc = -_errno.ETIMEDOUT
+            while True:
+                step = min(deadline, _SLICE_MS) if deadline > 0 else 0
+                rc = L.sluice_next(self._r, step, ctypes.byref(b), ctypes.byref(err))
+                deadline -= step
+                if rc != -_errno.ETIMEDOUT or deadline <= 0:
+                    break
+            if rc == -_errno.ETIMEDOUT:
+                raise SluiceTimeout(rc, "next: no batch within %g s" % timeout)
+        if rc == 1:
+            return Batch._take(L, b.value)
+        if rc == 0:
+            return None
+        raise _error(rc, err, "next")
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        b = self.next()
+        if b is None:
+            raise StopIteration
+        return b
+
+    def state(self):
+        """Where the reader is, as bytes: pass them to attach(..., state=...) to resume."""
+        self._check()
+        buf = ctypes.create_string_buffer(_lib.STATE_MAX)
+        n = ctypes.c_size_t()
+        err = _lib.Error()
+        rc = self._L.sluice_reader_save(self._r, buf, len(buf), ctypes.byref(n),
+                                        ctypes.byref(err))
+        if rc < 0:
+            raise _error(rc, err, "state")
+        return buf.raw[:n.value]
+
+    def close(self):
+        """Detach (idempotent). Batches still held stay valid until released."""
+        self._fin()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Owner:
+    """Holds a batch of libsluice: when the last reference goes, the batch is released.
+
+    The Batch holds one reference; every buffer an array borrows holds another.
+    """
+    __slots__ = ("ptr", "__weakref__")
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+def _borrow(owner, addr, nbytes, dtype, shape):
+    """A read-only array over nbytes at addr that keeps owner (and so the batch) alive."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if count * dtype.itemsize != nbytes:
+        raise SluiceError(-_errno.EBADMSG, "a tensor of %d bytes cannot hold %s %s" % (
+            nbytes, "x".join(map(str, shape)), dtype))
+    if nbytes == 0 or not addr:
+        a = np.zeros(shape, dtype)
+    else:
+        buf = (ctypes.c_char * nbytes).from_address(addr)
+        buf._sluice_owner = owner  # the array's base chain: array -> memoryview -> buf -> owner
+        a = np.frombuffer(memoryview(buf).toreadonly(), dtype=dtype).reshape(shape)
+    a.flags.writeable = False
+    return a
+
+
+class Batch(collections.abc.Mapping):
+    """A batch: a read-only mapping from tensor name to numpy array (see the module's doc).
+
+    seq, epoch, rows, end_of_epoch describe it. Numbers are arrays borrowing the shared
+    memory; strings an object array of bytes (copied); a ragged tensor Ragged(values,
+    row_splits). release() or a `with` block gives it back as soon as no array borrows it.
+    """
+
+    def __init__(self):
+        raise TypeError("batches come from Reader.next()")
+
+    @classmethod
+    def _take(cls, L, ptr):
+        self = object.__new__(cls)
+        self._L = L
+        self._owner = _Owner(ptr)
+        self._fin = weakref.finalize(self._owner, L.sluice_batch_release, ptr)
+        self.seq = L.sluice_batch_seq(ptr)
+        self.epoch = L.sluice_batch_epoch(ptr)
+        self.rows = L.sluice_batch_rows(ptr)
+        self.end_of_epoch = bool(L.sluice_batch_end_of_epoch(ptr))
+        self._tensors = {}
+        for i in range(L.sluice_batch_num_tensors(ptr)):
+            t = _lib.Tensor()
+            rc = L.sluice_batch_tensor_at(ptr, i, ctypes.byref(t))
+            if rc < 0:
+                self.release()
+                raise _error(rc, None, "batch %d: tensor %d" % (self.seq, i))
+            self._tensors[t.name.decode("utf-8")] = t
+        self._cache = {}
+        return self
+
+    @property
+    def released(self):
+        """True once the batch went back to sluiced (no array borrows it any more)."""
+        return not self._fin.alive
+
+    def _live(self):
+        if self._owner is None:
+            raise ValueError("batch %d was released" % self.seq)
+        return self._owner
+
+    def __getitem__(self, name):
+        owner = self._live()
+        a = self._cache.get(name)
+        if a is None:
+            t = self._tensors[name]  # KeyError for an unknown name, as a Mapping should
+            a = self._cache[name] = self._array(owner, t)
+        return a
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self):
+        return len(self._tensors)
+
+    def dtype(self, name):
+        """The tensor's element type: "float32", ..., "string"."""
+        return _lib.DTYPE_NAMES[self._tensors[name].dtype]
+
+    def _array(self, owner, t):
+        rank = t.rank
+        shape = [int(t.shape[i]) for i in range(rank)]
+        ragged = bool(t.row_splits)
+        splits = None
+        if ragged:
+            splits = _borrow(owner, t.row_splits, (self.rows + 1) * 8, np.int64,
+                             (self.rows + 1,))
+            inner = shape[2:]
+            per = int(np.prod(inner, dtype=np.int64)) if inner else 1
+            shape = [t.n_elems // per if per else 0] + inner
+        if t.dtype == _lib.STRING:
+            values = self._strings(owner, t).reshape(shape)
+            values.flags.writeable = False
+        else:
+            values = _borrow(owner, t.data, t.nbytes, _NP_DTYPES[t.dtype], tuple(shape))
+        return Ragged(values, splits) if ragged else values
+
+    def _strings(self, owner, t):
+        n = int(t.n_elems)
+        offs = _borrow(owner, t.offsets, (n + 1) * 8, np.int64, (n + 1,)).tolist()
+        blob = ctypes.string_at(t.data, t.nbytes) if t.nbytes else b""
+        out = np.empty(n, dtype=object)
+        out[:] = [blob[offs[i]:offs[i + 1]] for i in range(n)]
+        return out
+
+    def release(self):
+        """Done with the batch: it goes back now when no array borrows it any more (True),
+        else when the last such array is gone (False). The batch's own views are dropped."""
+        self._cache = {}
+        self._owner = None  # the arrays' buffers hold the other references
+        return self.released
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        return "<sluice.Batch seq=%d epoch=%d rows=%d tensors=%s%s>" % (
+            self.seq, self.epoch, self.rows, list(self._tensors),
+            " released" if self._owner is None else "")
+
+    def numpy(self, copy=False):
+        """A dict of every tensor (copies that do not borrow the batch when copy is True)."""
+        if not copy:
+            return dict(self.items())
+        out = {}
+        for k, v in self.items():
+            out[k] = Ragged(v.values.copy(), v.row_splits.copy()) if isinstance(v, Ragged) \
+                else v.copy()
+        return out
+
+    def to_torch(self, device="cpu", non_blocking=True):
+        """A dict of torch tensors on device ("cpu", "cuda", "cuda:N"): a ragged tensor as a
+        (values, row_splits) pair of tensors, strings as a list of bytes.
+
+        On the CPU the values are copied (a torch tensor is always writable; the shared memory
+        is not). On a GPU they are copied with DMA straight from the shared memory on the
+        current stream (sluice_batch_copy_to_cuda); non_blocking=False waits for the copies.
+        Either way the returned tensors do not borrow the batch.
+        """
+        from . import torch as sluice_torch  # ImportError (saying so) without torch
+        return sluice_torch.batch_to_torch(self, device, non_blocking)
+
+    def _copy_to_cuda(self, dst, dst_aux, stream):
+        owner = self._live()  # held across the call
+        n = len(self._tensors)
+        d = (ctypes.c_void_p * n)(*dst)
+        a = (ctypes.c_void_p * n)(*dst_aux)
+        err = _lib.Error()
+        rc = self._L.sluice_batch_copy_to_cuda(owner.ptr, d, a, ctypes.c_void_p(stream),
+                                               ctypes.byref(err))
+        if rc < 0:
+            raise _error(rc, err, "copy_to_cuda")

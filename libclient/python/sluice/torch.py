@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sluice for PyTorch: Batch.to_torch() and an IterableDataset for DataLoader(batch_size=None).
+
+    import sluice.torch
+    ds = sluice.torch.IterableDataset("imagenet-train", device="cuda")
+    for batch in torch.utils.data.DataLoader(ds, batch_size=None):
+        loss = model(batch["image"]) ...
+
+Needs torch (Debian: python3-torch); importing this module without it raises ImportError.
+"""
+
+import errno as _errno
+
+import numpy as np
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - depends on the host
+    raise ImportError("sluice.torch needs PyTorch (Debian: apt-get install python3-torch): %s"
+                      % e) from e
+
+import sluice
+from sluice import _lib
+
+# numpy dtypes torch has no counterpart of (before torch 2.3): widened on the CPU first.
+_WIDEN = {np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64,
+          np.dtype(np.uint64): np.int64}
+
+_TORCH_DTYPES = {
+    _lib.INT8: torch.int8, _lib.INT16: torch.int16, _lib.INT32: torch.int32,
+    _lib.INT64: torch.int64, _lib.UINT8: torch.uint8, _lib.FLOAT16: torch.float16,
+    _lib.FLOAT32: torch.float32, _lib.FLOAT64: torch.float64, _lib.BOOL: torch.bool,
+}
+
+
+def _cpu_tensor(a):
+    """A torch tensor holding a copy of the read-only array a."""
+    w = _WIDEN.get(a.dtype)
+    return torch.from_numpy(a.astype(w) if w else np.array(a, copy=True))
+
+
+def _cuda(batch, dev, non_blocking):
+    if not torch.cuda.is_available():
+        raise sluice.SluiceError(-_errno.ENODEV, "to_torch(device=%r): no CUDA device (torch."
+                                 "cuda.is_available() is False)" % str(dev))
+    out, dst, aux, later = {}, [], [], []
+    with torch.cuda.device(dev):
+        stream = torch.cuda.current_stream(dev)
+        for name, t in batch._tensors.items():
+            tdt = _TORCH_DTYPES.get(t.dtype)
+            v = batch[name]
+            if tdt is None:
+                # strings stay on the CPU; unsigned types torch lacks are widened there first
+                dst.append(None)
+                aux.append(None)
+                later.append(name)
+                continue
+            ragged = isinstance(v, sluice.Ragged)
+            vals = v.values if ragged else v
+            d = torch.empty(vals.shape, dtype=tdt, device=dev)
+            dst.append(d.data_ptr() if d.numel() else None)
+            if ragged:
+                s = torch.empty(v.row_splits.shape, dtype=torch.int64, device=dev)
+                aux.append(s.data_ptr())
+                out[name] = (d, s)
+            else:
+                aux.append(None)
+                out[name] = d
+        batch._copy_to_cuda(dst, aux, stream.cuda_stream)
+        if later:
+            for name in later:
+                out[name] = _to_dev(_cpu_one(batch[name]), dev, non_blocking)
+        if not non_blocking:
+            stream.synchronize()
+    return out
+
+
+def _cpu_one(v):
+    if isinstance(v, sluice.Ragged):
+        vals = v.values
+        vals = list(vals.reshape(-1)) if vals.dtype == object else _cpu_tensor(vals)
+        return (vals, _cpu_tensor(v.row_splits))
+    if v.dtype == object:
+        return list(v.reshape(-1))
+    return _cpu_tensor(v)
+
+
+def _to_dev(x, dev, non_blocking):
+    if isinstance(x, torch.Tensor):
+        return x.to(dev, non_blocking=non_blocking)
+    if isinstance(x, tuple):
+        return tuple(_to_dev(e, dev, non_blocking) for e in x)
+    return x  # a list of bytes stays on the CPU
+
+
+def batch_to_torch(batch, device="cpu", non_blocking=True):
+    """See sluice.Batch.to_torch."""
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return {name: _cpu_one(v) for name, v in batch.items()}
+    if dev.type == "cuda":
+        return _cuda(batch, dev, non_blocking)
+    raise ValueError("to_torch: device %r is neither cpu nor cuda" % str(device))
+
+
+class IterableDataset(torch.utils.data.IterableDataset):
+    """Batches of a sluice pipeline as dicts of torch tensors, for DataLoader(ds, batch_size=None).
+
+    name_or_spec: a pipeline name, or a spec (dict, JSON text or path to a .json file).
+    mode: None picks "broadcast" in the main process or a single worker, and "split" when
+    the DataLoader has several workers (each batch to one of them). device: where to_torch
+    puts the tensors (with workers, keep "cpu" and move them in the main process). Each
+    iteration attaches anew; state (bytes from a Reader) resumes the first one.
+    """
+
+    def __init__(self, name_or_spec, *, socket=None, mode=None, index=None, count=None,
+                 state=None, device="cpu", non_blocking=True, timeout=None):
+        super().__init__()
+        self.name_or_spec = name_or_spec
+        self.socket, self.mode, self.index, self.count = socket, mode, index, count
+        self.state, self.device, self.non_blocking = state, device, non_blocking
+        self.timeout = timeout
+
+    def _target(self):
+        x = self.name_or_spec
+        if isinstance(x, str) and not x.lstrip().startswith("{") and not x.endswith(".json"):
+            return {"name": x}
+        return {"spec": x}
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        mode = self.mode or ("split" if info is not None and info.num_workers > 1
+                             else "broadcast")
+        state, self.state = self.state, None
+        reader = sluice.attach(**self._target(), socket=self.socket, mode=mode,
+                               index=self.index, count=self.count, state=state)
+        with reader:
+            while True:
+                b = reader.next(self.timeout)
+                if b is None:
+                    return
+                with b:
+                    out = b.to_torch(self.device, self.non_blocking)
+                yield out

@@ -1,0 +1,396 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Python package sluice against a real sluiced: values, lifetimes, state, errors, torch."""
+
+import errno
+import gc
+import json
+import os
+import threading
+import weakref
+import zlib
+
+import numpy as np
+import pytest
+
+import sluice
+from conftest import BATCH, RECORDS, image_spec, run_reference, shuffled
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed (python3-torch)")
+needs_gpu = pytest.mark.skipif(torch is None or not torch.cuda.is_available(),
+                               reason="no CUDA device (or no torch)")
+
+
+def read_all(reader, keep=False):
+    """Every batch of the reader as plain data: seq, rows, end_of_epoch and copied tensors."""
+    out = []
+    for b in reader:
+        with b:
+            out.append({"seq": b.seq, "epoch": b.epoch, "rows": b.rows,
+                        "end_epoch": b.end_of_epoch, "tensors": b.numpy(copy=True)})
+    return out
+
+
+def digest(v):
+    """The CRC-32 of `sluicectl run --json`: row_splits, string offsets, then the data."""
+    crc = 0
+    if isinstance(v, sluice.Ragged):
+        crc = zlib.crc32(v.row_splits.tobytes(), crc)
+        v = v.values
+    if v.dtype == object:
+        flat = list(v.reshape(-1))
+        offs = np.concatenate([[0], np.cumsum([len(s) for s in flat])]).astype(np.int64)
+        crc = zlib.crc32(offs.tobytes(), crc)
+        return "%08x" % zlib.crc32(b"".join(flat), crc)
+    return "%08x" % zlib.crc32(np.ascontiguousarray(v).tobytes(), crc)
+
+
+def check_against_reference(got, ref):
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert (g["seq"], g["epoch"], g["rows"], g["end_epoch"]) == \
+            (r["seq"], r["epoch"], r["rows"], r["end_epoch"])
+        assert set(g["tensors"]) == set(r["tensors"])
+        for name, rt in r["tensors"].items():
+            v = g["tensors"][name]
+            assert digest(v) == rt["digest"], "seq %d tensor %s" % (g["seq"], name)
+            if rt["ragged"]:
+                assert isinstance(v, sluice.Ragged)
+                assert v.row_splits.tolist() == rt["row_splits"]
+                v = v.values
+            if rt["dtype"] == "string":
+                assert list(v.reshape(-1)) == [s.encode("latin-1") for s in rt["values"]]
+            elif rt["dtype"] == "float32":
+                np.testing.assert_array_equal(v.reshape(-1),
+                                              np.array(rt["values"], dtype=np.float32))
+            else:
+                assert v.reshape(-1).tolist() == rt["values"]
+
+
+# ---- reading ------------------------------------------------------------------------------
+
+def test_attach_iterate_values_equal_sluicectl_run(daemon, tmp_path):
+    with sluice.attach("img", socket=daemon.sock) as r:
+        got = read_all(r)
+    assert sum(b["rows"] for b in got) == RECORDS
+    check_against_reference(got, run_reference(tmp_path, daemon.specs["img"]))
+
+
+def test_attach_by_spec_dict_json_and_path(daemon, tmp_path):
+    spec = image_spec(daemon.data, epochs=1, seed=21)
+    ref = run_reference(tmp_path, spec)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(spec))
+    for form in (spec, json.dumps(spec), str(path), path):
+        with sluice.attach(spec=form, socket=daemon.sock) as r:
+            check_against_reference(read_all(r), ref)
+
+
+def test_types_shapes_and_read_only(daemon):
+    with sluice.attach("img", socket=daemon.sock) as r:
+        b = r.next(timeout=30)
+        assert isinstance(b, sluice.Batch) and b.rows == BATCH and b.seq == 0
+        assert list(b) == ["image", "label", "bbox"] and len(b) == 3
+        assert b.dtype("image") == "string" and b.dtype("bbox") == "float32"
+        img, label, bbox = b["image"], b["label"], b["bbox"]
+        assert img.dtype == object and img.shape == (BATCH, 1)
+        assert all(isinstance(s, bytes) and s for s in img.reshape(-1))
+        assert label.dtype == np.int64 and label.shape == (BATCH, 1)
+        assert isinstance(bbox, sluice.Ragged)
+        assert bbox.values.dtype == np.float32 and bbox.values.shape[1:] == (4,)
+        assert bbox.row_splits.shape == (BATCH + 1,)
+        assert bbox.row_splits[-1] == bbox.values.shape[0]
+        for a in (img, label, bbox.values, bbox.row_splits, label[1:], label.T):
+            assert not a.flags.writeable
+        with pytest.raises(ValueError):
+            label[0, 0] = 1
+        with pytest.raises(ValueError):
+            label.flags.writeable = True  # the buffer itself is read-only
+        with pytest.raises(KeyError):
+            b["nope"]
+        b.release()
+
+
+def test_next_timeout_and_end_of_stream(daemon):
+    with sluice.attach("img", socket=daemon.sock) as r:
+        n = 0
+        while (b := r.next(timeout=30)) is not None:
+            n += b.rows
+            b.release()
+        assert n == RECORDS
+        assert r.next(timeout=0) is None  # stays at the end
+    assert r.closed
+    with pytest.raises(ValueError):
+        r.next()
+
+
+# ---- batch lifetime -----------------------------------------------------------------------
+
+def test_arrays_keep_the_batch_and_gc_releases_it(daemon):
+    with sluice.attach("forever", socket=daemon.sock) as r:
+        b = r.next(timeout=30)
+        owner = weakref.ref(b._owner)
+        label = b["label"]
+        expect = label.copy()
+        view = label[2:]
+        assert b.release() is False, "arrays still borrow the batch"
+        assert not b.released and owner() is not None
+        with pytest.raises(ValueError):
+            b["label"]
+        del label
+        gc.collect()
+        assert not b.released, "a view still borrows it"
+        np.testing.assert_array_equal(view, expect[2:])
+        del view
+        gc.collect()
+        assert b.released and owner() is None
+
+        b2 = r.next(timeout=30)
+        fin = b2._fin
+        vals = b2["bbox"].values
+        del b2  # the batch object goes; its array keeps the memory
+        gc.collect()
+        assert fin.alive
+        float(vals.sum())
+        del vals
+        gc.collect()
+        assert not fin.alive
+
+
+def test_with_block_releases(daemon):
+    with sluice.attach("forever", socket=daemon.sock) as r:
+        with r.next(timeout=30) as b:
+            s = int(b["label"].sum())
+        assert b.released and s >= 0
+
+
+def test_held_arrays_stall_the_ring_until_gone(daemon):
+    """The daemon cannot reuse memory an array shows: holding arrays fills the ring, and
+    dropping them (garbage collection) lets the pipeline go on."""
+    held = []
+    with sluice.attach("forever", socket=daemon.sock) as r:
+        with pytest.raises(sluice.SluiceTimeout):
+            for _ in range(10000):
+                b = r.next(timeout=2)
+                held.append(b["label"])
+                del b
+        assert len(held) > 2
+        first = [a.copy() for a in held[:2]]
+        for a, c in zip(held[:2], first):  # memory still intact while held
+            np.testing.assert_array_equal(a, c)
+        del held[:]
+        gc.collect()
+        for _ in range(5):
+            r.next(timeout=30).release()
+
+
+def test_batch_outlives_its_reader(daemon):
+    r = sluice.attach("forever", socket=daemon.sock)
+    b = r.next(timeout=30)
+    img = b["image"]
+    label = b["label"]
+    expect = label.copy()
+    r.close()
+    np.testing.assert_array_equal(label, expect)  # the ring stays mapped for the batch
+    assert len(img) == b.rows
+    del label
+    b.release()
+    assert b.released
+
+
+def test_release_from_another_thread(daemon):
+    with sluice.attach("forever", socket=daemon.sock) as r:
+        batches = [r.next(timeout=30) for _ in range(3)]
+        t = threading.Thread(target=lambda: [b.release() for b in batches])
+        t.start()
+        t.join()
+        assert all(b.released for b in batches)
+        r.next(timeout=30).release()
+
+
+def test_split_mode_threads_share_the_rows(daemon):
+    spec = image_spec(daemon.data, epochs=1, seed=33)
+    labels = [[], []]
+    ready = threading.Barrier(2)
+
+    def work(k):
+        with sluice.attach(spec=spec, socket=daemon.sock, mode="split") as r:
+            ready.wait(30)
+            for b in r:
+                with b:
+                    labels[k] += b["label"].reshape(-1).tolist()
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    ref = run_reference(daemon.tmp, spec, "label")
+    assert sorted(labels[0] + labels[1]) == sorted(v for b in ref
+                                                   for v in b["tensors"]["label"]["values"])
+
+
+# ---- state --------------------------------------------------------------------------------
+
+def test_state_and_resume(fresh_daemon, tmp_path, data):
+    spec = image_spec(data, epochs=2, **shuffled(5))
+    ref = run_reference(tmp_path, spec)
+    with sluice.attach(spec=spec, socket=fresh_daemon.sock) as r:
+        head = [r.next(timeout=30) for _ in range(5)]
+        for b in head:
+            b.release()
+        st = r.state()
+    assert isinstance(st, bytes) and 0 < len(st) <= 4096
+    # a new daemon, as after a restart: the pipeline starts from the state
+    fresh_daemon.stop()
+    d2 = type(fresh_daemon)(fresh_daemon.tmp, data, fresh_daemon.conf, {})
+    try:
+        with sluice.attach(spec=spec, socket=d2.sock, state=st) as r:
+            tail = read_all(r)
+    finally:
+        d2.stop()
+    assert [b.seq for b in head] == [b["seq"] for b in ref[:5]]
+    check_against_reference(tail, ref[5:])
+
+
+# ---- register and errors ------------------------------------------------------------------
+
+def test_register(daemon, tmp_path):
+    spec = image_spec(daemon.data, name="reg1", epochs=1, seed=44)
+    assert sluice.register(spec, socket=daemon.sock) == "reg1"
+    assert sluice.register(json.dumps(spec), socket=daemon.sock) == "reg1"  # same fingerprint
+    unnamed = image_spec(daemon.data, epochs=1, seed=45)
+    name = sluice.register(unnamed, socket=daemon.sock)
+    assert name and name != "reg1"
+    with sluice.attach(name, socket=daemon.sock) as r:
+        assert sum(b["rows"] for b in read_all(r)) == RECORDS
+
+
+def test_errors_carry_errno_and_message(daemon, tmp_path):
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.attach("no-such-pipeline", socket=daemon.sock)
+    assert e.value.errno == errno.ENOENT and "no-such-pipeline" in str(e.value)
+    assert isinstance(e.value, OSError)
+
+    bad = image_spec(daemon.data)
+    bad["args"]["target_batch_size"] = "many"
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.attach(spec=bad, socket=daemon.sock)
+    assert e.value.errno == errno.EINVAL and "target_batch_size" in str(e.value)
+
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.register({"type": "independent", "args": {"dataset": 3}}, socket=daemon.sock)
+    assert e.value.errno == errno.EINVAL and "dataset" in e.value.strerror
+
+    missing = str(tmp_path / "nobody.sock")
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.attach("img", socket=missing)
+    assert e.value.errno in (errno.ENOENT, errno.ECONNREFUSED) and "nobody.sock" in str(e.value)
+
+    with pytest.raises(sluice.SluiceError) as e:  # served in broadcast mode
+        sluice.attach("img", socket=daemon.sock, mode="rank", index=0, count=2)
+    assert e.value.errno == errno.EBUSY
+
+    with pytest.raises(ValueError):
+        sluice.attach("img", spec={}, socket=daemon.sock)
+    with pytest.raises(ValueError):
+        sluice.attach("img", socket=daemon.sock, mode="rank")
+    with pytest.raises(ValueError):
+        sluice.attach("img", socket=daemon.sock, mode="sideways")
+    with pytest.raises(TypeError):
+        sluice.attach(spec=42, socket=daemon.sock)
+
+
+def test_pipeline_error_is_raised_with_the_daemons_message(daemon, tmp_path):
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    for f in os.listdir(daemon.data):
+        b = open(os.path.join(daemon.data, f), "rb").read()
+        if f.endswith(".tfrecords") or f.endswith(".tfrecord"):
+            b = bytearray(b)
+            b[40] ^= 0xff  # inside the first record's data: a CRC mismatch
+        (corrupt / f).write_bytes(bytes(b))
+    spec = image_spec(str(corrupt), epochs=1, seed=46)
+    with pytest.raises(sluice.SluiceError) as e:
+        with sluice.attach(spec=spec, socket=daemon.sock) as r:
+            read_all(r)
+    assert e.value.errno == errno.EBADMSG
+    # regression: the ring's error state used to overtake the error batch that carries the
+    # daemon's message, and libsluice read it as a corrupt ring ("impossible value")
+    assert str(corrupt) in str(e.value) and "CRC" in str(e.value), str(e.value)
+
+
+# ---- GPU without a GPU, torch -------------------------------------------------------------
+
+def test_copy_to_cuda_without_cuda_is_enodev(daemon, monkeypatch):
+    if torch is not None and torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    monkeypatch.setenv("SLUICE_CUDA_LIBRARY", "/nonexistent/libcudart.so")
+    with sluice.attach("forever", socket=daemon.sock) as r:
+        with r.next(timeout=30) as b:
+            with pytest.raises(sluice.SluiceError) as e:
+                b._copy_to_cuda([None] * len(b), [None] * len(b), 0)
+    assert e.value.errno == errno.ENODEV and "/nonexistent/libcudart.so" in str(e.value)
+
+
+@needs_torch
+def test_to_torch_cpu(daemon, tmp_path):
+    ref = run_reference(tmp_path, daemon.specs["img"])
+    with sluice.attach("img", socket=daemon.sock) as r:
+        with r.next(timeout=30) as b:
+            t = b.to_torch("cpu")
+    assert t["label"].dtype == torch.int64 and t["label"].shape == (BATCH, 1)
+    assert t["label"].reshape(-1).tolist() == ref[0]["tensors"]["label"]["values"]
+    vals, splits = t["bbox"]
+    assert splits.tolist() == ref[0]["tensors"]["bbox"]["row_splits"]
+    assert vals.dtype == torch.float32 and vals.shape[1] == 4
+    vals += 1  # a copy: writable, and the shared memory is untouched
+    assert t["image"] == [s.encode("latin-1") for s in ref[0]["tensors"]["image"]["values"]]
+
+
+@needs_torch
+def test_to_torch_cuda_without_gpu_is_a_clear_error(daemon):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with sluice.attach("forever", socket=daemon.sock) as r:
+        with r.next(timeout=30) as b:
+            with pytest.raises(sluice.SluiceError) as e:
+                b.to_torch("cuda")
+    assert e.value.errno == errno.ENODEV and "CUDA" in str(e.value)
+
+
+@needs_torch
+def test_iterable_dataset_with_dataloader(daemon, tmp_path):
+    import sluice.torch as st
+    ref = run_reference(tmp_path, daemon.specs["img"], "label")
+    dl = torch.utils.data.DataLoader(st.IterableDataset("img", socket=daemon.sock),
+                                     batch_size=None)
+    got = [b["label"].reshape(-1).tolist() for b in dl]
+    assert got == [b["tensors"]["label"]["values"] for b in ref]
+    spec = image_spec(daemon.data, epochs=1, seed=47)
+    dl = torch.utils.data.DataLoader(st.IterableDataset(spec, socket=daemon.sock),
+                                     batch_size=None, num_workers=2)
+    rows = sum(b["label"].shape[0] for b in dl)
+    assert rows == RECORDS  # split between the two workers
+
+
+@needs_gpu
+def test_to_torch_cuda_equals_cpu(daemon):
+    with sluice.attach("forever", socket=daemon.sock) as r:
+        for _ in range(3):
+            with r.next(timeout=30) as b:
+                cpu = b.to_torch("cpu")
+                gpu = b.to_torch("cuda", non_blocking=False)
+            assert torch.equal(gpu["label"].cpu(), cpu["label"])
+            assert torch.equal(gpu["bbox"][0].cpu(), cpu["bbox"][0])
+            assert torch.equal(gpu["bbox"][1].cpu(), cpu["bbox"][1])
+            assert gpu["image"] == cpu["image"]
+            with r.next(timeout=30) as b:
+                gpu = b.to_torch("cuda")  # asynchronous: the release waits for the copy
+                cpu = b.to_torch("cpu")
+            torch.cuda.synchronize()
+            assert torch.equal(gpu["label"].cpu(), cpu["label"])
