@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(meson ninja-build gcc clang pkg-config libclang-rt-14-dev
       liburing-dev libnuma-dev libhwloc-dev zlib1g-dev libcmocka-dev libjansson-dev
-      python3 python3-protobuf protobuf-compiler python3-numpy python3-pytest)
+      python3 python3-protobuf protobuf-compiler python3-numpy python3-pytest
+      python3-torch)
 
 missing=()
 for p in "${pkgs[@]}"; do

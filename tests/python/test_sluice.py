@@ -394,3 +394,21 @@ def test_to_torch_cuda_equals_cpu(daemon):
                 cpu = b.to_torch("cpu")
             torch.cuda.synchronize()
             assert torch.equal(gpu["label"].cpu(), cpu["label"])
+
+
+def test_train_torch_example_runs_and_learns():
+    """examples/train_torch.py: a real model trained on the CPU through sluice."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, os.path.join(root, "examples", "train_torch.py"),
+                        "--steps", "200", "--records", "20000"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    steps = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert len(steps) == 200
+    first = sum(s["loss"] for s in steps[:20]) / 20
+    last = sum(s["loss"] for s in steps[-20:]) / 20
+    assert last < first, (first, last)
+    assert all(s["input_wait_ms"] >= 0 for s in steps)
