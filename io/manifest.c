@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jsonmsg.h"
 #include "manifest_internal.h"
 
 /*
@@ -28,7 +29,7 @@
 /* A manifest file larger than this is refused before reading it. */
 #define MANIFEST_MAX_FILE_BYTES (64u << 20)
 /* Longest value quoted in a message (longer ones are cut, with "..."). */
-#define DESCRIBE_MAX 64
+#define DESCRIBE_MAX JSONMSG_DESCRIBE_MAX
 
 static const char *const dtype_names[MANIFEST_DTYPE_COUNT_] = {
 	[MANIFEST_DTYPE_INT8] = "int8",	      [MANIFEST_DTYPE_INT16] = "int16",
@@ -180,66 +181,6 @@ __attribute__((format(printf, 3, 4))) static int fail(const struct ctx *c, const
 	return -EINVAL;
 }
 
-/* A short rendering of a JSON value for "got ..." (quoted strings, numbers, literals). */
-static const char *describe(const json_t *v, char *buf, size_t n)
-{
-	char *s;
-	size_t len;
-
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_TRUE:
-		return "true";
-	case JSON_FALSE:
-		return "false";
-	case JSON_NULL:
-		return "null";
-	case JSON_INTEGER:
-		snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		return buf;
-	case JSON_REAL:
-	case JSON_STRING:
-		break;
-	}
-	s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-	if (!s)
-		return "a value";
-	len = strlen(s);
-	if (len > DESCRIBE_MAX && json_is_string(v))
-		snprintf(buf, n, "%.*s...\"", DESCRIBE_MAX - 4, s);
-	else
-		snprintf(buf, n, "%.*s", DESCRIBE_MAX, s);
-	free(s);
-	return buf;
-}
-
-/* path + "." + key, or path + "[\"key\"]" when the key is not a plain identifier. */
-static void path_key(char *out, size_t n, const char *path, const char *key)
-{
-	size_t i, len = strlen(key);
-	bool plain = len > 0 && len <= DESCRIBE_MAX;
-	json_t *k;
-	char *q;
-
-	for (i = 0; plain && i < len; i++) {
-		unsigned char ch = (unsigned char)key[i];
-
-		plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-			(ch >= '0' && ch <= '9') || ch == '_';
-	}
-	if (plain) {
-		snprintf(out, n, "%s%s%s", path, *path ? "." : "", key);
-		return;
-	}
-	k = json_string(key);
-	q = k ? json_dumps(k, JSON_ENCODE_ANY) : NULL;
-	snprintf(out, n, "%s[%.*s]", path, DESCRIBE_MAX, q ? q : "?");
-	free(q);
-	json_decref(k);
-}
 
 static int check_keys(const struct ctx *c, const json_t *obj, const char *path,
 		      const char *const *keys, size_t n_keys, const char *what)
@@ -255,7 +196,7 @@ static int check_keys(const struct ctx *c, const json_t *obj, const char *path,
 				break;
 		if (i < n_keys)
 			continue;
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		return fail(c, sub, "unknown key (expected one of: %s)", what);
 	}
 	return 0;
@@ -265,7 +206,7 @@ static int missing(const struct ctx *c, const char *path, const char *key)
 {
 	char sub[256];
 
-	path_key(sub, sizeof(sub), path, key);
+	jsonmsg_path_key(sub, sizeof(sub), path, key);
 	return fail(c, sub, "required key is missing");
 }
 
@@ -302,7 +243,7 @@ static int parse_shape(const struct ctx *c, const json_t *v, const char *path,
 
 	if (!json_is_array(v))
 		return fail(c, path, "expected an array of integers, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	n = json_array_size(v);
 	for (i = 0; i < n; i++) {
 		const json_t *e = json_array_get(v, i);
@@ -311,7 +252,7 @@ static int parse_shape(const struct ctx *c, const json_t *v, const char *path,
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
 		if (!get_int(e, &d))
 			return fail(c, sub, "expected an integer, got %s",
-				    describe(e, buf, sizeof(buf)));
+				    jsonmsg_describe(e, buf, sizeof(buf)));
 		if (i < MANIFEST_MAX_RANK)
 			ret->dims[i] = d;
 	}
@@ -403,7 +344,7 @@ static int parse_raw_args(const struct ctx *c, const json_t *args, const char *a
 		f->raw_big_endian = true;
 	else
 		return fail(c, sub, "expected \"little\" or \"big\", got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	snprintf(sub, sizeof(sub), "%s.len", apath);
 	v = args ? json_object_get(args, "len") : NULL;
@@ -411,14 +352,14 @@ static int parse_raw_args(const struct ctx *c, const json_t *args, const char *a
 	if (f->var_len) {
 		if (v && !json_is_null(v))
 			return fail(c, sub, "expected null or no key when var_len is true, got %s",
-				    describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 		return 0;
 	}
 	if (!v)
 		return 0;
 	if (!get_int(v, &len) || len < 1)
 		return fail(c, sub, "expected an integer >= 1, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	if (len > MANIFEST_MAX_VALUES)
 		return fail(c, sub, "expected at most %lld, got %" PRId64, MANIFEST_MAX_VALUES,
 			    len);
@@ -444,7 +385,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 	f->raw_len = -1;
 	snprintf(path, sizeof(path), "features[%zu]", i);
 	if (!json_is_object(jf))
-		return fail(c, path, "expected an object, got %s", describe(jf, buf, sizeof(buf)));
+		return fail(c, path, "expected an object, got %s", jsonmsg_describe(jf, buf, sizeof(buf)));
 	r = check_keys(c, jf, path, feature_keys, ARRAY_LEN(feature_keys),
 		       "name, dtype, shape, var_len, deserialize_type, deserialize_args");
 	if (r < 0)
@@ -457,7 +398,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 	snprintf(sub, sizeof(sub), "%s.name", path);
 	if (!json_is_string(v) || json_string_length(v) == 0)
 		return fail(c, sub, "expected a non-empty string, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* dtype */
 	v = json_object_get(jf, "dtype");
@@ -467,7 +408,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 	s = json_string_value(v);
 	if (!s || manifest_dtype_parse(s, &f->dtype) < 0)
 		return fail(c, sub, "expected one of " DTYPE_LIST ", got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* shape (types now, values once deserialize_type and var_len are known) */
 	v = json_object_get(jf, "shape");
@@ -489,7 +430,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 				    "true)");
 	} else if (!json_is_boolean(v)) {
 		return fail(c, sub, "expected true or false, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	} else {
 		f->var_len = json_is_true(v);
 		if (f->var_len && !allow_var_len)
@@ -505,13 +446,13 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 	s = json_string_value(v);
 	if (!s || manifest_deser_parse(s, &f->deser) < 0)
 		return fail(c, sub, "expected \"int\", \"float\", \"string\" or \"raw\", got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* deserialize_args: an object, default {}; only raw takes arguments */
 	args = json_object_get(jf, "deserialize_args");
 	snprintf(sub, sizeof(sub), "%s.deserialize_args", path);
 	if (args && !json_is_object(args))
-		return fail(c, sub, "expected an object, got %s", describe(args, buf, sizeof(buf)));
+		return fail(c, sub, "expected an object, got %s", jsonmsg_describe(args, buf, sizeof(buf)));
 	if (f->deser == MANIFEST_DESER_RAW) {
 		r = parse_raw_args(c, args, sub, f);
 		if (r < 0)
@@ -520,7 +461,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 		const char *key = json_object_iter_key(json_object_iter((json_t *)args));
 		char kpath[300];
 
-		path_key(kpath, sizeof(kpath), sub, key);
+		jsonmsg_path_key(kpath, sizeof(kpath), sub, key);
 		return fail(c, kpath, "unexpected: deserialize_type \"%s\" takes no arguments",
 			    deser_names[f->deser]);
 	}
@@ -605,7 +546,7 @@ static int check_duplicates(const struct ctx *c, const struct manifest *m)
 		json_t *s = json_string(m->features[dup].name);
 		char buf[DESCRIBE_MAX + 8];
 		int r = fail(c, path, "duplicate feature name %s (also features[%zu].name)",
-			     s ? describe(s, buf, sizeof(buf)) : "?", orig);
+			     s ? jsonmsg_describe(s, buf, sizeof(buf)) : "?", orig);
 
 		json_decref(s);
 		return r;
@@ -621,7 +562,7 @@ static int parse_manifest(const struct ctx *c, const json_t *root, struct manife
 
 	if (!json_is_object(root))
 		return fail(c, NULL, "expected a JSON object at the top level, got %s",
-			    describe(root, buf, sizeof(buf)));
+			    jsonmsg_describe(root, buf, sizeof(buf)));
 	r = check_keys(c, root, "", top_keys, ARRAY_LEN(top_keys),
 		       "compression, allow_var_len, features");
 	if (r < 0)
@@ -638,14 +579,14 @@ static int parse_manifest(const struct ctx *c, const json_t *root, struct manife
 		m->compression = TFR_COMPRESSION_GZIP;
 	else
 		return fail(c, "compression", "expected \"zlib\", \"gzip\" or null, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	v = json_object_get(root, "allow_var_len");
 	if (!v)
 		return missing(c, "", "allow_var_len");
 	if (!json_is_boolean(v))
 		return fail(c, "allow_var_len", "expected true or false, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	m->allow_var_len = json_is_true(v);
 
 	feats = json_object_get(root, "features");
@@ -653,7 +594,7 @@ static int parse_manifest(const struct ctx *c, const json_t *root, struct manife
 		return missing(c, "", "features");
 	if (!json_is_array(feats))
 		return fail(c, "features", "expected an array of objects, got %s",
-			    describe(feats, buf, sizeof(buf)));
+			    jsonmsg_describe(feats, buf, sizeof(buf)));
 	n = json_array_size(feats);
 	if (n) {
 		m->features = calloc(n, sizeof(*m->features));

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/jsonmsg.h"
 #include "io/manifest_internal.h"
 
 /*
@@ -27,7 +28,7 @@
  */
 
 #define SPEC_MAX_FILE_BYTES (64u << 20)
-#define DESCRIBE_MAX	    64
+#define DESCRIBE_MAX	    JSONMSG_DESCRIBE_MAX
 #define PATH_LEN	    320
 #define MAX_DIMS	    (PL_MAX_RANK - 1) /* of a row: the batch dimension is not written */
 #define I32_MAX		    2147483647LL
@@ -107,76 +108,11 @@ static int oom(const struct ctx *c)
 	return -ENOMEM;
 }
 
-/* A short rendering of a JSON value for "got ..." (quoted strings, numbers, literals). */
-static const char *describe(const json_t *v, char *buf, size_t n)
-{
-	char *s;
-	size_t len;
-
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_TRUE:
-		return "true";
-	case JSON_FALSE:
-		return "false";
-	case JSON_NULL:
-		return "null";
-	case JSON_INTEGER:
-		snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		return buf;
-	case JSON_REAL:
-	case JSON_STRING:
-		break;
-	}
-	s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-	if (!s)
-		return "a value";
-	len = strlen(s);
-	if (len > DESCRIBE_MAX && json_is_string(v))
-		snprintf(buf, n, "%.*s...\"", DESCRIBE_MAX - 4, s);
-	else
-		snprintf(buf, n, "%.*s", DESCRIBE_MAX, s);
-	free(s);
-	return buf;
-}
-
-/* A C string quoted as JSON (for names in messages). */
-static const char *quote(const char *s, char *buf, size_t n)
-{
-	json_t *v = json_string(s);
-	const char *r = v ? describe(v, buf, n) : "a name";
-
-	json_decref(v);
-	return r;
-}
-
-/* path + "." + key, or path + "[\"key\"]" when the key is not a plain identifier. */
-static void path_key(char *out, size_t n, const char *path, const char *key)
-{
-	size_t i, len = strlen(key);
-	bool plain = len > 0 && len <= DESCRIBE_MAX;
-	char buf[DESCRIBE_MAX + 8];
-
-	for (i = 0; plain && i < len; i++) {
-		unsigned char ch = (unsigned char)key[i];
-
-		plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-			(ch >= '0' && ch <= '9') || ch == '_';
-	}
-	if (plain)
-		snprintf(out, n, "%s%s%s", path, *path ? "." : "", key);
-	else
-		snprintf(out, n, "%s[%s]", path, quote(key, buf, sizeof(buf)));
-}
-
 static int missing(const struct ctx *c, const char *path, const char *key, const char *why)
 {
 	char sub[PATH_LEN];
 
-	path_key(sub, sizeof(sub), path, key);
+	jsonmsg_path_key(sub, sizeof(sub), path, key);
 	return fail(c, sub, "required key is missing%s", why);
 }
 
@@ -184,7 +120,7 @@ static int unknown_key(const struct ctx *c, const char *path, const char *key, c
 {
 	char sub[PATH_LEN];
 
-	path_key(sub, sizeof(sub), path, key);
+	jsonmsg_path_key(sub, sizeof(sub), path, key);
 	return fail(c, sub, "unknown key (expected one of: %s)", expected);
 }
 
@@ -235,7 +171,7 @@ static int get_int(const struct ctx *c, const json_t *v, const char *path, int64
 		snprintf(range, sizeof(range), "from %" PRId64 " to %" PRId64, lo, hi);
 	return fail(c, path, "expected an integer %s%s%s, got %s", range,
 		    (flags & ALLOW_AUTO) ? " or \"auto\"" : "",
-		    (flags & ALLOW_NULL) ? " or null" : "", describe(v, buf, sizeof(buf)));
+		    (flags & ALLOW_NULL) ? " or null" : "", jsonmsg_describe(v, buf, sizeof(buf)));
 }
 
 static int get_bool(const struct ctx *c, const json_t *v, const char *path, bool *ret)
@@ -244,7 +180,7 @@ static int get_bool(const struct ctx *c, const json_t *v, const char *path, bool
 
 	if (!json_is_boolean(v))
 		return fail(c, path, "expected true or false, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	*ret = json_is_true(v);
 	return 0;
 }
@@ -266,7 +202,7 @@ static int get_name(const struct ctx *c, const json_t *v, const char *path, char
 
 	if (!json_is_string(v) || json_string_length(v) == 0)
 		return fail(c, path, "expected a non-empty string, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	return dup_str(c, json_string_value(v), ret);
 }
 
@@ -275,7 +211,7 @@ static int get_object(const struct ctx *c, const json_t *v, const char *path)
 	char buf[DESCRIBE_MAX + 8];
 
 	if (!json_is_object(v))
-		return fail(c, path, "expected an object, got %s", describe(v, buf, sizeof(buf)));
+		return fail(c, path, "expected an object, got %s", jsonmsg_describe(v, buf, sizeof(buf)));
 	return 0;
 }
 
@@ -288,7 +224,7 @@ static int get_enum(const struct ctx *c, const json_t *v, const char *path,
 
 	if (i < 0)
 		return fail(c, path, "expected %s, got %s", expected,
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	*ret = (unsigned)i;
 	return 0;
 }
@@ -329,7 +265,7 @@ static int get_value(const struct ctx *c, const json_t *v, const char *path, str
 		break;
 	}
 	return fail(c, path, "expected a number, a string, true, false or null, got %s",
-		    describe(v, buf, sizeof(buf)));
+		    jsonmsg_describe(v, buf, sizeof(buf)));
 }
 
 /* A list of at most MAX_DIMS integers, each in [lo, 2^31 - 1]. */
@@ -342,7 +278,7 @@ static int get_dims(const struct ctx *c, const json_t *v, const char *path, int6
 
 	if (!json_is_array(v))
 		return fail(c, path, "expected an array of integers%s, got %s", alt,
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	n = json_array_size(v);
 	for (i = 0; i < n; i++) {
 		path_printf(sub, sizeof(sub), "%s[%zu]", path, i);
@@ -489,7 +425,7 @@ static int parse_slice(const struct ctx *c, const char *path, const json_t *v, s
 	struct slice_in in = { .c = c, .path = path, .text = json_string_value(v), .i = 0 };
 	int r;
 
-	in.quoted = describe(v, quoted, sizeof(quoted));
+	in.quoted = jsonmsg_describe(v, quoted, sizeof(quoted));
 	slice_ws(&in);
 	if (in.text[in.i] != '[')
 		return slice_fail(&in, in.i, "'['");
@@ -539,7 +475,7 @@ static int parse_dataset(const struct ctx *c, const json_t *ds, struct pl_spec *
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)ds, key, v) {
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		switch (key_index(key, dataset_keys, ARRAY_LEN(dataset_keys))) {
 		case 0:
 			r = get_enum(c, v, sub, dataset_types, 2, "\"dir\" or \"list\"", &t);
@@ -563,7 +499,7 @@ static int parse_dataset(const struct ctx *c, const json_t *ds, struct pl_spec *
 
 	path = "args.dataset.args";
 	json_object_foreach ((json_t *)args, key, v) {
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		if (s->dataset_type == PL_DATASET_DIR) {
 			if (key_index(key, dir_keys, 1) < 0)
 				return unknown_key(c, path, key, "data_dir (for type \"dir\")");
@@ -602,7 +538,7 @@ static int get_list(const struct ctx *c, const json_t *v, const char *path, size
 
 	if (!json_is_array(v))
 		return fail(c, path, "expected an array of objects, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	n = json_array_size(v);
 	if (n) {
 		*ret_a = calloc(n, sz);
@@ -627,7 +563,7 @@ static int parse_primary(const struct ctx *c, const json_t *o, const char *path,
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		switch (key_index(key, primary_keys, ARRAY_LEN(primary_keys))) {
 		case 0:
 			r = get_name(c, v, sub, &p->from_name);
@@ -662,7 +598,7 @@ static int parse_const_args(const struct ctx *c, const json_t *o, const char *pa
 	int r;
 
 	json_object_foreach ((json_t *)o, key, v) {
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		switch (key_index(key, const_keys, ARRAY_LEN(const_keys))) {
 		case 0:
 			has_shape = true;
@@ -678,7 +614,7 @@ static int parse_const_args(const struct ctx *c, const json_t *o, const char *pa
 				r = fail(c, sub,
 					 "expected a dtype name or the to_name of a primary "
 					 "feature, got %s",
-					 describe(v, buf, sizeof(buf)));
+					 jsonmsg_describe(v, buf, sizeof(buf)));
 			else if (manifest_dtype_parse(json_string_value(v), &x->dtype) == 0)
 				r = 0;
 			else /* checked against the primaries by check_refs() */
@@ -714,7 +650,7 @@ static int parse_secondary(const struct ctx *c, const json_t *o, const char *pat
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		switch (key_index(key, secondary_keys, ARRAY_LEN(secondary_keys))) {
 		case 0:
 			r = get_name(c, v, sub, &x->to_name);
@@ -765,7 +701,7 @@ static int parse_step(const struct ctx *c, const json_t *o, const char *path, st
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		switch (key_index(key, step_keys, ARRAY_LEN(step_keys))) {
 		case 0:
 			r = get_name(c, v, sub, &st->tensor);
@@ -784,12 +720,12 @@ static int parse_step(const struct ctx *c, const json_t *o, const char *path, st
 				if (key_index(key2, slice_keys, 1) < 0)
 					return unknown_key(c, sub, key2,
 							   "slice (for type \"slice\")");
-				path_key(sub2, sizeof(sub2), sub, key2);
+				jsonmsg_path_key(sub2, sizeof(sub2), sub, key2);
 				if (!json_is_string(v2))
 					return fail(c, sub2,
 						    "expected a string such as \"[1:, 0]\", "
 						    "got %s",
-						    describe(v2, buf, sizeof(buf)));
+						    jsonmsg_describe(v2, buf, sizeof(buf)));
 				r = parse_slice(c, sub2, v2, st);
 				if (r == 0)
 					r = dup_str(c, json_string_value(v2), &st->slice_text);
@@ -828,7 +764,7 @@ static int parse_padding_entry(const struct ctx *c, const json_t *o, const char 
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		switch (key_index(key, padding_keys, ARRAY_LEN(padding_keys))) {
 		case 0:
 			r = get_name(c, v, sub, &p->tensor);
@@ -865,7 +801,7 @@ static int parse_padding(const struct ctx *c, const json_t *v, struct pl_spec *s
 	if (!json_is_array(v))
 		return fail(c, "args.padding",
 			    "expected true, false or an array of objects, got %s",
-			    describe(v, buf, sizeof(buf)));
+			    jsonmsg_describe(v, buf, sizeof(buf)));
 	r = get_list(c, v, "args.padding", sizeof(*s->paddings), &s->n_padding,
 		     (void **)&s->paddings);
 	if (r < 0)
@@ -894,7 +830,7 @@ static int parse_shard(const struct ctx *c, const json_t *o, struct pl_spec *s)
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
-		path_key(sub, sizeof(sub), path, key);
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		switch (key_index(key, shard_keys, ARRAY_LEN(shard_keys))) {
 		case 0:
 			r = get_int(c, v, sub, 0, UINT32_MAX - 1, 0, &index);
@@ -1224,7 +1160,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 		to_name_path(s, dup, path, sizeof(path));
 		to_name_path(s, orig, path2, sizeof(path2));
 		return fail(c, path, "duplicate %s (also %s)",
-			    quote(dup < s->n_primary ? s->primary[dup].to_name
+			    jsonmsg_quote(dup < s->n_primary ? s->primary[dup].to_name
 						     : s->secondary[dup - s->n_primary].to_name,
 				  buf, sizeof(buf)),
 			    path2);
@@ -1240,7 +1176,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 				return fail(c, path,
 					    "expected an array of integers or the to_name of a "
 					    "primary feature, got %s%s",
-					    quote(x->shape_from, buf, sizeof(buf)),
+					    jsonmsg_quote(x->shape_from, buf, sizeof(buf)),
 					    f ? " (a secondary feature)" : ", which is neither");
 		}
 		if (x->dtype_from) {
@@ -1251,7 +1187,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 				return fail(c, path,
 					    "expected a dtype name (" DTYPE_LIST ") or the to_name "
 					    "of a primary feature, got %s%s",
-					    quote(x->dtype_from, buf, sizeof(buf)),
+					    jsonmsg_quote(x->dtype_from, buf, sizeof(buf)),
 					    f ? " (a secondary feature)" : ", which is neither");
 		}
 	}
@@ -1261,7 +1197,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 		path_printf(path, sizeof(path), "args.processing_steps[%zu].tensor", i);
 		return fail(c, path,
 			    "expected the to_name of a primary or secondary feature, got %s",
-			    quote(s->steps[i].tensor, buf, sizeof(buf)));
+			    jsonmsg_quote(s->steps[i].tensor, buf, sizeof(buf)));
 	}
 	for (i = 0; i < s->n_padding; i++) {
 		if (lookup(names, n, s->paddings[i].tensor))
@@ -1269,7 +1205,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 		path_printf(path, sizeof(path), "args.padding[%zu].tensor", i);
 		return fail(c, path,
 			    "expected the to_name of a primary or secondary feature, got %s",
-			    quote(s->paddings[i].tensor, buf, sizeof(buf)));
+			    jsonmsg_quote(s->paddings[i].tensor, buf, sizeof(buf)));
 	}
 	return 0;
 }
@@ -1296,7 +1232,7 @@ static int check_padding_dups(const struct ctx *c, const struct pl_spec *s)
 		return 0;
 	path_printf(path, sizeof(path), "args.padding[%zu].tensor", dup);
 	return fail(c, path, "duplicate %s (also args.padding[%zu].tensor)",
-		    quote(s->paddings[dup].tensor, buf, sizeof(buf)), orig);
+		    jsonmsg_quote(s->paddings[dup].tensor, buf, sizeof(buf)), orig);
 }
 
 static int check_rules(const struct ctx *c, const json_t *args, struct pl_spec *s)
@@ -1374,7 +1310,7 @@ static int parse_args(const struct ctx *c, const json_t *args, struct pl_spec *s
 			char sub[PATH_LEN];
 
 			loaders_of(arg_keys[k].loaders, which, sizeof(which));
-			path_key(sub, sizeof(sub), "args", key);
+			jsonmsg_path_key(sub, sizeof(sub), "args", key);
 			return fail(c, sub, "not an argument of the %s loader (only of %s)",
 				    loader_names[s->type], which);
 		}
@@ -1396,7 +1332,7 @@ static int parse_spec(const struct ctx *c, const json_t *root, struct pl_spec *s
 
 	if (!json_is_object(root))
 		return fail(c, NULL, "expected a JSON object at the top level, got %s",
-			    describe(root, buf, sizeof(buf)));
+			    jsonmsg_describe(root, buf, sizeof(buf)));
 	json_object_foreach ((json_t *)root, key, v) {
 		switch (key_index(key, top_keys, ARRAY_LEN(top_keys))) {
 		case 0:
@@ -1404,7 +1340,7 @@ static int parse_spec(const struct ctx *c, const json_t *root, struct pl_spec *s
 				return fail(c, "name",
 					    "expected 1 to %d characters of A-Z a-z 0-9 . _ - "
 					    "starting with a letter or digit, got %s",
-					    NAME_MAX_LEN, describe(v, buf, sizeof(buf)));
+					    NAME_MAX_LEN, jsonmsg_describe(v, buf, sizeof(buf)));
 			r = dup_str(c, json_string_value(v), &s->name);
 			break;
 		case 1:

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* JSON values and paths in error messages (the manifest and the pipeline spec). */
+#ifndef SLUICE_IO_JSONMSG_H
+#define SLUICE_IO_JSONMSG_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+/* Values longer than this are cut in messages. */
+#define JSONMSG_DESCRIBE_MAX 64
+
+/*
+ * A short rendering of a JSON value for "got ...": quoted strings (cut with ..." past
+ * JSONMSG_DESCRIBE_MAX), numbers, literals, "an object", "an array". Returns buf or a constant.
+ */
+const char *jsonmsg_describe(const json_t *v, char *buf, size_t n);
+/* s quoted as a JSON string (for names in messages), as jsonmsg_describe renders it. */
+const char *jsonmsg_quote(const char *s, char *buf, size_t n);
+/* path + "." + key, or path + "[\"key\"]" when key is not a plain identifier. */
+void jsonmsg_path_key(char *out, size_t n, const char *path, const char *key);
+
+#endif
