@@ -2,6 +2,8 @@
 /* JSON values and paths in error messages (the manifest and the pipeline spec). */
 #include "jsonmsg.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,4 +69,21 @@ void jsonmsg_path_key(char *out, size_t n, const char *path, const char *key)
 		snprintf(out, n, "%s%s%s", path, *path ? "." : "", key);
 	else
 		snprintf(out, n, "%s[%s]", path, jsonmsg_quote(key, buf, sizeof(buf)));
+}
+
+int jsonmsg_fail(const struct jsonmsg_ctx *c, const char *path, const char *fmt, ...)
+{
+	char msg[sizeof(c->err->msg)];
+	va_list ap;
+
+	if (!c->err)
+		return -EINVAL;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (path && *path)
+		io_error_set(c->err, "%s: %s: %s", c->origin, path, msg);
+	else
+		io_error_set(c->err, "%s: %s", c->origin, msg);
+	return -EINVAL;
 }

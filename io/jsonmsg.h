@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 
+#include "ioerr.h"
+
 /* Values longer than this are cut in messages. */
 #define JSONMSG_DESCRIBE_MAX 64
 
@@ -19,5 +21,18 @@ const char *jsonmsg_describe(const json_t *v, char *buf, size_t n);
 const char *jsonmsg_quote(const char *s, char *buf, size_t n);
 /* path + "." + key, or path + "[\"key\"]" when key is not a plain identifier. */
 void jsonmsg_path_key(char *out, size_t n, const char *path, const char *key);
+
+/* Where a JSON document came from and where its errors go. */
+struct jsonmsg_ctx {
+	const char *origin; /* a path, or "<spec>" */
+	struct io_error *err; /* may be NULL */
+};
+
+/*
+ * Write "ORIGIN: PATH: message" (or "ORIGIN: message" when path is empty) into c->err and
+ * return -EINVAL: the one shape of a rule violation in a JSON document.
+ */
+int jsonmsg_fail(const struct jsonmsg_ctx *c, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 #endif

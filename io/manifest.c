@@ -158,31 +158,9 @@ int manifest_feature_record_shape(const struct manifest_feature *f, int64_t dims
 
 /* ---- messages ---- */
 
-struct ctx {
-	const char *origin;
-	struct io_error *err;
-};
-
-__attribute__((format(printf, 3, 4))) static int fail(const struct ctx *c, const char *path,
-						      const char *fmt, ...)
-{
-	char msg[sizeof(c->err->msg)];
-	va_list ap;
-
-	if (!c->err)
-		return -EINVAL;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (path && *path)
-		io_error_set(c->err, "%s: %s: %s", c->origin, path, msg);
-	else
-		io_error_set(c->err, "%s: %s", c->origin, msg);
-	return -EINVAL;
-}
 
 
-static int check_keys(const struct ctx *c, const json_t *obj, const char *path,
+static int check_keys(const struct jsonmsg_ctx *c, const json_t *obj, const char *path,
 		      const char *const *keys, size_t n_keys, const char *what)
 {
 	const char *key;
@@ -197,17 +175,17 @@ static int check_keys(const struct ctx *c, const json_t *obj, const char *path,
 		if (i < n_keys)
 			continue;
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		return fail(c, sub, "unknown key (expected one of: %s)", what);
+		return jsonmsg_fail(c, sub, "unknown key (expected one of: %s)", what);
 	}
 	return 0;
 }
 
-static int missing(const struct ctx *c, const char *path, const char *key)
+static int missing(const struct jsonmsg_ctx *c, const char *path, const char *key)
 {
 	char sub[256];
 
 	jsonmsg_path_key(sub, sizeof(sub), path, key);
-	return fail(c, sub, "required key is missing");
+	return jsonmsg_fail(c, sub, "required key is missing");
 }
 
 /* An integer, or a real with an integral value that fits (nnetmaker accepts 28.0). */
@@ -235,14 +213,14 @@ struct shape_tmp {
 	int64_t dims[MANIFEST_MAX_RANK];
 };
 
-static int parse_shape(const struct ctx *c, const json_t *v, const char *path,
+static int parse_shape(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
 		       struct shape_tmp *ret)
 {
 	char buf[DESCRIBE_MAX + 8], sub[192];
 	size_t i, n;
 
 	if (!json_is_array(v))
-		return fail(c, path, "expected an array of integers, got %s",
+		return jsonmsg_fail(c, path, "expected an array of integers, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	n = json_array_size(v);
 	for (i = 0; i < n; i++) {
@@ -251,7 +229,7 @@ static int parse_shape(const struct ctx *c, const json_t *v, const char *path,
 
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
 		if (!get_int(e, &d))
-			return fail(c, sub, "expected an integer, got %s",
+			return jsonmsg_fail(c, sub, "expected an integer, got %s",
 				    jsonmsg_describe(e, buf, sizeof(buf)));
 		if (i < MANIFEST_MAX_RANK)
 			ret->dims[i] = d;
@@ -261,7 +239,7 @@ static int parse_shape(const struct ctx *c, const json_t *v, const char *path,
 	return 0;
 }
 
-static int check_shape(const struct ctx *c, const char *fpath, const struct shape_tmp *s,
+static int check_shape(const struct jsonmsg_ctx *c, const char *fpath, const struct shape_tmp *s,
 		       const struct manifest_feature *f, size_t n_given)
 {
 	char path[128], sub[192];
@@ -275,7 +253,7 @@ static int check_shape(const struct ctx *c, const char *fpath, const struct shap
 	if (raw && !f->var_len && f->raw_len > 1)
 		extra++;
 	if (n_given + extra > MANIFEST_MAX_RANK - 1)
-		return fail(c, path, "expected at most %u dimensions%s, got %zu",
+		return jsonmsg_fail(c, path, "expected at most %u dimensions%s, got %zu",
 			    MANIFEST_MAX_RANK - 1 - extra,
 			    extra ? " (var_len and deserialize_args.len add one each)" : "",
 			    n_given);
@@ -285,20 +263,20 @@ static int check_shape(const struct ctx *c, const char *fpath, const struct shap
 		snprintf(sub, sizeof(sub), "%s[%u]", path, i);
 		if (raw && d == -1) {
 			if (n_inferred++)
-				return fail(c, sub,
+				return jsonmsg_fail(c, sub,
 					    "expected at most one -1 (inferred dimension), got a "
 					    "second one");
 			continue;
 		}
 		if (d < 0)
-			return fail(c, sub, "expected an integer >= %d, got %" PRId64, raw ? -1 : 0,
+			return jsonmsg_fail(c, sub, "expected an integer >= %d, got %" PRId64, raw ? -1 : 0,
 				    d);
 		if (d > MANIFEST_MAX_VALUES)
-			return fail(c, sub, "expected at most %lld, got %" PRId64,
+			return jsonmsg_fail(c, sub, "expected at most %lld, got %" PRId64,
 				    MANIFEST_MAX_VALUES, d);
 		values *= d;
 		if (values > MANIFEST_MAX_VALUES)
-			return fail(c, path,
+			return jsonmsg_fail(c, path,
 				    "expected at most %lld values per record (protobuf's limit), "
 				    "got more",
 				    MANIFEST_MAX_VALUES);
@@ -306,12 +284,12 @@ static int check_shape(const struct ctx *c, const char *fpath, const struct shap
 	if (raw) {
 		bytes = values * (int64_t)dtype_sizes[f->dtype];
 		if (bytes > MANIFEST_MAX_VALUES)
-			return fail(c, path,
+			return jsonmsg_fail(c, path,
 				    "expected at most %lld bytes per raw value (protobuf's limit), "
 				    "got %" PRId64,
 				    MANIFEST_MAX_VALUES, bytes);
 		if (!f->var_len && f->raw_len > 1 && values * f->raw_len > MANIFEST_MAX_VALUES)
-			return fail(c, path,
+			return jsonmsg_fail(c, path,
 				    "expected at most %lld values per record (protobuf's limit), "
 				    "got more",
 				    MANIFEST_MAX_VALUES);
@@ -319,7 +297,7 @@ static int check_shape(const struct ctx *c, const char *fpath, const struct shap
 	return 0;
 }
 
-static int parse_raw_args(const struct ctx *c, const json_t *args, const char *apath,
+static int parse_raw_args(const struct jsonmsg_ctx *c, const json_t *args, const char *apath,
 			  struct manifest_feature *f)
 {
 	char buf[DESCRIBE_MAX + 8], sub[192];
@@ -336,14 +314,14 @@ static int parse_raw_args(const struct ctx *c, const json_t *args, const char *a
 	snprintf(sub, sizeof(sub), "%s.endian", apath);
 	v = args ? json_object_get(args, "endian") : NULL;
 	if (!v)
-		return fail(c, sub, "required key is missing (deserialize_type \"raw\" needs it)");
+		return jsonmsg_fail(c, sub, "required key is missing (deserialize_type \"raw\" needs it)");
 	s = json_string_value(v);
 	if (s && strcmp(s, "little") == 0)
 		f->raw_big_endian = false;
 	else if (s && strcmp(s, "big") == 0)
 		f->raw_big_endian = true;
 	else
-		return fail(c, sub, "expected \"little\" or \"big\", got %s",
+		return jsonmsg_fail(c, sub, "expected \"little\" or \"big\", got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	snprintf(sub, sizeof(sub), "%s.len", apath);
@@ -351,17 +329,17 @@ static int parse_raw_args(const struct ctx *c, const json_t *args, const char *a
 	f->raw_len = -1;
 	if (f->var_len) {
 		if (v && !json_is_null(v))
-			return fail(c, sub, "expected null or no key when var_len is true, got %s",
+			return jsonmsg_fail(c, sub, "expected null or no key when var_len is true, got %s",
 				    jsonmsg_describe(v, buf, sizeof(buf)));
 		return 0;
 	}
 	if (!v)
 		return 0;
 	if (!get_int(v, &len) || len < 1)
-		return fail(c, sub, "expected an integer >= 1, got %s",
+		return jsonmsg_fail(c, sub, "expected an integer >= 1, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	if (len > MANIFEST_MAX_VALUES)
-		return fail(c, sub, "expected at most %lld, got %" PRId64, MANIFEST_MAX_VALUES,
+		return jsonmsg_fail(c, sub, "expected at most %lld, got %" PRId64, MANIFEST_MAX_VALUES,
 			    len);
 	f->raw_len = len;
 	return 0;
@@ -371,7 +349,7 @@ static int parse_raw_args(const struct ctx *c, const json_t *args, const char *a
  * Validate features[i] into *f. On success f->name is a copy the caller owns; on failure
  * nothing is allocated.
  */
-static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool allow_var_len,
+static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i, bool allow_var_len,
 			 struct manifest_feature *f)
 {
 	char path[64], sub[128], buf[DESCRIBE_MAX + 8], buf2[DESCRIBE_MAX + 8];
@@ -385,7 +363,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 	f->raw_len = -1;
 	snprintf(path, sizeof(path), "features[%zu]", i);
 	if (!json_is_object(jf))
-		return fail(c, path, "expected an object, got %s", jsonmsg_describe(jf, buf, sizeof(buf)));
+		return jsonmsg_fail(c, path, "expected an object, got %s", jsonmsg_describe(jf, buf, sizeof(buf)));
 	r = check_keys(c, jf, path, feature_keys, ARRAY_LEN(feature_keys),
 		       "name, dtype, shape, var_len, deserialize_type, deserialize_args");
 	if (r < 0)
@@ -397,7 +375,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 		return missing(c, path, "name");
 	snprintf(sub, sizeof(sub), "%s.name", path);
 	if (!json_is_string(v) || json_string_length(v) == 0)
-		return fail(c, sub, "expected a non-empty string, got %s",
+		return jsonmsg_fail(c, sub, "expected a non-empty string, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* dtype */
@@ -407,7 +385,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 	snprintf(sub, sizeof(sub), "%s.dtype", path);
 	s = json_string_value(v);
 	if (!s || manifest_dtype_parse(s, &f->dtype) < 0)
-		return fail(c, sub, "expected one of " DTYPE_LIST ", got %s",
+		return jsonmsg_fail(c, sub, "expected one of " DTYPE_LIST ", got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* shape (types now, values once deserialize_type and var_len are known) */
@@ -425,16 +403,16 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 	snprintf(sub, sizeof(sub), "%s.var_len", path);
 	if (!v) {
 		if (allow_var_len)
-			return fail(c, sub,
+			return jsonmsg_fail(c, sub,
 				    "required key is missing (required when allow_var_len is "
 				    "true)");
 	} else if (!json_is_boolean(v)) {
-		return fail(c, sub, "expected true or false, got %s",
+		return jsonmsg_fail(c, sub, "expected true or false, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	} else {
 		f->var_len = json_is_true(v);
 		if (f->var_len && !allow_var_len)
-			return fail(c, sub,
+			return jsonmsg_fail(c, sub,
 				    "expected false because allow_var_len is false, got true");
 	}
 
@@ -445,14 +423,14 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 	snprintf(sub, sizeof(sub), "%s.deserialize_type", path);
 	s = json_string_value(v);
 	if (!s || manifest_deser_parse(s, &f->deser) < 0)
-		return fail(c, sub, "expected \"int\", \"float\", \"string\" or \"raw\", got %s",
+		return jsonmsg_fail(c, sub, "expected \"int\", \"float\", \"string\" or \"raw\", got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* deserialize_args: an object, default {}; only raw takes arguments */
 	args = json_object_get(jf, "deserialize_args");
 	snprintf(sub, sizeof(sub), "%s.deserialize_args", path);
 	if (args && !json_is_object(args))
-		return fail(c, sub, "expected an object, got %s", jsonmsg_describe(args, buf, sizeof(buf)));
+		return jsonmsg_fail(c, sub, "expected an object, got %s", jsonmsg_describe(args, buf, sizeof(buf)));
 	if (f->deser == MANIFEST_DESER_RAW) {
 		r = parse_raw_args(c, args, sub, f);
 		if (r < 0)
@@ -462,7 +440,7 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 		char kpath[300];
 
 		jsonmsg_path_key(kpath, sizeof(kpath), sub, key);
-		return fail(c, kpath, "unexpected: deserialize_type \"%s\" takes no arguments",
+		return jsonmsg_fail(c, kpath, "unexpected: deserialize_type \"%s\" takes no arguments",
 			    deser_names[f->deser]);
 	}
 
@@ -471,10 +449,10 @@ static int parse_feature(const struct ctx *c, const json_t *jf, size_t i, bool a
 		snprintf(sub, sizeof(sub), "%s.dtype", path);
 		snprintf(buf2, sizeof(buf2), "\"%s\"", manifest_dtype_name(f->dtype));
 		if (f->deser == MANIFEST_DESER_STRING)
-			return fail(c, sub,
+			return jsonmsg_fail(c, sub,
 				    "expected \"string\" for deserialize_type \"string\", got %s",
 				    buf2);
-		return fail(c, sub,
+		return jsonmsg_fail(c, sub,
 			    "expected a numeric or bool dtype for deserialize_type \"%s\", "
 			    "got %s",
 			    deser_names[f->deser], buf2);
@@ -510,7 +488,7 @@ static int cmp_name_idx(const void *a, const void *b)
 }
 
 /* Duplicate names: report the earliest second occurrence, with the first one. */
-static int check_duplicates(const struct ctx *c, const struct manifest *m)
+static int check_duplicates(const struct jsonmsg_ctx *c, const struct manifest *m)
 {
 	struct name_idx *v;
 	size_t i, first = 0, dup = SIZE_MAX, orig = 0;
@@ -545,7 +523,7 @@ static int check_duplicates(const struct ctx *c, const struct manifest *m)
 	{
 		json_t *s = json_string(m->features[dup].name);
 		char buf[DESCRIBE_MAX + 8];
-		int r = fail(c, path, "duplicate feature name %s (also features[%zu].name)",
+		int r = jsonmsg_fail(c, path, "duplicate feature name %s (also features[%zu].name)",
 			     s ? jsonmsg_describe(s, buf, sizeof(buf)) : "?", orig);
 
 		json_decref(s);
@@ -553,7 +531,7 @@ static int check_duplicates(const struct ctx *c, const struct manifest *m)
 	}
 }
 
-static int parse_manifest(const struct ctx *c, const json_t *root, struct manifest *m)
+static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struct manifest *m)
 {
 	char buf[DESCRIBE_MAX + 8];
 	const json_t *v, *feats;
@@ -561,7 +539,7 @@ static int parse_manifest(const struct ctx *c, const json_t *root, struct manife
 	int r;
 
 	if (!json_is_object(root))
-		return fail(c, NULL, "expected a JSON object at the top level, got %s",
+		return jsonmsg_fail(c, NULL, "expected a JSON object at the top level, got %s",
 			    jsonmsg_describe(root, buf, sizeof(buf)));
 	r = check_keys(c, root, "", top_keys, ARRAY_LEN(top_keys),
 		       "compression, allow_var_len, features");
@@ -578,14 +556,14 @@ static int parse_manifest(const struct ctx *c, const json_t *root, struct manife
 	else if (json_is_string(v) && strcasecmp(json_string_value(v), "gzip") == 0)
 		m->compression = TFR_COMPRESSION_GZIP;
 	else
-		return fail(c, "compression", "expected \"zlib\", \"gzip\" or null, got %s",
+		return jsonmsg_fail(c, "compression", "expected \"zlib\", \"gzip\" or null, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	v = json_object_get(root, "allow_var_len");
 	if (!v)
 		return missing(c, "", "allow_var_len");
 	if (!json_is_boolean(v))
-		return fail(c, "allow_var_len", "expected true or false, got %s",
+		return jsonmsg_fail(c, "allow_var_len", "expected true or false, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	m->allow_var_len = json_is_true(v);
 
@@ -593,7 +571,7 @@ static int parse_manifest(const struct ctx *c, const json_t *root, struct manife
 	if (!feats)
 		return missing(c, "", "features");
 	if (!json_is_array(feats))
-		return fail(c, "features", "expected an array of objects, got %s",
+		return jsonmsg_fail(c, "features", "expected an array of objects, got %s",
 			    jsonmsg_describe(feats, buf, sizeof(buf)));
 	n = json_array_size(feats);
 	if (n) {
@@ -641,7 +619,7 @@ void manifest_strip_comments(char *s, size_t len)
 int manifest_load_string(const char *json, size_t len, const char *origin, struct manifest **ret_m,
 			 struct io_error *err)
 {
-	struct ctx c = { .origin = origin ? origin : "<manifest>", .err = err };
+	struct jsonmsg_ctx c = { .origin = origin ? origin : "<manifest>", .err = err };
 	struct manifest *m;
 	json_error_t je;
 	json_t *root;

@@ -68,28 +68,6 @@ const char *pl_on_corrupt_name(enum pl_on_corrupt c)
 
 /* ---- messages ---- */
 
-struct ctx {
-	const char *origin;
-	struct io_error *err;
-};
-
-__attribute__((format(printf, 3, 4))) static int fail(const struct ctx *c, const char *path,
-						      const char *fmt, ...)
-{
-	char msg[sizeof(c->err->msg)];
-	va_list ap;
-
-	if (!c->err)
-		return -EINVAL;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (path && *path)
-		io_error_set(c->err, "%s: %s: %s", c->origin, path, msg);
-	else
-		io_error_set(c->err, "%s: %s", c->origin, msg);
-	return -EINVAL;
-}
 
 /* snprintf for JSON paths: a path longer than the buffer is cut (and only ever printed). */
 __attribute__((format(printf, 3, 4))) static void path_printf(char *out, size_t n, const char *fmt,
@@ -102,26 +80,26 @@ __attribute__((format(printf, 3, 4))) static void path_printf(char *out, size_t 
 	va_end(ap);
 }
 
-static int oom(const struct ctx *c)
+static int oom(const struct jsonmsg_ctx *c)
 {
 	io_error_set(c->err, "%s: out of memory", c->origin);
 	return -ENOMEM;
 }
 
-static int missing(const struct ctx *c, const char *path, const char *key, const char *why)
+static int missing(const struct jsonmsg_ctx *c, const char *path, const char *key, const char *why)
 {
 	char sub[PATH_LEN];
 
 	jsonmsg_path_key(sub, sizeof(sub), path, key);
-	return fail(c, sub, "required key is missing%s", why);
+	return jsonmsg_fail(c, sub, "required key is missing%s", why);
 }
 
-static int unknown_key(const struct ctx *c, const char *path, const char *key, const char *expected)
+static int unknown_key(const struct jsonmsg_ctx *c, const char *path, const char *key, const char *expected)
 {
 	char sub[PATH_LEN];
 
 	jsonmsg_path_key(sub, sizeof(sub), path, key);
-	return fail(c, sub, "unknown key (expected one of: %s)", expected);
+	return jsonmsg_fail(c, sub, "unknown key (expected one of: %s)", expected);
 }
 
 /* Index of key in keys[], or -1. */
@@ -143,7 +121,7 @@ enum { ALLOW_AUTO = 1u, ALLOW_NULL = 2u };
  * A JSON integer in [lo, hi] (never a real or a boolean), or "auto" (PL_AUTO) or null
  * (PL_NULL) where flags allow them.
  */
-static int get_int(const struct ctx *c, const json_t *v, const char *path, int64_t lo, int64_t hi,
+static int get_int(const struct jsonmsg_ctx *c, const json_t *v, const char *path, int64_t lo, int64_t hi,
 		   unsigned flags, int64_t *ret)
 {
 	char buf[DESCRIBE_MAX + 8], range[64];
@@ -169,23 +147,23 @@ static int get_int(const struct ctx *c, const json_t *v, const char *path, int64
 		snprintf(range, sizeof(range), ">= %" PRId64, lo);
 	else
 		snprintf(range, sizeof(range), "from %" PRId64 " to %" PRId64, lo, hi);
-	return fail(c, path, "expected an integer %s%s%s, got %s", range,
+	return jsonmsg_fail(c, path, "expected an integer %s%s%s, got %s", range,
 		    (flags & ALLOW_AUTO) ? " or \"auto\"" : "",
 		    (flags & ALLOW_NULL) ? " or null" : "", jsonmsg_describe(v, buf, sizeof(buf)));
 }
 
-static int get_bool(const struct ctx *c, const json_t *v, const char *path, bool *ret)
+static int get_bool(const struct jsonmsg_ctx *c, const json_t *v, const char *path, bool *ret)
 {
 	char buf[DESCRIBE_MAX + 8];
 
 	if (!json_is_boolean(v))
-		return fail(c, path, "expected true or false, got %s",
+		return jsonmsg_fail(c, path, "expected true or false, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	*ret = json_is_true(v);
 	return 0;
 }
 
-static int dup_str(const struct ctx *c, const char *s, char **ret)
+static int dup_str(const struct jsonmsg_ctx *c, const char *s, char **ret)
 {
 	char *d = strdup(s);
 
@@ -196,41 +174,41 @@ static int dup_str(const struct ctx *c, const char *s, char **ret)
 }
 
 /* A non-empty string, copied into *ret. */
-static int get_name(const struct ctx *c, const json_t *v, const char *path, char **ret)
+static int get_name(const struct jsonmsg_ctx *c, const json_t *v, const char *path, char **ret)
 {
 	char buf[DESCRIBE_MAX + 8];
 
 	if (!json_is_string(v) || json_string_length(v) == 0)
-		return fail(c, path, "expected a non-empty string, got %s",
+		return jsonmsg_fail(c, path, "expected a non-empty string, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	return dup_str(c, json_string_value(v), ret);
 }
 
-static int get_object(const struct ctx *c, const json_t *v, const char *path)
+static int get_object(const struct jsonmsg_ctx *c, const json_t *v, const char *path)
 {
 	char buf[DESCRIBE_MAX + 8];
 
 	if (!json_is_object(v))
-		return fail(c, path, "expected an object, got %s", jsonmsg_describe(v, buf, sizeof(buf)));
+		return jsonmsg_fail(c, path, "expected an object, got %s", jsonmsg_describe(v, buf, sizeof(buf)));
 	return 0;
 }
 
 /* One of names[] (a string), its index in *ret. expected: the list for the message. */
-static int get_enum(const struct ctx *c, const json_t *v, const char *path,
+static int get_enum(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
 		    const char *const *names, size_t n, const char *expected, unsigned *ret)
 {
 	char buf[DESCRIBE_MAX + 8];
 	int i = json_is_string(v) ? key_index(json_string_value(v), names, n) : -1;
 
 	if (i < 0)
-		return fail(c, path, "expected %s, got %s", expected,
+		return jsonmsg_fail(c, path, "expected %s, got %s", expected,
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	*ret = (unsigned)i;
 	return 0;
 }
 
 /* A JSON scalar: bool, integer, real, string or null (PL_VALUE_NONE). */
-static int get_value(const struct ctx *c, const json_t *v, const char *path, struct pl_value *ret)
+static int get_value(const struct jsonmsg_ctx *c, const json_t *v, const char *path, struct pl_value *ret)
 {
 	char buf[DESCRIBE_MAX + 8];
 
@@ -264,12 +242,12 @@ static int get_value(const struct ctx *c, const json_t *v, const char *path, str
 	case JSON_ARRAY:
 		break;
 	}
-	return fail(c, path, "expected a number, a string, true, false or null, got %s",
+	return jsonmsg_fail(c, path, "expected a number, a string, true, false or null, got %s",
 		    jsonmsg_describe(v, buf, sizeof(buf)));
 }
 
 /* A list of at most MAX_DIMS integers, each in [lo, 2^31 - 1]. */
-static int get_dims(const struct ctx *c, const json_t *v, const char *path, int64_t lo,
+static int get_dims(const struct jsonmsg_ctx *c, const json_t *v, const char *path, int64_t lo,
 		    const char *alt, unsigned *ret_rank, int64_t *dims)
 {
 	char buf[DESCRIBE_MAX + 8], sub[PATH_LEN];
@@ -277,13 +255,13 @@ static int get_dims(const struct ctx *c, const json_t *v, const char *path, int6
 	int r;
 
 	if (!json_is_array(v))
-		return fail(c, path, "expected an array of integers%s, got %s", alt,
+		return jsonmsg_fail(c, path, "expected an array of integers%s, got %s", alt,
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	n = json_array_size(v);
 	for (i = 0; i < n; i++) {
 		path_printf(sub, sizeof(sub), "%s[%zu]", path, i);
 		if (i == MAX_DIMS)
-			return fail(c, path, "expected at most %d dimensions, got %zu", MAX_DIMS,
+			return jsonmsg_fail(c, path, "expected at most %d dimensions, got %zu", MAX_DIMS,
 				    n);
 		r = get_int(c, json_array_get(v, i), sub, lo, I32_MAX, 0, &dims[i]);
 		if (r < 0)
@@ -318,7 +296,7 @@ static bool name_ok(const char *s)
  * sign directly followed by decimal digits. Positions in messages count from 1.
  */
 struct slice_in {
-	const struct ctx *c;
+	const struct jsonmsg_ctx *c;
 	const char *path;
 	const char *text;
 	const char *quoted; /* text as a JSON string, for messages */
@@ -340,7 +318,7 @@ static int slice_fail(struct slice_in *in, size_t at, const char *what)
 		hint = " (Ellipsis is not supported)";
 	else if (strncmp(p, "None", 4) == 0 || strncmp(p, "newaxis", 7) == 0)
 		hint = " (new axes are not supported)";
-	return fail(in->c, in->path, "expected %s at character %zu of %s%s", what, at + 1,
+	return jsonmsg_fail(in->c, in->path, "expected %s at character %zu of %s%s", what, at + 1,
 		    in->quoted, hint);
 }
 
@@ -419,7 +397,7 @@ static int slice_dim(struct slice_in *in, struct pl_slice_dim *d)
 	return 0;
 }
 
-static int parse_slice(const struct ctx *c, const char *path, const json_t *v, struct pl_step *st)
+static int parse_slice(const struct jsonmsg_ctx *c, const char *path, const json_t *v, struct pl_step *st)
 {
 	char quoted[DESCRIBE_MAX + 8];
 	struct slice_in in = { .c = c, .path = path, .text = json_string_value(v), .i = 0 };
@@ -433,7 +411,7 @@ static int parse_slice(const struct ctx *c, const char *path, const json_t *v, s
 	for (;;) {
 		if (st->n_dims == MAX_DIMS) {
 			slice_ws(&in);
-			return fail(c, path,
+			return jsonmsg_fail(c, path,
 				    "expected at most %d dimensions at character %zu of %s",
 				    MAX_DIMS, in.i + 1, in.quoted);
 		}
@@ -462,7 +440,7 @@ static const char *const dataset_types[] = { "dir", "list" };
 static const char *const dir_keys[] = { "data_dir" };
 static const char *const list_keys[] = { "manifest_file", "list_file" };
 
-static int parse_dataset(const struct ctx *c, const json_t *ds, struct pl_spec *s)
+static int parse_dataset(const struct jsonmsg_ctx *c, const json_t *ds, struct pl_spec *s)
 {
 	const char *key, *path = "args.dataset";
 	const json_t *v, *args = NULL;
@@ -530,14 +508,14 @@ static int parse_dataset(const struct ctx *c, const json_t *ds, struct pl_spec *
 }
 
 /* An array of objects: its size in *ret_n, with an array of n elements of size sz. */
-static int get_list(const struct ctx *c, const json_t *v, const char *path, size_t sz,
+static int get_list(const struct jsonmsg_ctx *c, const json_t *v, const char *path, size_t sz,
 		    size_t *ret_n, void **ret_a)
 {
 	char buf[DESCRIBE_MAX + 8];
 	size_t n;
 
 	if (!json_is_array(v))
-		return fail(c, path, "expected an array of objects, got %s",
+		return jsonmsg_fail(c, path, "expected an array of objects, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	n = json_array_size(v);
 	if (n) {
@@ -551,7 +529,7 @@ static int get_list(const struct ctx *c, const json_t *v, const char *path, size
 
 static const char *const primary_keys[] = { "from_name", "to_name" };
 
-static int parse_primary(const struct ctx *c, const json_t *o, const char *path,
+static int parse_primary(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
 			 struct pl_primary *p)
 {
 	char sub[PATH_LEN];
@@ -588,7 +566,7 @@ static const char *const secondary_keys[] = { "to_name", "type", "args" };
 static const char *const const_keys[] = { "shape", "dtype", "value" };
 static const char *const secondary_types[] = { "const" };
 
-static int parse_const_args(const struct ctx *c, const json_t *o, const char *path,
+static int parse_const_args(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
 			    struct pl_secondary *x)
 {
 	char sub[PATH_LEN], buf[DESCRIBE_MAX + 8];
@@ -611,7 +589,7 @@ static int parse_const_args(const struct ctx *c, const json_t *o, const char *pa
 		case 1:
 			has_dtype = true;
 			if (!json_is_string(v) || json_string_length(v) == 0)
-				r = fail(c, sub,
+				r = jsonmsg_fail(c, sub,
 					 "expected a dtype name or the to_name of a primary "
 					 "feature, got %s",
 					 jsonmsg_describe(v, buf, sizeof(buf)));
@@ -636,7 +614,7 @@ static int parse_const_args(const struct ctx *c, const json_t *o, const char *pa
 	return 0;
 }
 
-static int parse_secondary(const struct ctx *c, const json_t *o, const char *path,
+static int parse_secondary(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
 			   struct pl_secondary *x)
 {
 	char sub[PATH_LEN], apath[PATH_LEN];
@@ -688,7 +666,7 @@ static const char *const step_keys[] = { "tensor", "type", "args" };
 static const char *const step_types[] = { "slice" };
 static const char *const slice_keys[] = { "slice" };
 
-static int parse_step(const struct ctx *c, const json_t *o, const char *path, struct pl_step *st)
+static int parse_step(const struct jsonmsg_ctx *c, const json_t *o, const char *path, struct pl_step *st)
 {
 	char sub[PATH_LEN], sub2[PATH_LEN], buf[DESCRIBE_MAX + 8];
 	const json_t *v, *v2;
@@ -722,7 +700,7 @@ static int parse_step(const struct ctx *c, const json_t *o, const char *path, st
 							   "slice (for type \"slice\")");
 				jsonmsg_path_key(sub2, sizeof(sub2), sub, key2);
 				if (!json_is_string(v2))
-					return fail(c, sub2,
+					return jsonmsg_fail(c, sub2,
 						    "expected a string such as \"[1:, 0]\", "
 						    "got %s",
 						    jsonmsg_describe(v2, buf, sizeof(buf)));
@@ -752,7 +730,7 @@ static int parse_step(const struct ctx *c, const json_t *o, const char *path, st
 
 static const char *const padding_keys[] = { "tensor", "shape", "value" };
 
-static int parse_padding_entry(const struct ctx *c, const json_t *o, const char *path,
+static int parse_padding_entry(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
 			       struct pl_padding *p)
 {
 	char sub[PATH_LEN];
@@ -788,7 +766,7 @@ static int parse_padding_entry(const struct ctx *c, const json_t *o, const char 
 	return 0;
 }
 
-static int parse_padding(const struct ctx *c, const json_t *v, struct pl_spec *s)
+static int parse_padding(const struct jsonmsg_ctx *c, const json_t *v, struct pl_spec *s)
 {
 	char buf[DESCRIBE_MAX + 8], sub[PATH_LEN];
 	size_t i;
@@ -799,7 +777,7 @@ static int parse_padding(const struct ctx *c, const json_t *v, struct pl_spec *s
 		return 0;
 	}
 	if (!json_is_array(v))
-		return fail(c, "args.padding",
+		return jsonmsg_fail(c, "args.padding",
 			    "expected true, false or an array of objects, got %s",
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 	r = get_list(c, v, "args.padding", sizeof(*s->paddings), &s->n_padding,
@@ -818,7 +796,7 @@ static int parse_padding(const struct ctx *c, const json_t *v, struct pl_spec *s
 
 static const char *const shard_keys[] = { "index", "count" };
 
-static int parse_shard(const struct ctx *c, const json_t *o, struct pl_spec *s)
+static int parse_shard(const struct jsonmsg_ctx *c, const json_t *o, struct pl_spec *s)
 {
 	const char *key, *path = "args.shard";
 	int64_t index = -1, count = -1;
@@ -849,7 +827,7 @@ static int parse_shard(const struct ctx *c, const json_t *o, struct pl_spec *s)
 	if (count < 0)
 		return missing(c, path, "count", "");
 	if (index >= count)
-		return fail(c, "args.shard.index",
+		return jsonmsg_fail(c, "args.shard.index",
 			    "expected an integer below count (%" PRId64 "), got %" PRId64, count,
 			    index);
 	s->has_shard = true;
@@ -970,7 +948,7 @@ static void expected_args(enum pl_loader_type type, char *buf, size_t n)
 }
 
 /* One array of objects: primaries, secondaries, steps. */
-static int parse_array_arg(const struct ctx *c, enum arg_key k, const json_t *v, struct pl_spec *s)
+static int parse_array_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *v, struct pl_spec *s)
 {
 	char path[PATH_LEN], sub[PATH_LEN];
 	size_t i, n = 0;
@@ -981,7 +959,7 @@ static int parse_array_arg(const struct ctx *c, enum arg_key k, const json_t *v,
 	case A_PRIMARY_FEATURES:
 		r = get_list(c, v, path, sizeof(*s->primary), &n, (void **)&s->primary);
 		if (r == 0 && n == 0)
-			r = fail(c, path, "expected at least one feature, got an empty array");
+			r = jsonmsg_fail(c, path, "expected at least one feature, got an empty array");
 		s->n_primary = n;
 		break;
 	case A_SECONDARY_FEATURES:
@@ -1007,7 +985,7 @@ static int parse_array_arg(const struct ctx *c, enum arg_key k, const json_t *v,
 	return r;
 }
 
-static int parse_arg(const struct ctx *c, enum arg_key k, const json_t *v, struct pl_spec *s)
+static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *v, struct pl_spec *s)
 {
 	char path[PATH_LEN];
 	unsigned u = 0;
@@ -1145,7 +1123,7 @@ static const struct name_idx *lookup(const struct name_idx *names, size_t n, con
 	return bsearch(name, names, n, sizeof(*names), cmp_name);
 }
 
-static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_idx *names)
+static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, struct name_idx *names)
 {
 	char path[PATH_LEN], path2[PATH_LEN], buf[DESCRIBE_MAX + 8];
 	size_t n = s->n_primary + s->n_secondary, i, dup, orig;
@@ -1159,7 +1137,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 	if (find_duplicate(names, n, &dup, &orig)) {
 		to_name_path(s, dup, path, sizeof(path));
 		to_name_path(s, orig, path2, sizeof(path2));
-		return fail(c, path, "duplicate %s (also %s)",
+		return jsonmsg_fail(c, path, "duplicate %s (also %s)",
 			    jsonmsg_quote(dup < s->n_primary ? s->primary[dup].to_name
 						     : s->secondary[dup - s->n_primary].to_name,
 				  buf, sizeof(buf)),
@@ -1173,7 +1151,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 			path_printf(path, sizeof(path), "args.secondary_features[%zu].args.shape",
 				    i);
 			if (!f || f->idx >= s->n_primary)
-				return fail(c, path,
+				return jsonmsg_fail(c, path,
 					    "expected an array of integers or the to_name of a "
 					    "primary feature, got %s%s",
 					    jsonmsg_quote(x->shape_from, buf, sizeof(buf)),
@@ -1184,7 +1162,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 			path_printf(path, sizeof(path), "args.secondary_features[%zu].args.dtype",
 				    i);
 			if (!f || f->idx >= s->n_primary)
-				return fail(c, path,
+				return jsonmsg_fail(c, path,
 					    "expected a dtype name (" DTYPE_LIST ") or the to_name "
 					    "of a primary feature, got %s%s",
 					    jsonmsg_quote(x->dtype_from, buf, sizeof(buf)),
@@ -1195,7 +1173,7 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 		if (lookup(names, n, s->steps[i].tensor))
 			continue;
 		path_printf(path, sizeof(path), "args.processing_steps[%zu].tensor", i);
-		return fail(c, path,
+		return jsonmsg_fail(c, path,
 			    "expected the to_name of a primary or secondary feature, got %s",
 			    jsonmsg_quote(s->steps[i].tensor, buf, sizeof(buf)));
 	}
@@ -1203,14 +1181,14 @@ static int check_refs(const struct ctx *c, const struct pl_spec *s, struct name_
 		if (lookup(names, n, s->paddings[i].tensor))
 			continue;
 		path_printf(path, sizeof(path), "args.padding[%zu].tensor", i);
-		return fail(c, path,
+		return jsonmsg_fail(c, path,
 			    "expected the to_name of a primary or secondary feature, got %s",
 			    jsonmsg_quote(s->paddings[i].tensor, buf, sizeof(buf)));
 	}
 	return 0;
 }
 
-static int check_padding_dups(const struct ctx *c, const struct pl_spec *s)
+static int check_padding_dups(const struct jsonmsg_ctx *c, const struct pl_spec *s)
 {
 	char path[PATH_LEN], buf[DESCRIBE_MAX + 8];
 	struct name_idx *v;
@@ -1231,11 +1209,11 @@ static int check_padding_dups(const struct ctx *c, const struct pl_spec *s)
 	if (!found)
 		return 0;
 	path_printf(path, sizeof(path), "args.padding[%zu].tensor", dup);
-	return fail(c, path, "duplicate %s (also args.padding[%zu].tensor)",
+	return jsonmsg_fail(c, path, "duplicate %s (also args.padding[%zu].tensor)",
 		    jsonmsg_quote(s->paddings[dup].tensor, buf, sizeof(buf)), orig);
 }
 
-static int check_rules(const struct ctx *c, const json_t *args, struct pl_spec *s)
+static int check_rules(const struct jsonmsg_ctx *c, const json_t *args, struct pl_spec *s)
 {
 	static const enum arg_key shuffle_knobs[] = { A_NUM_SHUFFLE_BUFFER_ELEMENTS,
 						      A_NUM_FILENAMES_SHUFFLE_BUFFER,
@@ -1260,7 +1238,7 @@ static int check_rules(const struct ctx *c, const json_t *args, struct pl_spec *
 		s->num_mix_files = 1;
 	}
 	if (s->type != PL_LOADER_INDEPENDENT && s->max_window < s->min_window)
-		return fail(c, "args.max_window",
+		return jsonmsg_fail(c, "args.max_window",
 			    "expected an integer >= min_window (%" PRId64 "), got %" PRId64,
 			    s->min_window, s->max_window);
 
@@ -1283,7 +1261,7 @@ static int check_rules(const struct ctx *c, const json_t *args, struct pl_spec *
 		else if (s->padding)
 			what = "padding is used";
 		if (what)
-			return fail(c, "args.multi_load", "expected false because %s, got true",
+			return jsonmsg_fail(c, "args.multi_load", "expected false because %s, got true",
 				    what);
 	}
 	return 0;
@@ -1293,7 +1271,7 @@ static int check_rules(const struct ctx *c, const json_t *args, struct pl_spec *
 
 static const char *const top_keys[] = { "name", "type", "args" };
 
-static int parse_args(const struct ctx *c, const json_t *args, struct pl_spec *s)
+static int parse_args(const struct jsonmsg_ctx *c, const json_t *args, struct pl_spec *s)
 {
 	char expected[512], which[96];
 	const char *key;
@@ -1311,7 +1289,7 @@ static int parse_args(const struct ctx *c, const json_t *args, struct pl_spec *s
 
 			loaders_of(arg_keys[k].loaders, which, sizeof(which));
 			jsonmsg_path_key(sub, sizeof(sub), "args", key);
-			return fail(c, sub, "not an argument of the %s loader (only of %s)",
+			return jsonmsg_fail(c, sub, "not an argument of the %s loader (only of %s)",
 				    loader_names[s->type], which);
 		}
 		r = parse_arg(c, (enum arg_key)k, v, s);
@@ -1321,7 +1299,7 @@ static int parse_args(const struct ctx *c, const json_t *args, struct pl_spec *s
 	return check_rules(c, args, s);
 }
 
-static int parse_spec(const struct ctx *c, const json_t *root, struct pl_spec *s)
+static int parse_spec(const struct jsonmsg_ctx *c, const json_t *root, struct pl_spec *s)
 {
 	char buf[DESCRIBE_MAX + 8];
 	const json_t *v, *args = NULL;
@@ -1331,13 +1309,13 @@ static int parse_spec(const struct ctx *c, const json_t *root, struct pl_spec *s
 	int r;
 
 	if (!json_is_object(root))
-		return fail(c, NULL, "expected a JSON object at the top level, got %s",
+		return jsonmsg_fail(c, NULL, "expected a JSON object at the top level, got %s",
 			    jsonmsg_describe(root, buf, sizeof(buf)));
 	json_object_foreach ((json_t *)root, key, v) {
 		switch (key_index(key, top_keys, ARRAY_LEN(top_keys))) {
 		case 0:
 			if (!json_is_string(v) || !name_ok(json_string_value(v)))
-				return fail(c, "name",
+				return jsonmsg_fail(c, "name",
 					    "expected 1 to %d characters of A-Z a-z 0-9 . _ - "
 					    "starting with a letter or digit, got %s",
 					    NAME_MAX_LEN, jsonmsg_describe(v, buf, sizeof(buf)));
@@ -1390,7 +1368,7 @@ static struct pl_spec *spec_new(void)
 int pl_spec_parse(const char *json, size_t len, const char *origin, struct pl_spec **ret_spec,
 		  struct io_error *err)
 {
-	struct ctx c = { .origin = origin ? origin : "<spec>", .err = err };
+	struct jsonmsg_ctx c = { .origin = origin ? origin : "<spec>", .err = err };
 	struct pl_spec *s;
 	json_error_t je;
 	json_t *root;
