@@ -98,6 +98,35 @@ int sluice_batch_tensor_at(const struct sluice_batch *b, size_t i, struct sluice
 	return 0;
 }
 
+int sluice_batch_describe(const struct sluice_batch *b, struct sluice_batch_info *ret_info,
+			  struct sluice_tensor *tensors, size_t cap)
+{
+	struct sluice_batch_info info;
+	size_t i, n;
+	int rc;
+
+	if (!b || !ret_info || (!tensors && cap))
+		return -EINVAL;
+	n = b->ring->n_schema;
+	if (n > cap)
+		n = cap;
+	/* Every entry checked before anything is written: all or nothing. */
+	for (i = 0; i < n; i++) {
+		rc = sluice_batch_tensor_at(b, i, &tensors[i]);
+		if (rc < 0)
+			return rc;
+	}
+	info.seq = b->v.seq;
+	info.epoch = b->v.epoch;
+	info.rows = b->v.rows;
+	info.end_of_epoch = sluice_batch_end_of_epoch(b) ? 1 : 0;
+	info.n_tensors = (uint32_t)b->ring->n_schema;
+	info.extent = b->rb.mem;
+	info.extent_len = b->rb.len;
+	*ret_info = info;
+	return (int)n;
+}
+
 int sluice_batch_tensor(const struct sluice_batch *b, const char *name,
 			struct sluice_tensor *ret)
 {

@@ -142,6 +142,25 @@ int sluice_batch_tensor_at(const struct sluice_batch *b, size_t i, struct sluice
 int sluice_batch_tensor(const struct sluice_batch *b, const char *name,
 			struct sluice_tensor *ret);
 
+/* Everything about a batch at once (for bindings: one call instead of 5 + n). */
+struct sluice_batch_info {
+	uint64_t seq;
+	uint64_t epoch;
+	uint64_t rows;
+	uint32_t end_of_epoch;        /* 1 for the last batch of its epoch */
+	uint32_t n_tensors;           /* sluice_batch_num_tensors() */
+	const void *extent;           /* the batch's whole extent in shared memory: every */
+	uint64_t extent_len;          /* tensor's data, row_splits and offsets lie inside */
+};
+
+/*
+ * Fill *ret_info and, when tensors is not NULL, tensors[0 .. min(cap, n_tensors)) in schema
+ * order (as sluice_batch_tensor_at). Returns the number of tensors written, or -EBADMSG (a
+ * corrupt batch; *ret_info is left alone, tensors[] may be partly written).
+ */
+int sluice_batch_describe(const struct sluice_batch *b, struct sluice_batch_info *ret_info,
+			  struct sluice_tensor *tensors, size_t cap);
+
 /* ---- GPU ---- */
 
 /*

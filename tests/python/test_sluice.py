@@ -150,15 +150,15 @@ def test_arrays_keep_the_batch_and_gc_releases_it(daemon):
         assert b.released and owner() is None
 
         b2 = r.next(timeout=30)
-        fin = b2._fin
+        owner2 = weakref.ref(b2._owner)
         vals = b2["bbox"].values
         del b2  # the batch object goes; its array keeps the memory
         gc.collect()
-        assert fin.alive
+        assert owner2() is not None
         float(vals.sum())
         del vals
         gc.collect()
-        assert not fin.alive
+        assert owner2() is None
 
 
 def test_with_block_releases(daemon):

@@ -36,12 +36,13 @@ __all__ = ["attach", "register", "Reader", "Batch", "Ragged", "SluiceError", "Sl
 Ragged = collections.namedtuple("Ragged", ["values", "row_splits"])
 Ragged.__doc__ = "A ragged tensor (ragged at axis 1): flat values and int64 row_splits[rows + 1]."
 
-_NP_DTYPES = {
+_NP_DTYPES = {k: np.dtype(v) for k, v in {
     _lib.INT8: np.int8, _lib.INT16: np.int16, _lib.INT32: np.int32, _lib.INT64: np.int64,
     _lib.UINT8: np.uint8, _lib.UINT16: np.uint16, _lib.UINT32: np.uint32,
     _lib.UINT64: np.uint64, _lib.FLOAT16: np.float16, _lib.FLOAT32: np.float32,
     _lib.FLOAT64: np.float64, _lib.BOOL: np.bool_,
-}
+}.items()}
+_I64 = np.dtype(np.int64)
 
 _SLICE_MS = 200  # a wait without limit is done in slices, so that Ctrl-C gets through
 
@@ -178,6 +179,12 @@ class Reader:
     def __init__(self, client, reader):
         self._L = _lib.lib()
         self._r = reader
+        self._tarray = None     # a ctypes array type of struct sluice_tensor, sized to the schema
+        self._names_key = None  # the schema's name pointers -> {name: index}
+        self._names_map = None
+        b, err, self._info = ctypes.c_void_p(), _lib.Error(), _lib.BatchInfo()
+        self._next_args = (b, ctypes.byref(b), err, ctypes.byref(err))  # reused by next()
+        self._info_ref = ctypes.byref(self._info)
         self._fin = weakref.finalize(self, _close_reader, self._L, client, reader)
 
     @property
@@ -191,13 +198,13 @@ class Reader:
     def next(self, timeout=None):
         """The next Batch, or None at the end of the stream. timeout: seconds (None: no limit,
         0: do not wait); SluiceTimeout when none came in time."""
-        self._check()
+        if not self._fin.alive:
+            raise ValueError("the reader is closed")
         L = self._L
-        b = ctypes.c_void_p()
-        err = _lib.Error()
+        b, bref, err, eref = self._next_args
         if timeout is None:
             while True:
-                rc = L.sluice_next(self._r, _SLICE_MS, ctypes.byref(b), ctypes.byref(err))
+                rc = L.sluice_next(self._r, _SLICE_MS, bref, eref)
                 if rc != -_errno.ETIMEDOUT:
                     break
         else:
@@ -206,17 +213,31 @@ class Reader:
             rc = -_errno.ETIMEDOUT
             while True:
                 step = min(deadline, _SLICE_MS) if deadline > 0 else 0
-                rc = L.sluice_next(self._r, step, ctypes.byref(b), ctypes.byref(err))
+                rc = L.sluice_next(self._r, step, bref, eref)
                 deadline -= step
                 if rc != -_errno.ETIMEDOUT or deadline <= 0:
                     break
             if rc == -_errno.ETIMEDOUT:
                 raise SluiceTimeout(rc, "next: no batch within %g s" % timeout)
         if rc == 1:
-            return Batch._take(L, b.value)
+            return Batch._take(self, b.value)
         if rc == 0:
             return None
         raise _error(rc, err, "next")
+
+    def _tensor_array(self, n):
+        """A fresh array of struct sluice_tensor: of the schema's size (n None) or n."""
+        if n is not None or self._tarray is None:
+            self._tarray = _lib.Tensor * (n if n is not None else 8)
+        return self._tarray()
+
+    def _names(self, tens, n):
+        """{name: index} of the schema (decoded once per ring the reader is attached to)."""
+        key = tuple(tens[i].name_ptr for i in range(n))
+        if key != self._names_key:
+            self._names_map = {ctypes.string_at(p).decode("utf-8"): i for i, p in enumerate(key)}
+            self._names_key = key
+        return self._names_map
 
     def __iter__(self):
         return self
@@ -253,29 +274,25 @@ class Reader:
 class _Owner:
     """Holds a batch of libsluice: when the last reference goes, the batch is released.
 
-    The Batch holds one reference; every buffer an array borrows holds another.
+    The Batch holds one reference; the buffer every array of the batch borrows holds another.
     """
-    __slots__ = ("ptr", "__weakref__")
+    __slots__ = ("ptr", "_release", "__weakref__")
 
-    def __init__(self, ptr):
+    def __init__(self, ptr, release):
         self.ptr = ptr
+        self._release = release
+
+    def __del__(self):
+        ptr, self.ptr = self.ptr, None
+        if ptr:
+            self._release(ptr)
 
 
-def _borrow(owner, addr, nbytes, dtype, shape):
-    """A read-only array over nbytes at addr that keeps owner (and so the batch) alive."""
-    dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    if count * dtype.itemsize != nbytes:
-        raise SluiceError(-_errno.EBADMSG, "a tensor of %d bytes cannot hold %s %s" % (
-            nbytes, "x".join(map(str, shape)), dtype))
-    if nbytes == 0 or not addr:
-        a = np.zeros(shape, dtype)
-    else:
-        buf = (ctypes.c_char * nbytes).from_address(addr)
-        buf._sluice_owner = owner  # the array's base chain: array -> memoryview -> buf -> owner
-        a = np.frombuffer(memoryview(buf).toreadonly(), dtype=dtype).reshape(shape)
-    a.flags.writeable = False
-    return a
+def _count(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 class Batch(collections.abc.Mapping):
@@ -290,30 +307,42 @@ class Batch(collections.abc.Mapping):
         raise TypeError("batches come from Reader.next()")
 
     @classmethod
-    def _take(cls, L, ptr):
+    def _take(cls, reader, ptr):
+        """One sluice_batch_describe() call tells everything; arrays are made on demand."""
+        L = reader._L
+        owner = _Owner(ptr, L.sluice_batch_release)  # released if anything below fails
+        info, iref = reader._info, reader._info_ref
+        tens = reader._tensor_array(None)
+        n = L.sluice_batch_describe(ptr, iref, tens, len(tens))
+        if n >= 0 and info.n_tensors > n:
+            tens = reader._tensor_array(info.n_tensors)
+            n = L.sluice_batch_describe(ptr, iref, tens, len(tens))
+        if n < 0:
+            raise _error(n, None, "next: a batch")
         self = object.__new__(cls)
-        self._L = L
-        self._owner = _Owner(ptr)
-        self._fin = weakref.finalize(self._owner, L.sluice_batch_release, ptr)
-        self.seq = L.sluice_batch_seq(ptr)
-        self.epoch = L.sluice_batch_epoch(ptr)
-        self.rows = L.sluice_batch_rows(ptr)
-        self.end_of_epoch = bool(L.sluice_batch_end_of_epoch(ptr))
-        self._tensors = {}
-        for i in range(L.sluice_batch_num_tensors(ptr)):
-            t = _lib.Tensor()
-            rc = L.sluice_batch_tensor_at(ptr, i, ctypes.byref(t))
-            if rc < 0:
-                self.release()
-                raise _error(rc, None, "batch %d: tensor %d" % (self.seq, i))
-            self._tensors[t.name.decode("utf-8")] = t
+        self._owner = owner
+        self._ref = weakref.ref(owner)
+        self.seq = info.seq
+        self.epoch = info.epoch
+        self.rows = info.rows
+        self.end_of_epoch = bool(info.end_of_epoch)
+        self._t = tens
+        self._index = reader._names(tens, n)
+        self._extent = (info.extent, info.extent_len)
+        self._base = None
         self._cache = {}
         return self
 
     @property
+    def _tensors(self):
+        """name -> the tensor's struct sluice_tensor (ctypes), in schema order."""
+        t = self._t
+        return {k: t[i] for k, i in self._index.items()}
+
+    @property
     def released(self):
         """True once the batch went back to sluiced (no array borrows it any more)."""
-        return not self._fin.alive
+        return self._ref() is None
 
     def _live(self):
         if self._owner is None:
@@ -321,44 +350,69 @@ class Batch(collections.abc.Mapping):
         return self._owner
 
     def __getitem__(self, name):
-        owner = self._live()
         a = self._cache.get(name)
         if a is None:
-            t = self._tensors[name]  # KeyError for an unknown name, as a Mapping should
+            owner = self._live()
+            t = self._t[self._index[name]]  # KeyError for an unknown name, as a Mapping should
             a = self._cache[name] = self._array(owner, t)
         return a
 
     def __iter__(self):
-        return iter(self._tensors)
+        return iter(self._index)
 
     def __len__(self):
-        return len(self._tensors)
+        return len(self._index)
 
     def dtype(self, name):
         """The tensor's element type: "float32", ..., "string"."""
-        return _lib.DTYPE_NAMES[self._tensors[name].dtype]
+        return _lib.DTYPE_NAMES[self._t[self._index[name]].dtype]
+
+    def _base_array(self, owner):
+        """The batch's whole extent as one read-only uint8 array that keeps owner alive: every
+        array of the batch is a view of it (array -> ... -> memoryview -> buf -> owner)."""
+        base = self._base
+        if base is None:
+            addr, nbytes = self._extent
+            buf = (ctypes.c_char * nbytes).from_address(addr)
+            buf._sluice_owner = owner
+            base = self._base = np.frombuffer(memoryview(buf).toreadonly(), np.uint8)
+        return base
+
+    def _borrow(self, owner, addr, nbytes, dtype, shape):
+        """A read-only array of dtype and shape over nbytes at addr, inside the extent."""
+        if _count(shape) * dtype.itemsize != nbytes:
+            raise SluiceError(-_errno.EBADMSG, "a tensor of %d bytes cannot hold %s %s" % (
+                nbytes, "x".join(map(str, shape)), dtype))
+        if nbytes == 0 or not addr:
+            a = np.zeros(shape, dtype)
+            a.flags.writeable = False
+            return a
+        off = addr - self._extent[0]
+        if off < 0 or off + nbytes > self._extent[1]:
+            raise SluiceError(-_errno.EBADMSG, "a tensor at offset %d (%d bytes) lies outside "
+                              "its batch of %d bytes" % (off, nbytes, self._extent[1]))
+        return self._base_array(owner)[off:off + nbytes].view(dtype).reshape(shape)
 
     def _array(self, owner, t):
         rank = t.rank
-        shape = [int(t.shape[i]) for i in range(rank)]
-        ragged = bool(t.row_splits)
+        shape = tuple(t.shape[:rank])
         splits = None
-        if ragged:
-            splits = _borrow(owner, t.row_splits, (self.rows + 1) * 8, np.int64,
-                             (self.rows + 1,))
+        if t.row_splits:
+            rows = self.rows
+            splits = self._borrow(owner, t.row_splits, (rows + 1) * 8, _I64, (rows + 1,))
             inner = shape[2:]
-            per = int(np.prod(inner, dtype=np.int64)) if inner else 1
-            shape = [t.n_elems // per if per else 0] + inner
+            per = _count(inner)
+            shape = (t.n_elems // per if per else 0,) + inner
         if t.dtype == _lib.STRING:
             values = self._strings(owner, t).reshape(shape)
             values.flags.writeable = False
         else:
-            values = _borrow(owner, t.data, t.nbytes, _NP_DTYPES[t.dtype], tuple(shape))
-        return Ragged(values, splits) if ragged else values
+            values = self._borrow(owner, t.data, t.nbytes, _NP_DTYPES[t.dtype], shape)
+        return Ragged(values, splits) if splits is not None else values
 
     def _strings(self, owner, t):
         n = int(t.n_elems)
-        offs = _borrow(owner, t.offsets, (n + 1) * 8, np.int64, (n + 1,)).tolist()
+        offs = self._borrow(owner, t.offsets, (n + 1) * 8, _I64, (n + 1,)).tolist()
         blob = ctypes.string_at(t.data, t.nbytes) if t.nbytes else b""
         out = np.empty(n, dtype=object)
         out[:] = [blob[offs[i]:offs[i + 1]] for i in range(n)]
@@ -368,6 +422,7 @@ class Batch(collections.abc.Mapping):
         """Done with the batch: it goes back now when no array borrows it any more (True),
         else when the last such array is gone (False). The batch's own views are dropped."""
         self._cache = {}
+        self._base = None
         self._owner = None  # the arrays' buffers hold the other references
         return self.released
 
@@ -406,11 +461,11 @@ class Batch(collections.abc.Mapping):
 
     def _copy_to_cuda(self, dst, dst_aux, stream):
         owner = self._live()  # held across the call
-        n = len(self._tensors)
+        n = len(self._index)
         d = (ctypes.c_void_p * n)(*dst)
         a = (ctypes.c_void_p * n)(*dst_aux)
         err = _lib.Error()
-        rc = self._L.sluice_batch_copy_to_cuda(owner.ptr, d, a, ctypes.c_void_p(stream),
+        rc = _lib.lib().sluice_batch_copy_to_cuda(owner.ptr, d, a, ctypes.c_void_p(stream),
                                                ctypes.byref(err))
         if rc < 0:
             raise _error(rc, err, "copy_to_cuda")

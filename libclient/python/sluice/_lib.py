@@ -40,7 +40,7 @@ class AttachOpts(ctypes.Structure):
 
 
 class Tensor(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p),
+    _fields_ = [("name_ptr", ctypes.c_void_p),
                 ("dtype", ctypes.c_int),
                 ("rank", ctypes.c_uint),
                 ("shape", ctypes.c_int64 * MAX_RANK),
@@ -49,6 +49,20 @@ class Tensor(ctypes.Structure):
                 ("row_splits", ctypes.c_void_p),
                 ("offsets", ctypes.c_void_p),
                 ("n_elems", ctypes.c_uint64)]
+
+    @property
+    def name(self):
+        return ctypes.string_at(self.name_ptr) if self.name_ptr else None
+
+
+class BatchInfo(ctypes.Structure):
+    _fields_ = [("seq", ctypes.c_uint64),
+                ("epoch", ctypes.c_uint64),
+                ("rows", ctypes.c_uint64),
+                ("end_of_epoch", ctypes.c_uint32),
+                ("n_tensors", ctypes.c_uint32),
+                ("extent", ctypes.c_void_p),
+                ("extent_len", ctypes.c_uint64)]
 
 
 _P = ctypes.c_void_p
@@ -73,6 +87,8 @@ _SIGNATURES = {
     "sluice_batch_num_tensors": (ctypes.c_size_t, [_P]),
     "sluice_batch_tensor_at": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(Tensor)]),
     "sluice_batch_tensor": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(Tensor)]),
+    "sluice_batch_describe": (ctypes.c_int, [_P, ctypes.POINTER(BatchInfo),
+                                             ctypes.POINTER(Tensor), ctypes.c_size_t]),
     "sluice_batch_copy_to_cuda": (ctypes.c_int, [_P, ctypes.POINTER(_P), ctypes.POINTER(_P),
                                                  _P, _ERR]),
 }

@@ -585,6 +585,42 @@ static void srv_publish_n(struct srv *s, int n)
 
 /* ---- client-side checks ---- */
 
+/* sluice_batch_describe says what the one-at-a-time calls say, in one call. */
+static void check_describe(struct sluice_batch *b)
+{
+	struct sluice_tensor all[3], one;
+	struct sluice_batch_info info;
+	const uint8_t *lo, *hi;
+	size_t i;
+
+	memset(all, 0xa5, sizeof(all));
+	assert_int_equal(sluice_batch_describe(b, &info, all, 3), 2);
+	assert_int_equal(info.seq, sluice_batch_seq(b));
+	assert_int_equal(info.epoch, sluice_batch_epoch(b));
+	assert_int_equal(info.rows, sluice_batch_rows(b));
+	assert_int_equal(info.end_of_epoch, sluice_batch_end_of_epoch(b));
+	assert_int_equal(info.n_tensors, 2);
+	lo = info.extent;
+	hi = lo + info.extent_len;
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(sluice_batch_tensor_at(b, i, &one), 0);
+		assert_memory_equal(&all[i], &one, sizeof(one));
+		/* everything of the tensor lies inside the extent */
+		assert_true((const uint8_t *)one.data >= lo &&
+			    (const uint8_t *)one.data + one.nbytes <= hi);
+		if (one.row_splits)
+			assert_true((const uint8_t *)one.row_splits >= lo &&
+				    (const uint8_t *)(one.row_splits + info.rows + 1) <= hi);
+	}
+	assert_int_equal(all[2].rank, 0xa5a5a5a5u); /* nothing past what it wrote */
+	/* a short array gets what fits; info still counts them all */
+	assert_int_equal(sluice_batch_describe(b, &info, all, 1), 1);
+	assert_int_equal(info.n_tensors, 2);
+	assert_int_equal(sluice_batch_describe(b, &info, NULL, 0), 0);
+	assert_int_equal(sluice_batch_describe(b, &info, NULL, 1), -EINVAL);
+	assert_int_equal(sluice_batch_describe(b, NULL, all, 3), -EINVAL);
+}
+
 static void check_batch(struct sluice_batch *b, uint64_t seq)
 {
 	struct sluice_tensor t, t2;
@@ -629,6 +665,7 @@ static void check_batch(struct sluice_batch *b, uint64_t seq)
 
 	assert_int_equal(sluice_batch_tensor(b, "nope", &t), -ENOENT);
 	assert_int_equal(sluice_batch_tensor_at(b, 2, &t), -ENOENT);
+	check_describe(b);
 }
 
 static struct sluice_client *connect_ok(struct srv *s)
