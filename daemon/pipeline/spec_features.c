@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Pipeline spec: features, processing steps, padding, and the names they refer to. */
+#include "spec_internal.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/manifest_internal.h"
+
+#define DTYPE_LIST                                                                              \
+	"int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64, " \
+	"bool, string"
+
+/* ---- features, steps and padding: one function per object kind ---- */
+
+static const char *const primary_keys[] = { "from_name", "to_name" };
+
+int pl_spec_parse_primary(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
+			  struct pl_primary *p)
+{
+	char sub[PATH_LEN];
+	const char *key;
+	const json_t *v;
+	int r;
+
+	r = pl_spec_get_object(c, o, path);
+	if (r < 0)
+		return r;
+	json_object_foreach ((json_t *)o, key, v) {
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
+		switch (pl_spec_key_index(key, primary_keys, ARRAY_LEN(primary_keys))) {
+		case 0:
+			r = pl_spec_get_name(c, v, sub, &p->from_name);
+			break;
+		case 1:
+			r = pl_spec_get_name(c, v, sub, &p->to_name);
+			break;
+		default:
+			r = pl_spec_unknown_key(c, path, key, "from_name, to_name");
+		}
+		if (r < 0)
+			return r;
+	}
+	if (!p->from_name)
+		return pl_spec_missing(c, path, "from_name", "");
+	if (!p->to_name)
+		return pl_spec_missing(c, path, "to_name", "");
+	return 0;
+}
+
+static const char *const secondary_keys[] = { "to_name", "type", "args" };
+static const char *const const_keys[] = { "shape", "dtype", "value" };
+static const char *const secondary_types[] = { "const" };
+
+static int parse_const_args(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
+			    struct pl_secondary *x)
+{
+	char sub[PATH_LEN], buf[DESCRIBE_MAX + 8];
+	bool has_shape = false, has_dtype = false;
+	const char *key;
+	const json_t *v;
+	int r;
+
+	json_object_foreach ((json_t *)o, key, v) {
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
+		switch (pl_spec_key_index(key, const_keys, ARRAY_LEN(const_keys))) {
+		case 0:
+			has_shape = true;
+			if (json_is_string(v) && json_string_length(v) > 0)
+				r = pl_spec_dup_str(c, json_string_value(v), &x->shape_from);
+			else
+				r = pl_spec_get_dims(c, v, sub, 0,
+						     " or the to_name of a primary feature",
+						     &x->rank, x->shape);
+			break;
+		case 1:
+			has_dtype = true;
+			if (!json_is_string(v) || json_string_length(v) == 0)
+				r = jsonmsg_fail(c, sub,
+						 "expected a dtype name or the to_name of a "
+						 "primary "
+						 "feature, got %s",
+						 jsonmsg_describe(v, buf, sizeof(buf)));
+			else if (manifest_dtype_parse(json_string_value(v), &x->dtype) == 0)
+				r = 0;
+			else /* checked against the primaries by check_refs() */
+				r = pl_spec_dup_str(c, json_string_value(v), &x->dtype_from);
+			break;
+		case 2:
+			r = pl_spec_get_value(c, v, sub, &x->value);
+			break;
+		default:
+			r = pl_spec_unknown_key(c, path, key,
+						"shape, dtype, value (for type \"const\")");
+		}
+		if (r < 0)
+			return r;
+	}
+	if (!has_shape)
+		return pl_spec_missing(c, path, "shape", " (for type \"const\")");
+	if (!has_dtype)
+		return pl_spec_missing(c, path, "dtype", " (for type \"const\")");
+	return 0;
+}
+
+int pl_spec_parse_secondary(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
+			    struct pl_secondary *x)
+{
+	char sub[PATH_LEN], apath[PATH_LEN];
+	const json_t *v, *args = NULL;
+	bool has_type = false;
+	const char *key;
+	unsigned t;
+	int r;
+
+	r = pl_spec_get_object(c, o, path);
+	if (r < 0)
+		return r;
+	json_object_foreach ((json_t *)o, key, v) {
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
+		switch (pl_spec_key_index(key, secondary_keys, ARRAY_LEN(secondary_keys))) {
+		case 0:
+			r = pl_spec_get_name(c, v, sub, &x->to_name);
+			break;
+		case 1:
+			r = pl_spec_get_enum(c, v, sub, secondary_types, 1, "\"const\"", &t);
+			x->type = (enum pl_secondary_type)t;
+			has_type = true;
+			break;
+		case 2:
+			r = pl_spec_get_object(c, v, sub);
+			if (r == 0) {
+				args = v;
+				r = parse_const_args(c, v, sub, x);
+			}
+			break;
+		default:
+			r = pl_spec_unknown_key(c, path, key, "to_name, type, args");
+		}
+		if (r < 0)
+			return r;
+	}
+	if (!x->to_name)
+		return pl_spec_missing(c, path, "to_name", "");
+	if (!has_type)
+		return pl_spec_missing(c, path, "type", "");
+	if (!args) { /* args defaults to {}: shape and dtype are still required */
+		pl_spec_path_printf(apath, sizeof(apath), "%s.args", path);
+		return pl_spec_missing(c, apath, "shape", " (for type \"const\")");
+	}
+	return 0;
+}
+
+static const char *const step_keys[] = { "tensor", "type", "args" };
+static const char *const step_types[] = { "slice" };
+static const char *const slice_keys[] = { "slice" };
+
+int pl_spec_parse_step(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
+		       struct pl_step *st)
+{
+	char sub[PATH_LEN], sub2[PATH_LEN], buf[DESCRIBE_MAX + 8];
+	const json_t *v, *v2;
+	bool has_type = false, has_args = false;
+	const char *key, *key2;
+	unsigned t;
+	int r;
+
+	r = pl_spec_get_object(c, o, path);
+	if (r < 0)
+		return r;
+	json_object_foreach ((json_t *)o, key, v) {
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
+		switch (pl_spec_key_index(key, step_keys, ARRAY_LEN(step_keys))) {
+		case 0:
+			r = pl_spec_get_name(c, v, sub, &st->tensor);
+			break;
+		case 1:
+			r = pl_spec_get_enum(c, v, sub, step_types, 1, "\"slice\"", &t);
+			st->type = (enum pl_step_type)t;
+			has_type = true;
+			break;
+		case 2:
+			has_args = true;
+			r = pl_spec_get_object(c, v, sub);
+			if (r < 0)
+				break;
+			json_object_foreach ((json_t *)v, key2, v2) {
+				if (pl_spec_key_index(key2, slice_keys, 1) < 0)
+					return pl_spec_unknown_key(c, sub, key2,
+								   "slice (for type \"slice\")");
+				jsonmsg_path_key(sub2, sizeof(sub2), sub, key2);
+				if (!json_is_string(v2))
+					return jsonmsg_fail(c, sub2,
+							    "expected a string such as \"[1:, "
+							    "0]\", "
+							    "got %s",
+							    jsonmsg_describe(v2, buf, sizeof(buf)));
+				r = pl_spec_parse_slice(c, sub2, v2, st);
+				if (r == 0)
+					r = pl_spec_dup_str(c, json_string_value(v2),
+							    &st->slice_text);
+				if (r < 0)
+					return r;
+			}
+			if (!st->slice_text)
+				return pl_spec_missing(c, sub, "slice", " (for type \"slice\")");
+			break;
+		default:
+			r = pl_spec_unknown_key(c, path, key, "tensor, type, args");
+		}
+		if (r < 0)
+			return r;
+	}
+	if (!st->tensor)
+		return pl_spec_missing(c, path, "tensor", "");
+	if (!has_type)
+		return pl_spec_missing(c, path, "type", "");
+	if (!has_args)
+		return pl_spec_missing(c, path, "args", "");
+	return 0;
+}
+
+static const char *const padding_keys[] = { "tensor", "shape", "value" };
+
+static int parse_padding_entry(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
+			       struct pl_padding *p)
+{
+	char sub[PATH_LEN];
+	const char *key;
+	const json_t *v;
+	int r;
+
+	r = pl_spec_get_object(c, o, path);
+	if (r < 0)
+		return r;
+	json_object_foreach ((json_t *)o, key, v) {
+		jsonmsg_path_key(sub, sizeof(sub), path, key);
+		switch (pl_spec_key_index(key, padding_keys, ARRAY_LEN(padding_keys))) {
+		case 0:
+			r = pl_spec_get_name(c, v, sub, &p->tensor);
+			break;
+		case 1:
+			p->has_shape = !json_is_null(v);
+			r = p->has_shape ? pl_spec_get_dims(c, v, sub, -1, " or null", &p->rank,
+							    p->shape)
+					 : 0;
+			break;
+		case 2:
+			r = pl_spec_get_value(c, v, sub, &p->value);
+			break;
+		default:
+			r = pl_spec_unknown_key(c, path, key, "tensor, shape, value");
+		}
+		if (r < 0)
+			return r;
+	}
+	if (!p->tensor)
+		return pl_spec_missing(c, path, "tensor", "");
+	return 0;
+}
+
+int pl_spec_parse_padding(const struct jsonmsg_ctx *c, const json_t *v, struct pl_spec *s)
+{
+	char buf[DESCRIBE_MAX + 8], sub[PATH_LEN];
+	size_t i;
+	int r;
+
+	if (json_is_boolean(v)) {
+		s->padding = json_is_true(v);
+		return 0;
+	}
+	if (!json_is_array(v))
+		return jsonmsg_fail(c, "args.padding",
+				    "expected true, false or an array of objects, got %s",
+				    jsonmsg_describe(v, buf, sizeof(buf)));
+	r = pl_spec_get_list(c, v, "args.padding", sizeof(*s->paddings), &s->n_padding,
+			     (void **)&s->paddings);
+	if (r < 0)
+		return r;
+	s->padding = s->n_padding > 0;
+	for (i = 0; i < s->n_padding; i++) {
+		pl_spec_path_printf(sub, sizeof(sub), "args.padding[%zu]", i);
+		r = parse_padding_entry(c, json_array_get(v, i), sub, &s->paddings[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- rules on names ---- */
+
+struct name_idx {
+	const char *name;
+	size_t idx;
+};
+
+static int cmp_name_idx(const void *a, const void *b)
+{
+	const struct name_idx *x = a, *y = b;
+	int r = strcmp(x->name, y->name);
+
+	if (r)
+		return r;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int cmp_name(const void *key, const void *b)
+{
+	return strcmp(key, ((const struct name_idx *)b)->name);
+}
+
+/*
+ * Sort v[0..n) by (name, idx); if a name occurs twice, *ret_dup is the smallest idx that is a
+ * second (or later) occurrence and *ret_orig the first occurrence of that name.
+ */
+static bool find_duplicate(struct name_idx *v, size_t n, size_t *ret_dup, size_t *ret_orig)
+{
+	size_t i, first = 0, dup = SIZE_MAX, orig = 0;
+
+	qsort(v, n, sizeof(*v), cmp_name_idx);
+	for (i = 1; i < n; i++) {
+		if (strcmp(v[i].name, v[i - 1].name) != 0) {
+			first = i;
+			continue;
+		}
+		if (v[i].idx < dup) {
+			dup = v[i].idx;
+			orig = v[first].idx;
+		}
+	}
+	if (dup == SIZE_MAX)
+		return false;
+	*ret_dup = dup;
+	*ret_orig = orig;
+	return true;
+}
+
+static void to_name_path(const struct pl_spec *s, size_t idx, char *buf, size_t n)
+{
+	if (idx < s->n_primary)
+		snprintf(buf, n, "args.primary_features[%zu].to_name", idx);
+	else
+		snprintf(buf, n, "args.secondary_features[%zu].to_name", idx - s->n_primary);
+}
+
+/* The to_names sorted (names[], n), unique; idx < n_primary for primaries. */
+static const struct name_idx *lookup(const struct name_idx *names, size_t n, const char *name)
+{
+	return bsearch(name, names, n, sizeof(*names), cmp_name);
+}
+
+static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, struct name_idx *names)
+{
+	char path[PATH_LEN], path2[PATH_LEN], buf[DESCRIBE_MAX + 8];
+	size_t n = s->n_primary + s->n_secondary, i, dup, orig;
+	const struct name_idx *f;
+
+	for (i = 0; i < n; i++) {
+		names[i].name = i < s->n_primary ? s->primary[i].to_name
+						 : s->secondary[i - s->n_primary].to_name;
+		names[i].idx = i;
+	}
+	if (find_duplicate(names, n, &dup, &orig)) {
+		to_name_path(s, dup, path, sizeof(path));
+		to_name_path(s, orig, path2, sizeof(path2));
+		return jsonmsg_fail(
+			c, path, "duplicate %s (also %s)",
+			jsonmsg_quote(dup < s->n_primary ? s->primary[dup].to_name
+							 : s->secondary[dup - s->n_primary].to_name,
+				      buf, sizeof(buf)),
+			path2);
+	}
+	for (i = 0; i < s->n_secondary; i++) {
+		const struct pl_secondary *x = &s->secondary[i];
+
+		if (x->shape_from) {
+			f = lookup(names, n, x->shape_from);
+			pl_spec_path_printf(path, sizeof(path),
+					    "args.secondary_features[%zu].args.shape", i);
+			if (!f || f->idx >= s->n_primary)
+				return jsonmsg_fail(c, path,
+						    "expected an array of integers or the to_name "
+						    "of a "
+						    "primary feature, got %s%s",
+						    jsonmsg_quote(x->shape_from, buf, sizeof(buf)),
+						    f ? " (a secondary feature)"
+						      : ", which is neither");
+		}
+		if (x->dtype_from) {
+			f = lookup(names, n, x->dtype_from);
+			pl_spec_path_printf(path, sizeof(path),
+					    "args.secondary_features[%zu].args.dtype", i);
+			if (!f || f->idx >= s->n_primary)
+				return jsonmsg_fail(c, path,
+						    "expected a dtype name (" DTYPE_LIST ") or the "
+											 "to_name "
+						    "of a primary feature, got %s%s",
+						    jsonmsg_quote(x->dtype_from, buf, sizeof(buf)),
+						    f ? " (a secondary feature)"
+						      : ", which is neither");
+		}
+	}
+	for (i = 0; i < s->n_steps; i++) {
+		if (lookup(names, n, s->steps[i].tensor))
+			continue;
+		pl_spec_path_printf(path, sizeof(path), "args.processing_steps[%zu].tensor", i);
+		return jsonmsg_fail(c, path,
+				    "expected the to_name of a primary or secondary feature, got "
+				    "%s",
+				    jsonmsg_quote(s->steps[i].tensor, buf, sizeof(buf)));
+	}
+	for (i = 0; i < s->n_padding; i++) {
+		if (lookup(names, n, s->paddings[i].tensor))
+			continue;
+		pl_spec_path_printf(path, sizeof(path), "args.padding[%zu].tensor", i);
+		return jsonmsg_fail(c, path,
+				    "expected the to_name of a primary or secondary feature, got "
+				    "%s",
+				    jsonmsg_quote(s->paddings[i].tensor, buf, sizeof(buf)));
+	}
+	return 0;
+}
+
+static int check_padding_dups(const struct jsonmsg_ctx *c, const struct pl_spec *s)
+{
+	char path[PATH_LEN], buf[DESCRIBE_MAX + 8];
+	struct name_idx *v;
+	size_t i, dup, orig;
+	bool found;
+
+	if (s->n_padding < 2)
+		return 0;
+	v = malloc(sizeof(*v) * s->n_padding);
+	if (!v)
+		return pl_spec_oom(c);
+	for (i = 0; i < s->n_padding; i++) {
+		v[i].name = s->paddings[i].tensor;
+		v[i].idx = i;
+	}
+	found = find_duplicate(v, s->n_padding, &dup, &orig);
+	free(v);
+	if (!found)
+		return 0;
+	pl_spec_path_printf(path, sizeof(path), "args.padding[%zu].tensor", dup);
+	return jsonmsg_fail(c, path, "duplicate %s (also args.padding[%zu].tensor)",
+			    jsonmsg_quote(s->paddings[dup].tensor, buf, sizeof(buf)), orig);
+}
+
+/*
+ * The rules on names: unique to_names, the references of secondary features, processing steps and
+ * padding to them, and one padding entry per tensor.
+ */
+int pl_spec_check_names(const struct jsonmsg_ctx *c, const struct pl_spec *s)
+{
+	struct name_idx *names;
+	int r;
+
+	names = malloc(sizeof(*names) * (s->n_primary + s->n_secondary));
+	if (!names)
+		return pl_spec_oom(c);
+	r = check_refs(c, s, names);
+	free(names);
+	if (r < 0)
+		return r;
+	return check_padding_dups(c, s);
+}

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sluice-bench next: start and stop a sluiced of its own, read its CPU time and its counters. */
+#include "bench_next.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libclient/client_internal.h"
+#include "tools/common/scan.h"
+
+#define NB_START_S 20.0       /* the daemon must listen within this */
+#define NB_SETTLE_S 30.0      /* the ring must fill within this */
+
+/* ---- the daemon ---- */
+
+/* The sluiced next to this build: /proc/self/exe is BUILD/tools/sluice-bench. */
+int nb_default_sluiced(char *buf, size_t cap)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return -errno;
+	exe[n] = '\0';
+	for (int i = 0; i < 2; i++) {
+		slash = strrchr(exe, '/');
+		if (!slash)
+			return -ENOENT;
+		*slash = '\0';
+	}
+	if ((size_t)snprintf(buf, cap, "%s/daemon/sluiced", exe) >= cap)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+void nb_print_log(const struct nb_daemon *d)
+{
+	char line[1024];
+	FILE *f = fopen(d->log, "re");
+
+	if (!f)
+		return;
+	fprintf(stderr, "sluice-bench next: the daemon's log (%s):\n", d->log);
+	while (fgets(line, sizeof(line), f))
+		fprintf(stderr, "  %s", line);
+	fclose(f);
+}
+
+void nb_sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Write the spec over ctr_dir (absolute) to d->spec. */
+static int write_spec(const struct nb_daemon *d, const char *spec_text)
+{
+	FILE *f = fopen(d->spec, "we");
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	if (fputs(spec_text, f) == EOF)
+		rc = -EIO;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+static void daemon_cleanup(struct nb_daemon *d)
+{
+	unlink(d->spec);
+	rmdir(d->conf);
+	unlink(d->log);
+	unlink(d->sock);
+	rmdir(d->dir);
+}
+
+/* Stop the daemon: SIGTERM, then SIGKILL after 10 s. 0 when it exited with status 0. */
+int nb_daemon_stop(struct nb_daemon *d)
+{
+	double deadline = scan_now_s() + 10.0;
+	int status = 0, rc = -ETIMEDOUT;
+
+	if (d->pid <= 0)
+		return 0;
+	kill(d->pid, SIGTERM);
+	while (scan_now_s() < deadline) {
+		pid_t w = waitpid(d->pid, &status, WNOHANG);
+
+		if (w == d->pid) {
+			rc = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -ECHILD;
+			break;
+		}
+		if (w < 0) {
+			rc = -errno;
+			break;
+		}
+		nb_sleep_s(0.005);
+	}
+	if (rc == -ETIMEDOUT) {
+		fprintf(stderr, "sluice-bench next: sluiced (pid %d) ignored SIGTERM for 10 s: "
+			"killed\n", (int)d->pid);
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, &status, 0);
+	} else if (rc < 0) {
+		fprintf(stderr, "sluice-bench next: sluiced (pid %d) did not exit cleanly "
+			"(status 0x%x)\n", (int)d->pid, status);
+		nb_print_log(d);
+	}
+	d->pid = 0;
+	daemon_cleanup(d);
+	return rc;
+}
+
+/*
+ * Start sluiced on a socket in a new temporary directory with a config dir holding spec_text,
+ * and connect to it. On success *ret_client is a connection the caller disconnects before
+ * nb_daemon_stop().
+ */
+int nb_daemon_start(struct nb_daemon *d, const char *sluiced, const char *spec_text,
+		    struct sluice_client **ret_client)
+{
+	struct sluice_error err = { 0, "" };
+	double deadline;
+	int rc, logfd;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/sluice-bench-XXXXXX");
+	if (!mkdtemp(d->dir)) {
+		rc = -errno;
+		fprintf(stderr, "sluice-bench next: mkdtemp %s: %s\n", d->dir, strerror(-rc));
+		return rc;
+	}
+	snprintf(d->sock, sizeof(d->sock), "%s/s.sock", d->dir);
+	snprintf(d->conf, sizeof(d->conf), "%s/conf", d->dir);
+	snprintf(d->spec, sizeof(d->spec), "%s/conf/%s.json", d->dir, NB_PIPELINE);
+	snprintf(d->log, sizeof(d->log), "%s/sluiced.log", d->dir);
+	rc = mkdir(d->conf, 0700) < 0 ? -errno : write_spec(d, spec_text);
+	if (rc < 0) {
+		fprintf(stderr, "sluice-bench next: writing %s: %s\n", d->spec, strerror(-rc));
+		daemon_cleanup(d);
+		return rc;
+	}
+	logfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (logfd < 0) {
+		rc = -errno;
+		fprintf(stderr, "sluice-bench next: %s: %s\n", d->log, strerror(-rc));
+		daemon_cleanup(d);
+		return rc;
+	}
+	fflush(NULL);
+	d->pid = fork();
+	if (d->pid < 0) {
+		rc = -errno;
+		close(logfd);
+		fprintf(stderr, "sluice-bench next: fork: %s\n", strerror(-rc));
+		daemon_cleanup(d);
+		return rc;
+	}
+	if (d->pid == 0) {
+		/* The daemon goes when the bench goes, however it ends. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		dup2(logfd, STDOUT_FILENO);
+		dup2(logfd, STDERR_FILENO);
+		execl(sluiced, "sluiced", "--socket", d->sock, "--config-dir", d->conf,
+		      (char *)NULL);
+		fprintf(stderr, "exec %s: %s\n", sluiced, strerror(errno));
+		_exit(127);
+	}
+	close(logfd);
+	deadline = scan_now_s() + NB_START_S;
+	for (;;) {
+		int status;
+
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			fprintf(stderr, "sluice-bench next: %s exited at start (status 0x%x)\n",
+				sluiced, status);
+			nb_print_log(d);
+			d->pid = 0;
+			daemon_cleanup(d);
+			return -ECHILD;
+		}
+		if (access(d->sock, F_OK) == 0 && sluice_connect(d->sock, ret_client, &err) == 0)
+			return 0;
+		if (scan_now_s() > deadline) {
+			fprintf(stderr,
+				"sluice-bench next: %s does not listen on %s after %.0f s%s%s\n",
+				sluiced, d->sock, NB_START_S, err.msg[0] ? ": " : "", err.msg);
+			nb_print_log(d);
+			nb_daemon_stop(d);
+			return -ETIMEDOUT;
+		}
+		nb_sleep_s(0.01);
+	}
+}
+
+/* The daemon's user + system time in seconds (/proc/PID/stat, clock ticks). */
+int nb_daemon_cpu_s(pid_t pid, double *ret_s)
+{
+	char path[64], buf[2048], *p, *end;
+	unsigned long long ut = 0, st = 0;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EIO;
+	buf[n] = '\0';
+	/* "pid (comm) state ...": comm may hold spaces and ')'; count fields after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return -EBADMSG;
+	p++;
+	for (field = 3; field <= 15; field++) {
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			return -EBADMSG;
+		if (field == 14 || field == 15) {
+			errno = 0;
+			unsigned long long v = strtoull(p, &end, 10);
+
+			if (errno || end == p)
+				return -EBADMSG;
+			*(field == 14 ? &ut : &st) = v;
+			p = end;
+		} else {
+			while (*p && *p != ' ')
+				p++;
+		}
+	}
+	*ret_s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	return 0;
+}
+
+/* The daemon's threads' time on a CPU in seconds (the sum of /proc/PID/task/N/schedstat). */
+double nb_daemon_sched_s(pid_t pid)
+{
+	char path[64], file[384], buf[128];
+	struct dirent *e;
+	uint64_t sum = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir))) {
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s/schedstat", path, e->d_name);
+		fd = open(file, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			sum += strtoull(buf, NULL, 10);
+		}
+	}
+	closedir(dir);
+	return (double)sum / 1e9;
+}
+
+int nb_counters_get(struct sluice_client *c, struct nb_counters *ret)
+{
+	struct sluice_error err = { 0, "" };
+	struct ipc_ctl_stats_reply sr;
+	struct nb_counters out = { -1, -1, -1 };
+	int rc;
+
+	memset(&sr, 0, sizeof(sr));
+	rc = lc_stats(c, NB_PIPELINE, &sr, &err);
+	if (rc < 0) {
+		fprintf(stderr, "sluice-bench next: stats %s: %s\n", NB_PIPELINE, err.msg);
+		return rc;
+	}
+	for (uint32_t i = 0; i < sr.n_stats; i++) {
+		if (!strcmp(sr.stats[i].key, "batches_published"))
+			out.published = sr.stats[i].value;
+		else if (!strcmp(sr.stats[i].key, "ring_slots_used"))
+			out.slots_used = sr.stats[i].value;
+		else if (!strcmp(sr.stats[i].key, "ring_slots"))
+			out.slots = sr.stats[i].value;
+	}
+	ipc_ctl_stats_reply_fini(&sr);
+	if (out.published < 0 || out.slots_used < 0 || out.slots <= 0) {
+		fprintf(stderr, "sluice-bench next: stats %s: no batches_published, "
+			"ring_slots_used or ring_slots\n", NB_PIPELINE);
+		return -EBADMSG;
+	}
+	*ret = out;
+	return 0;
+}
+
+/*
+ * Wait until the daemon stops publishing (its ring is full, or it waits for readers):
+ * batches_published unchanged over `quiet` polls `every` seconds apart.
+ */
+int nb_wait_settled(struct sluice_client *c, int quiet, double every, struct nb_counters *ret)
+{
+	double deadline = scan_now_s() + NB_SETTLE_S;
+	struct nb_counters prev, cur;
+	int same = 0, rc;
+
+	rc = nb_counters_get(c, &prev);
+	while (rc == 0 && same < quiet) {
+		if (scan_now_s() > deadline) {
+			fprintf(stderr, "sluice-bench next: the daemon still publishes after "
+				"%.0f s "
+				"(published %" PRId64 ")\n", NB_SETTLE_S, prev.published);
+			return -ETIMEDOUT;
+		}
+		nb_sleep_s(every);
+		rc = nb_counters_get(c, &cur);
+		if (rc == 0) {
+			same = cur.published == prev.published && cur.published > 0 ? same + 1 : 0;
+			prev = cur;
+		}
+	}
+	if (rc == 0)
+		*ret = prev;
+	return rc;
+}
+
+int nb_attach_name(struct sluice_client *c, struct sluice_reader **ret)
+{
+	struct sluice_attach_opts ao;
+	struct sluice_error err = { 0, "" };
+	int rc;
+
+	sluice_attach_opts_init(&ao);
+	ao.name = NB_PIPELINE;
+	ao.mode = SLUICE_MODE_BROADCAST;
+	rc = sluice_attach(c, &ao, ret, &err);
+	if (rc < 0)
+		fprintf(stderr, "sluice-bench next: %s\n", err.msg);
+	return rc;
+}
