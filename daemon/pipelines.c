@@ -214,9 +214,38 @@ static void *publisher_main(void *arg)
 struct dmn_pipeline *dmn_pipeline_find(struct dmn *d, const char *name)
 {
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
-		if (strcmp(pl->name, name) == 0)
+		if (!pl->private_ && strcmp(pl->name, name) == 0)
 			return pl;
 	return NULL;
+}
+
+void dmn_pipeline_drop_private(struct dmn *d, struct dmn_pipeline *pl)
+{
+	for (struct dmn_pipeline **pp = &d->pipelines; *pp; pp = &(*pp)->next) {
+		if (*pp == pl) {
+			*pp = pl->next;
+			d->n_pipelines--;
+			dmn_log("private pipeline %s stopped: its reader is gone", pl->name);
+			dmn_pipeline_destroy(d, pl);
+			return;
+		}
+	}
+}
+
+/*
+ * May a reader resuming at state share pl? Only if pl started at that very state and its first
+ * batch is still in the ring (a reader that attaches starts at the oldest batch the ring holds).
+ */
+static bool shares_state(struct dmn_pipeline *pl, const void *state, size_t state_len)
+{
+	struct ipc_ring_info info;
+
+	if (pl->start_state_len != state_len || memcmp(pl->start_state, state, state_len) != 0)
+		return false;
+	pthread_mutex_lock(&pl->lock);
+	ipc_ring_get_info(pl->ring, &info);
+	pthread_mutex_unlock(&pl->lock);
+	return info.low == 0;
 }
 
 void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl)
@@ -237,6 +266,7 @@ void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl)
 	pthread_mutex_destroy(&pl->lock);
 	free(pl->resv);
 	free(pl->spec_json);
+	free(pl->start_state);
 	free(pl);
 }
 
@@ -293,13 +323,31 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 		memcpy(&h, fp, 8);
 		snprintf(name, sizeof(name), "fp-%016llx", (unsigned long long)h);
 	}
+	bool private_ = false;
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
-		if (memcmp(pl->fp, fp, 16) == 0) { /* the same computation: share it */
+		if (memcmp(pl->fp, fp, 16) == 0 &&
+		    (state_len ? shares_state(pl, state, state_len) : !pl->private_)) {
+			/* the same computation: share it */
 			pl_spec_destroy(spec);
 			*ret_pl = pl;
 			*ret_created = false;
 			return 0;
 		}
+		if (memcmp(pl->fp, fp, 16) == 0 && state_len)
+			private_ = true; /* it runs, but not from where this reader resumes */
+	}
+	if (private_) {
+		size_t len = strlen(name);
+		char sfx[32];
+		int n = snprintf(sfx, sizeof(sfx), "@%llu",
+				 (unsigned long long)++d->next_private_id);
+		if (len + (size_t)n > IPC_CTL_NAME_MAX)
+			len = IPC_CTL_NAME_MAX - (size_t)n;
+		snprintf(name + len, sizeof(name) - len, "%s", sfx);
+	}
+	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
+		if (pl->private_ || memcmp(pl->fp, fp, 16) == 0)
+			continue;
 		if (strcmp(pl->name, name) == 0) {
 			snprintf(msg, msg_cap, "a different pipeline is already called \"%s\"", name);
 			pl_spec_destroy(spec);
@@ -329,10 +377,21 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 	pl->owner = owner;
 	pl->mode = mode;
 	pl->rank_n = rank_n;
+	pl->private_ = private_;
 	pl->spec_json = strndup(spec_text, spec_len);
+	if (state_len && (pl->start_state = malloc(state_len)) != NULL) {
+		memcpy(pl->start_state, state, state_len);
+		pl->start_state_len = state_len;
+	}
 	pthread_mutex_init(&pl->lock, NULL);
 	pthread_cond_init(&pl->attach_cond, NULL);
 	atomic_init(&pl->stop, false);
+	if (!pl->spec_json || (state_len && !pl->start_state)) {
+		snprintf(msg, msg_cap, "out of memory");
+		pl_spec_destroy(spec);
+		dmn_pipeline_destroy(NULL, pl);
+		return -ENOMEM;
+	}
 
 	struct pl_pipeline_opts po;
 	pl_pipeline_opts_init(&po);

@@ -79,11 +79,14 @@ void dmn_conn_remove_reader(struct dmn *d, struct dmn_reader *r)
 			if (*pp != r)
 				continue;
 			*pp = r->next;
-			pthread_mutex_lock(&r->pl->lock);
-			ipc_ring_remove_reader(r->pl->ring, r->ring_id);
-			r->pl->n_readers--;
-			pthread_mutex_unlock(&r->pl->lock);
+			struct dmn_pipeline *pl = r->pl;
+			pthread_mutex_lock(&pl->lock);
+			ipc_ring_remove_reader(pl->ring, r->ring_id);
+			pl->n_readers--;
+			pthread_mutex_unlock(&pl->lock);
 			free(r);
+			if (pl->private_ && pl->n_readers == 0)
+				dmn_pipeline_drop_private(d, pl);
 			return;
 		}
 	}
@@ -193,6 +196,22 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				   "pipeline \"%s\" is served in %s mode%s; attach with that mode",
 				   pl->name, mode_name(pl->mode),
 				   pl->mode == IPC_RING_RANK ? " with another rank count" : "");
+	if (m.lag_policy != IPC_CTL_LAG_HOLD)
+		return reply_error(c, msg->req_id, -EOPNOTSUPP, "pipeline \"%s\": lag_policy "
+				   "\"catch up\" is not available yet; a slow broadcast reader holds "
+				   "the others back", pl->name);
+	if (!m.spec && m.state_len) {
+		/* Resuming by name: the named pipeline if it starts there, else a private one. */
+		bool created;
+		r = dmn_pipeline_get(d, pl->spec_json, strlen(pl->spec_json), pl->name, c->uid, mode,
+				     pl->rank_n, m.state, m.state_len, &pl, &created, emsg,
+				     sizeof(emsg));
+		if (r < 0)
+			return reply_error(c, msg->req_id, r, "%s", emsg);
+	}
+	if (pl->private_ && pl->n_readers == 0)
+		dmn_log("private pipeline %s started for uid %u at a saved state", pl->name,
+			(unsigned)c->uid);
 	if (d->cfg.max_readers && pl->n_readers >= d->cfg.max_readers)
 		return reply_error(c, msg->req_id, -EUSERS, "pipeline \"%s\" has its limit of %u readers",
 				   pl->name, d->cfg.max_readers);
@@ -211,6 +230,13 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	pthread_mutex_unlock(&pl->lock);
 	if (r < 0) {
 		free(rd);
+		if (pl->private_ && pl->n_readers == 0) {
+			char pname[sizeof(pl->name)];
+			snprintf(pname, sizeof(pname), "%s", pl->name);
+			dmn_pipeline_drop_private(d, pl);
+			return reply_error(c, msg->req_id, r, "pipeline \"%s\": %s", pname,
+					   strerror(-r));
+		}
 		return reply_error(c, msg->req_id, r, "pipeline \"%s\": %s", pl->name,
 				   r == -EBUSY ? "that rank is taken"
 				   : r == -EUSERS ? "too many readers" : strerror(-r));

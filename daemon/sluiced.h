@@ -48,7 +48,11 @@ struct dmn_pipeline {
 	uint8_t fp[16];
 	uid_t owner;      /* who registered it; (uid_t)-1: the host's config dir (anyone) */
 	bool from_config;
+	bool private_;    /* started at a reader's saved state: not shared by fingerprint, not
+			     found by name, stopped when its last reader goes */
 	char *spec_json;
+	uint8_t *start_state; /* the state it was started at (NULL: the beginning) */
+	size_t start_state_len;
 
 	struct pl_pipeline *pl;
 	struct ipc_ring *ring;
@@ -110,6 +114,7 @@ struct dmn {
 	uint64_t bytes_used;
 	struct dmn_conn *conns;
 	uint64_t next_reader_id;
+	uint64_t next_private_id;
 	int listen_fd;
 	int epoll_fd;
 	int signal_fd;
@@ -119,16 +124,22 @@ struct dmn {
 /* pipelines.c */
 /*
  * Find a pipeline with the same fingerprint, or create and start one from spec JSON text.
- * origin names the text in messages. Errors: -EINVAL (the spec; msg names the JSON path),
- * -EEXIST (the name is taken by another spec), -ENOSPC (memory budget), -EUSERS (too many
- * pipelines), -errno.
+ * origin names the text in messages. With a saved state (a reader resuming), a pipeline of the
+ * same fingerprint is shared only if it started at that very state and still holds its first
+ * batch; otherwise, when one of that fingerprint runs, a private pipeline is started at the
+ * state for this reader (docs/DECISIONS.md, "Resuming"). Errors: -EINVAL (the spec or the
+ * state; msg says why), -EEXIST (the name is taken by another spec), -ENOSPC (memory budget),
+ * -EUSERS (too many pipelines), -errno.
  */
 int dmn_pipeline_get(struct dmn *d, const char *spec, size_t spec_len, const char *origin,
 		     uid_t owner, enum ipc_ring_mode mode, uint32_t rank_n, const void *state,
 		     size_t state_len, struct dmn_pipeline **ret_pl, bool *ret_created, char *msg,
 		     size_t msg_cap);
+/* The shared (not private) pipeline called name, or NULL. */
 struct dmn_pipeline *dmn_pipeline_find(struct dmn *d, const char *name);
 void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl);
+/* Unlink a private pipeline that lost its last reader and destroy it. Server thread. */
+void dmn_pipeline_drop_private(struct dmn *d, struct dmn_pipeline *pl);
 /*
  * A broadcast reader's position as a pipeline state (what pl_pipeline_save() writes): right after
  * the last batch it took. Returns its length, -EOPNOTSUPP (split/rank: a reader sees part of

@@ -305,6 +305,55 @@ def test_state_resume(tmp, data):
           "exactly (%d batches, first seq %s)" % (len(tail), tail[0]["seq"] if tail else None))
 
 
+def test_resume_by_name(tmp, data):
+    """A reader resumes by name while the shared pipeline is elsewhere: it gets a private
+    pipeline started at its saved position (exactly the batches that follow), and the private
+    pipeline goes when the reader does; the shared one is not moved."""
+    conf = os.path.join(tmp, "conf-res")
+    os.makedirs(conf, exist_ok=True)
+    sp = os.path.join(conf, "res.json")
+    with open(sp, "w") as f:
+        json.dump(spec(data, name="res", epochs=4, shuffle=True, seed=5,
+                       num_shuffle_buffer_elements=30, num_filenames_shuffle_buffer=2,
+                       num_mix_files=2), f)  # 80 batches: more than the ring's 64 slots
+    ref = subprocess.run([os.environ["SLUICECTL"], "run", sp, "--json", "--values", "id"],
+                         capture_output=True, text=True, timeout=60)
+    want = [(b["seq"], b["epoch"], b["tensors"]["id"]["values"])
+            for b in map(json.loads, ref.stdout.splitlines())]
+    got = lambda lines: [(b["seq"], b["epoch"], b["values"]["id"]) for b in lines]  # noqa: E731
+    st = os.path.join(tmp, "res.state")
+    d = Daemon(tmp, conf)
+    try:
+        r1, head = drain_json(d, "res", "--batches", "13", "--state-out", st)
+        r2, more = drain_json(d, "res", "--batches", "5")  # the shared stream moves on
+        r3, tail = drain_json(d, "res", "--state-in", st)
+        listed = ctl(d, "list").stdout
+        r4, rest = drain_json(d, "res")
+    finally:
+        rc = d.stop()
+    check(ref.returncode == 0 and len(want) == 80, "resume by name: the reference run (%s)" %
+          ref.stderr.strip()[:200])
+    check(r1.returncode == 0 and got(head) == want[:13],
+          "resume by name: the first 13 batches, position saved (%s)" % r1.stderr.strip()[:200])
+    k = more[0]["seq"] if more else 0
+    check(r2.returncode == 0 and len(more) == 5 and got(more) == want[k:k + 5],
+          "resume by name: another reader reads the shared stream (seqs %s)" %
+          [b["seq"] for b in more])
+    check(r3.returncode == 0 and got(tail) == want[13:],
+          "resume by name: the reader resumes at batch 13 exactly, not where the shared "
+          "pipeline is (%d batches, first seq %s; %s)" % (
+              len(tail), tail[0]["seq"] if tail else None, r3.stderr.strip()[:200]))
+    with open(os.path.join(tmp, "sluiced.log")) as f:
+        log = f.read()
+    check("private pipeline res@" in log and "res@" not in listed,
+          "resume by name: a private pipeline served it, and went with its reader (list: %s)" %
+          listed.strip().replace("\n", " | ")[:300])
+    check(r4.returncode == 0 and rest and got(rest) == want[rest[0]["seq"]:],
+          "resume by name: the shared pipeline goes on, unmoved by the resume (from seq %s)" % (
+              rest[0]["seq"] if rest else None))
+    check(rc == 0, "resume by name: sluiced stops cleanly (exit %s)" % rc)
+
+
 def main():
     for v in ("SLUICED", "SLUICECTL", "SLUICE_BUILD_DIR"):
         if not os.environ.get(v):
@@ -338,6 +387,7 @@ def main():
         check(rc == 0, "sluiced stops cleanly (exit %s)" % rc)
         test_budget(tmp, data)
         test_state_resume(tmp, data)
+        test_resume_by_name(tmp, data)
         test_restart(tmp, conf)
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()
