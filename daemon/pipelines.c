@@ -157,6 +157,52 @@ static void publish_error(struct dmn_pipeline *pl, int code, const char *text)
 	ipc_ring_set_error(pl->ring, code);
 }
 
+/* The position of a reader at ring seq cursor (the next it would take). Under pl->lock. */
+static int state_at(struct dmn_pipeline *pl, uint64_t cursor, void *buf, size_t cap)
+{
+	const struct dmn_hist *h = cursor ? &pl->hist[(cursor - 1) % DMN_HIST] : NULL;
+
+	if (h && h->ring_seq != cursor - 1)
+		return -ENOENT; /* cannot happen: the ring holds less than the history */
+	return pl_pipeline_state_after(pl->pl, h ? &h->pos : NULL, buf, cap);
+}
+
+/*
+ * Readers the lag policy just moved off: keep their position now, while the history still has
+ * it (the client asks for it at its next sluice_next, which may be much later). Under pl->lock.
+ */
+static void capture_moved(struct dmn_pipeline *pl)
+{
+	struct ipc_ring_info info;
+	uint64_t news, lag;
+
+	ipc_ring_get_info(pl->ring, &info);
+	news = info.moved & ~pl->moved_seen;
+	while (news) {
+		unsigned id = (unsigned)__builtin_ctzll(news);
+		struct dmn_moved *m = &pl->moved[id];
+
+		news &= news - 1;
+		pl->moved_seen |= 1ull << id;
+		m->state = malloc(PL_STATE_MAX);
+		m->len = !m->state ? -ENOMEM
+			 : ipc_ring_reader_lag(pl->ring, id, &lag) < 0 ? -ENOENT
+			 : state_at(pl, info.head - lag, m->state, PL_STATE_MAX);
+		dmn_log("pipeline %s: reader %u is %llu batches behind: moved off the shared "
+			"stream to catch up on its own", pl->name, id, (unsigned long long)lag);
+	}
+}
+
+void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id)
+{
+	if (ring_id >= IPC_RING_MAX_READERS)
+		return;
+	free(pl->moved[ring_id].state);
+	pl->moved[ring_id].state = NULL;
+	pl->moved[ring_id].len = 0;
+	pl->moved_seen &= ~(1ull << ring_id);
+}
+
 static void *publisher_main(void *arg)
 {
 	struct dmn_pipeline *pl = arg;
@@ -188,6 +234,7 @@ static void *publisher_main(void *arg)
 				}
 				pl->resv[i] = pl->resv[--pl->n_resv];
 				pl->published++;
+				capture_moved(pl);
 			}
 			pthread_mutex_unlock(&pl->lock);
 			pl_batch_release(pl->pl, b); /* the node only: the extent is the ring's */
@@ -264,6 +311,8 @@ void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl)
 		d->bytes_used -= pl->data_bytes;
 	pthread_cond_destroy(&pl->attach_cond);
 	pthread_mutex_destroy(&pl->lock);
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
+		free(pl->moved[i].state);
 	free(pl->resv);
 	free(pl->spec_json);
 	free(pl->start_state);
@@ -568,13 +617,13 @@ int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *b
 	ipc_ring_collect(pl->ring, &bad); /* its cursor as of now */
 	ipc_ring_get_info(pl->ring, &info);
 	int r = ipc_ring_reader_lag(pl->ring, ring_id, &lag);
-	if (r == 0) {
-		uint64_t cursor = info.head - lag; /* the next ring seq it will take */
-		const struct dmn_hist *h = cursor ? &pl->hist[(cursor - 1) % DMN_HIST] : NULL;
-		if (h && h->ring_seq != cursor - 1)
-			r = -ENOENT; /* cannot happen: the ring holds less than the history */
-		else
-			r = pl_pipeline_state_after(pl->pl, h ? &h->pos : NULL, buf, cap);
+	if (r == 0 && ring_id < IPC_RING_MAX_READERS && (pl->moved_seen >> ring_id & 1)) {
+		const struct dmn_moved *m = &pl->moved[ring_id];
+		r = m->len < 0 ? m->len : (size_t)m->len > cap ? -ENOSPC : m->len;
+		if (r > 0)
+			memcpy(buf, m->state, (size_t)m->len);
+	} else if (r == 0) {
+		r = state_at(pl, info.head - lag, buf, cap); /* head - lag: the next it takes */
 	}
 	pthread_mutex_unlock(&pl->lock);
 	return r;

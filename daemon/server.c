@@ -82,6 +82,7 @@ void dmn_conn_remove_reader(struct dmn *d, struct dmn_reader *r)
 			struct dmn_pipeline *pl = r->pl;
 			pthread_mutex_lock(&pl->lock);
 			ipc_ring_remove_reader(pl->ring, r->ring_id);
+			dmn_pipeline_forget_reader(pl, r->ring_id);
 			pl->n_readers--;
 			pthread_mutex_unlock(&pl->lock);
 			free(r);
@@ -196,10 +197,10 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				   "pipeline \"%s\" is served in %s mode%s; attach with that mode",
 				   pl->name, mode_name(pl->mode),
 				   pl->mode == IPC_RING_RANK ? " with another rank count" : "");
-	if (m.lag_policy != IPC_CTL_LAG_HOLD)
-		return reply_error(c, msg->req_id, -EOPNOTSUPP, "pipeline \"%s\": lag_policy "
-				   "\"catch up\" is not available yet; a slow broadcast reader holds "
-				   "the others back", pl->name);
+	if (m.lag_policy != IPC_CTL_LAG_HOLD && mode != IPC_RING_BROADCAST)
+		return reply_error(c, msg->req_id, -EINVAL, "pipeline \"%s\": a lag policy is for "
+				   "broadcast readers; a %s reader never lags the others", pl->name,
+				   mode_name(mode));
 	if (!m.spec && m.state_len) {
 		/* Resuming by name: the named pipeline if it starts there, else a private one. */
 		bool created;
@@ -221,6 +222,15 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	int cb_fd = -1;
 	pthread_mutex_lock(&pl->lock);
 	r = ipc_ring_add_reader(pl->ring, m.rank_index, &rd->ring_id, &cb_fd);
+	if (r == 0 && m.lag_policy == IPC_CTL_LAG_CATCH_UP) {
+		/* moved off past max_lag (default half the ring; it must be below the ring's size) */
+		struct ipc_ring_info ri;
+		ipc_ring_get_info(pl->ring, &ri);
+		uint64_t ml = m.max_lag ? m.max_lag : ri.n_slots / 2;
+		if (ml >= ri.n_slots)
+			ml = ri.n_slots - 1;
+		ipc_ring_set_max_lag(pl->ring, rd->ring_id, ml ? ml : 1);
+	}
 	if (r == 0) {
 		pl->n_readers++;
 		pthread_cond_broadcast(&pl->attach_cond); /* a producer holding for readers goes on */

@@ -85,6 +85,12 @@ struct dmn_pipeline {
 		uint64_t ring_seq;
 		struct pl_batch_pos pos;
 	} hist[DMN_HIST];
+	/* readers moved off by the lag policy: their position, taken when they were moved */
+	uint64_t moved_seen;
+	struct dmn_moved {
+		uint8_t *state;
+		int len;  /* or -errno */
+	} moved[IPC_RING_MAX_READERS];
 
 	struct dmn_pipeline *next;
 };
@@ -146,6 +152,8 @@ void dmn_pipeline_drop_private(struct dmn *d, struct dmn_pipeline *pl);
  * the stream), -ENOENT, -ENOSPC. Server thread.
  */
 int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap);
+/* Forget what was kept for ring reader id (it is being removed). Under pl->lock. */
+void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id);
 /* Take in releases, evict readers whose control block is corrupt. Server thread. */
 void dmn_pipeline_collect(struct dmn *d, struct dmn_pipeline *pl);
 int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap);

@@ -524,7 +524,7 @@ int ipc_ring_publish(struct ipc_ring *r, const struct ipc_ring_extent *ext, uint
 	if (r->mode == IPC_RING_BROADCAST) {
 		sp->state = SL_LIVE;
 		sp->owner = -1;
-		sp->holders = r->attached;
+		sp->holders = r->attached & ~r->moved;
 	} else {
 		ipc_ring_pending_push_(r, (uint32_t)slot);
 	}
@@ -534,8 +534,10 @@ int ipc_ring_publish(struct ipc_ring *r, const struct ipc_ring_extent *ext, uint
 	 * slot and its order entry are visible to whoever sees the new head.
 	 */
 	atomic_store_explicit(&r->hdr->head, r->head, memory_order_release);
-	woken = r->mode == IPC_RING_BROADCAST ? r->attached : ipc_ring_assign_pass_(r);
+	woken = r->mode == IPC_RING_BROADCAST ? r->attached & ~r->moved : ipc_ring_assign_pass_(r);
 	ipc_ring_wake_waiting_(r, woken);
+	if (r->mode == IPC_RING_BROADCAST)
+		ipc_ring_lag_pass_(r);
 	if (ret_seq)
 		*ret_seq = seq;
 	return 0;
@@ -576,4 +578,5 @@ void ipc_ring_get_info(const struct ipc_ring *r, struct ipc_ring_info *ret_info)
 	ret_info->n_readers = (uint32_t)__builtin_popcountll(r->attached);
 	ret_info->n_free_slots = r->n_free;
 	ret_info->readers = r->attached;
+	ret_info->moved = r->moved;
 }

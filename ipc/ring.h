@@ -147,6 +147,18 @@ int ipc_ring_oldest(const struct ipc_ring *ring, uint64_t *ret_seq, uint64_t *re
  * the last collect. 0, or -ENOENT.
  */
 int ipc_ring_reader_lag(const struct ipc_ring *ring, unsigned id, uint64_t *ret_lag);
+/*
+ * Broadcast lag policy (DESIGN.md §5): max_lag 0 (the default) lets reader id hold the others
+ * back; otherwise once it is more than max_lag batches behind head it is moved off the shared
+ * stream: it holds no batch it has not taken (nor any published later), and its next take
+ * after its last one returns -EXDEV to the client (its position: ipc_ring_reader_lag, from
+ * head). Set before the reader's fds are handed out. -ENOENT, -EINVAL (not broadcast).
+ */
+int ipc_ring_set_max_lag(struct ipc_ring *ring, unsigned id, uint64_t max_lag);
+/* Move reader id off now (what the lag policy does); *ret_end: the seq its stream ends at. */
+int ipc_ring_move_reader(struct ipc_ring *ring, unsigned id, uint64_t *ret_end);
+/* Whether reader id was moved off (1), not (0), or -ENOENT. */
+int ipc_ring_reader_moved(const struct ipc_ring *ring, unsigned id);
 
 /*
  * What reader id says of itself in its control block (statistics only, not trusted): batches
@@ -176,6 +188,7 @@ struct ipc_ring_info {
 	uint32_t n_readers;
 	uint32_t n_free_slots;
 	uint64_t readers;   /* bit per attached reader id */
+	uint64_t moved;     /* broadcast: bit per reader moved off by the lag policy */
 };
 void ipc_ring_get_info(const struct ipc_ring *ring, struct ipc_ring_info *ret_info);
 
@@ -209,7 +222,8 @@ void ipc_ring_client_detach(struct ipc_ring_client *c);
  * The next batch for this reader, in order. No system call when one is already published: it
  * spins briefly, then sleeps on the control block's wake word. timeout_ns: 0 try once, < 0 no
  * limit. Returns 0 and *ret_batch, -EAGAIN (timeout 0, nothing yet), -ETIMEDOUT, -ENODATA (end
- * of stream: every batch was taken), -ECONNABORTED (the daemon removed this reader), the ring's
+ * of stream: every batch was taken), -ECONNABORTED (the daemon removed this reader), -EXDEV
+ * (moved off the shared stream by the lag policy: no batch after the last one taken), the ring's
  * error (ipc_ring_set_error), -EBADMSG (shared memory holds an impossible value).
  */
 int ipc_ring_client_next(struct ipc_ring_client *c, int64_t timeout_ns,

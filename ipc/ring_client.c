@@ -3,6 +3,7 @@
 #include "ring.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -45,6 +46,7 @@ struct ipc_ring_client {
 	uint64_t cursor;             /* our copy of cb->cursor */
 	uint64_t rel_head;           /* our copy of cb->rel_head */
 	uint64_t *held;              /* [slot]: seq + 1 while we hold that batch, else 0 */
+	bool catch_up;               /* broadcast: the daemon may move us off (lag policy) */
 	struct ipc_ring_tensor *schema;
 	uint32_t n_schema;
 };
@@ -256,6 +258,7 @@ int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_
 	if (rc)
 		goto fail;
 	c->id = cbh.reader_id;
+	c->catch_up = c->mode == IPC_RING_BROADCAST && cbh.catch_up;
 	c->rel = (struct ipc_ring_ent *)((uint8_t *)map + cbh.rel_off);
 	c->asg = (const struct ipc_ring_ent *)((uint8_t *)map + cbh.asg_off);
 	/* Pairs with publish's release store of head (the start is a published seq or head). */
@@ -335,6 +338,50 @@ static void took(struct ipc_ring_client *c, const struct ipc_ring_batch *b)
 	c->held[b->slot_] = b->seq + 1;
 }
 
+/*
+ * We are being moved off the shared stream (ipc_ring_move_reader): wait (briefly: the daemon
+ * does it in one go) until it says where our stream here ends; that end, or -EBADMSG.
+ */
+static int moved_end(struct ipc_ring_client *c, uint64_t *ret_end)
+{
+	for (int i = 0; i < 1000000; i++) {
+		/* Pairs with the daemon's release fetch_or of MOVED_END: end is visible. */
+		uint32_t fl = atomic_load_explicit(&c->cb->flags, memory_order_acquire);
+
+		if (fl & IPC_RING_CB_MOVED_END) {
+			*ret_end = atomic_load_explicit(&c->cb->end, memory_order_relaxed);
+			return 0;
+		}
+		if (fl & IPC_RING_CB_EVICTED)
+			return -ECONNABORTED;
+		if (i > 1000)
+			sched_yield();
+		else
+			cpu_relax();
+	}
+	return -EBADMSG;
+}
+
+/*
+ * A catch-up reader's take of seq: the other half of the daemon's handshake in
+ * ipc_ring_move_reader. 0: the take stands; -EXDEV: we were moved off before it (the daemon
+ * may reuse that batch: it is given up, not released).
+ */
+static int take_stands(struct ipc_ring_client *c, const struct ipc_ring_batch *b)
+{
+	uint64_t end;
+	int rc;
+
+	ipc_ring_fence(memory_order_seq_cst); /* our cursor store, then the flags load */
+	if (!(atomic_load_explicit(&c->cb->flags, memory_order_relaxed) & IPC_RING_CB_MOVED))
+		return 0;
+	rc = moved_end(c, &end);
+	if (rc == 0 && b->seq < end)
+		return 0;
+	c->held[b->slot_] = 0;
+	return rc < 0 ? rc : -EXDEV;
+}
+
 static int take_broadcast(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 {
 	uint64_t h, slot;
@@ -348,10 +395,17 @@ static int take_broadcast(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 		return -EBADMSG;
 	slot = atomic_load_explicit(&c->order[c->cursor & c->mask], memory_order_relaxed);
 	rc = read_slot(c, slot, c->cursor, ret);
+	if (rc && c->catch_up &&
+	    (atomic_load_explicit(&c->cb->flags, memory_order_acquire) & IPC_RING_CB_MOVED)) {
+		/* moved off meanwhile: the batch at our cursor may be gone, rightly */
+		uint64_t end;
+		rc = moved_end(c, &end);
+		return rc < 0 ? rc : -EXDEV;
+	}
 	if (rc)
 		return rc;
 	took(c, ret);
-	return 0;
+	return c->catch_up ? take_stands(c, ret) : 0;
 }
 
 static int take_assigned(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
@@ -395,6 +449,11 @@ static int try_next(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 	fl = atomic_load_explicit(&c->cb->flags, memory_order_acquire);
 	if (fl & IPC_RING_CB_EVICTED)
 		return -ECONNABORTED;
+	if (fl & IPC_RING_CB_MOVED) {
+		uint64_t end;
+		rc = moved_end(c, &end);
+		return rc < 0 ? rc : -EXDEV;
+	}
 	rc = c->mode == IPC_RING_BROADCAST ? take_broadcast(c, ret) : take_assigned(c, ret);
 	if (rc != -EAGAIN)
 		return rc;

@@ -50,7 +50,12 @@
 /* Values of ipc_ring_hdr.state. */
 enum { IPC_RING_S_RUNNING = 0, IPC_RING_S_EOS = 1, IPC_RING_S_ERROR = 2 };
 /* Bits of ipc_ring_cb.flags. */
-enum { IPC_RING_CB_EOS = 1u << 0, IPC_RING_CB_EVICTED = 1u << 1 };
+enum {
+	IPC_RING_CB_EOS = 1u << 0,
+	IPC_RING_CB_EVICTED = 1u << 1,
+	IPC_RING_CB_MOVED = 1u << 2,     /* broadcast: being moved off the shared stream */
+	IPC_RING_CB_MOVED_END = 1u << 3, /* ... and end says where its stream here ends */
+};
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
 	       "shared words must be lock-free atomics");
@@ -124,6 +129,9 @@ struct ipc_ring_cb {
 	uint64_t rel_off;
 	uint64_t asg_off;
 	uint64_t start;   /* broadcast: the first seq for this reader (the ring's low); else 0 */
+	uint32_t catch_up; /* broadcast: nonzero when it may be moved off the shared stream
+			      (set before the fds are handed out) */
+	uint32_t reserved0_;
 	/* line 1: written by the reader (the daemon validates every value it reads here) */
 	_Alignas(IPC_RING_LINE) _Atomic uint64_t cursor; /* broadcast: next seq it will take;
 							    split/rank: asg[] entries taken */
@@ -145,6 +153,7 @@ struct ipc_ring_cb {
 
 _Static_assert(sizeof(struct ipc_ring_cb) == 3 * IPC_RING_LINE, "control block: three lines");
 _Static_assert(offsetof(struct ipc_ring_cb, start) == 48, "layout");
+_Static_assert(offsetof(struct ipc_ring_cb, catch_up) == 56, "layout");
 _Static_assert(offsetof(struct ipc_ring_cb, cursor) == 64, "reader words on their own line");
 _Static_assert(offsetof(struct ipc_ring_cb, doorbell) == 84, "layout");
 _Static_assert(offsetof(struct ipc_ring_cb, wait_ns) == 96, "layout");
@@ -192,6 +201,8 @@ struct reader {
 	uint64_t cursor;   /* the last valid value read from cb->cursor */
 	uint64_t rel_tail; /* rel[] entries taken in */
 	uint64_t asg_head; /* asg[] entries written */
+	uint64_t max_lag;  /* broadcast: moved off past this lag; 0: it holds the others back */
+	uint64_t moved_end; /* once moved: where its stream here ended */
 	bool bad, eos_sent;
 	char problem[160];
 };
@@ -218,6 +229,7 @@ struct ipc_ring {
 	uint32_t *pending_by_rank;
 	int by_rank[IPC_RING_MAX_READERS];
 	uint64_t attached, bad_mask;
+	uint64_t moved;    /* broadcast readers moved off: they hold no new batch */
 	struct reader rd[IPC_RING_MAX_READERS];
 };
 
@@ -228,6 +240,7 @@ void ipc_ring_wake_waiting_(struct ipc_ring *r, uint64_t mask);
 void ipc_ring_pending_push_(struct ipc_ring *r, uint32_t slot);
 uint64_t ipc_ring_assign_pass_(struct ipc_ring *r);
 void ipc_ring_eos_pass_(struct ipc_ring *r);
+void ipc_ring_lag_pass_(struct ipc_ring *r);
 
 /* For tests: the daemon's writable view of the header and of reader id's control block. */
 struct ipc_ring_hdr *ipc_ring_hdr_(struct ipc_ring *ring);

@@ -210,7 +210,7 @@ void ipc_ring_eos_pass_(struct ipc_ring *r)
 		struct reader *rd = &r->rd[i];
 		uint64_t end;
 
-		if (!(good >> i & 1) || rd->eos_sent)
+		if (!(good >> i & 1) || rd->eos_sent || (r->moved >> i & 1))
 			continue;
 		if (r->mode == IPC_RING_BROADCAST) {
 			end = r->head;
@@ -346,6 +346,7 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 	rd->fd = -1;
 	r->attached &= ~bit;
 	r->bad_mask &= ~bit;
+	r->moved &= ~bit;
 	ipc_ring_wake_waiting_(r, ipc_ring_assign_pass_(r));
 	ipc_ring_eos_pass_(r);
 	return 0;
@@ -438,7 +439,9 @@ int ipc_ring_reader_lag(const struct ipc_ring *r, unsigned id, uint64_t *ret_lag
 	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
 		return -ENOENT;
 	rd = &r->rd[id];
-	if (r->mode == IPC_RING_BROADCAST)
+	if (r->moved >> id & 1)
+		*ret_lag = r->head - rd->moved_end;
+	else if (r->mode == IPC_RING_BROADCAST)
 		*ret_lag = r->head - rd->cursor;
 	else
 		*ret_lag = rd->asg_head - rd->cursor +
@@ -534,4 +537,84 @@ int ipc_ring_reader_counters(const struct ipc_ring *r, unsigned id, uint64_t *re
 	*ret_taken = atomic_load_explicit(&r->rd[id].cb->taken, memory_order_relaxed);
 	*ret_wait_ns = atomic_load_explicit(&r->rd[id].cb->wait_ns, memory_order_relaxed);
 	return 0;
+}
+
+/* ---- broadcast lag policy ---- */
+
+int ipc_ring_set_max_lag(struct ipc_ring *r, unsigned id, uint64_t max_lag)
+{
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	if (r->mode != IPC_RING_BROADCAST)
+		return -EINVAL;
+	r->rd[id].max_lag = max_lag;
+	r->rd[id].cb->catch_up = max_lag != 0;
+	return 0;
+}
+
+int ipc_ring_move_reader(struct ipc_ring *r, unsigned id, uint64_t *ret_end)
+{
+	struct reader *rd;
+	uint64_t bit, end;
+
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	if (r->mode != IPC_RING_BROADCAST)
+		return -EINVAL;
+	rd = &r->rd[id];
+	bit = 1ull << id;
+	if (r->moved & bit) {
+		*ret_end = rd->moved_end;
+		return 0;
+	}
+	/*
+	 * A Dekker handshake with the client's take (took(): store cursor; seq_cst fence; load
+	 * flags): we store MOVED, fence, then load its cursor. Either we see a take of seq c (and
+	 * keep holding c for it), or it sees MOVED after its take, waits for MOVED_END and drops
+	 * the batch it took when c >= end: it never uses a batch we stopped holding for it.
+	 */
+	atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_MOVED, memory_order_relaxed);
+	ipc_ring_fence(memory_order_seq_cst);
+	sync_cursor(r, id);
+	if (rd->bad)
+		return -EBADMSG;
+	end = rd->cursor;
+	/* It no longer holds what it has not taken; what it took it releases as before. */
+	for (uint32_t i = 0; i < r->n_slots; i++) {
+		struct slot_priv *sp = &r->sp[i];
+
+		if (sp->state == SL_LIVE && (sp->holders & bit) && sp->seq >= end)
+			sp->holders &= ~bit;
+	}
+	r->moved |= bit;
+	rd->moved_end = end;
+	atomic_store_explicit(&rd->cb->end, end, memory_order_relaxed);
+	/* Pairs with the client's acquire load of flags (moved_end): end is visible. */
+	atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_MOVED_END, memory_order_release);
+	ipc_ring_kick_(r, id);
+	*ret_end = end;
+	return 0;
+}
+
+int ipc_ring_reader_moved(const struct ipc_ring *r, unsigned id)
+{
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	return (int)(r->moved >> id & 1);
+}
+
+/* After a publish: move off every reader with a lag limit that is past it. */
+void ipc_ring_lag_pass_(struct ipc_ring *r)
+{
+	uint64_t end;
+
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
+		struct reader *rd = &r->rd[i];
+
+		if (!(good_readers(r) >> i & 1) || !rd->max_lag || (r->moved >> i & 1))
+			continue;
+		sync_cursor(r, i);
+		if (!rd->bad && r->head - rd->cursor > rd->max_lag)
+			ipc_ring_move_reader(r, i, &end);
+	}
 }

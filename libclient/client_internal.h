@@ -90,6 +90,14 @@ struct sluice_reader {
 	unsigned tries;
 	uint8_t state[IPC_CTL_STATE_MAX]; /* the last saved state, else the attach's */
 	size_t state_len;
+	uint32_t lag_policy;    /* enum sluice_lag, broadcast */
+	uint64_t max_lag;
+	/* Moved off the shared stream (lag policy): on its own pipeline now; the old reader is
+	 * detached once no batch of it is held any more. */
+	bool moved;
+	struct lc_ring *old_ring;
+	uint64_t old_reader_id;
+	uint64_t old_gen;
 	/* Sticky outcomes. */
 	int error;              /* the pipeline's error batch: returned from then on */
 	char error_msg[sizeof(((struct sluice_error *)0)->msg)];

@@ -236,6 +236,9 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	a.rank_count = r->rank_count;
 	a.state = r->state_len ? r->state : NULL;
 	a.state_len = (uint32_t)r->state_len;
+	/* once moved off, it is alone on its own pipeline: nobody to hold back */
+	a.lag_policy = r->moved ? IPC_CTL_LAG_HOLD : r->lag_policy;
+	a.max_lag = r->max_lag;
 	req = lc_req_id_locked(c);
 	rc_ = ipc_ctl_encode_attach(c->sbuf, IPC_CTL_MAX_MSG, req, &a, &len);
 	if (rc_ < 0)
@@ -331,6 +334,11 @@ static int reader_setup(struct sluice_reader *r, const struct sluice_attach_opts
 	r->mode = (uint32_t)o.mode;
 	r->rank_index = o.mode == SLUICE_MODE_RANK ? o.rank_index : 0;
 	r->rank_count = o.mode == SLUICE_MODE_RANK ? o.rank_count : 0;
+	if (o.lag_policy > SLUICE_LAG_CATCH_UP || (o.lag_policy && o.mode != SLUICE_MODE_BROADCAST))
+		return lc_fail(err, -EINVAL, "attach: lag_policy %u (0 hold, 1 catch up; broadcast "
+			       "readers only)", o.lag_policy);
+	r->lag_policy = o.lag_policy;
+	r->max_lag = o.max_lag;
 	r->tries = o.reconnect_tries;
 	if (o.state_len)
 		memcpy(r->state, o.state, o.state_len);
@@ -391,7 +399,11 @@ void sluice_detach(struct sluice_reader *r)
 	if (r->ring && r->gen == atomic_load_explicit(&c->gen, memory_order_relaxed) &&
 	    c->fd >= 0 && !c->shutdown_seen)
 		detach_remote_locked(c, r->reader_id);
+	if (r->old_ring && r->old_gen == atomic_load_explicit(&c->gen, memory_order_relaxed) &&
+	    c->fd >= 0 && !c->shutdown_seen)
+		detach_remote_locked(c, r->old_reader_id);
 	pthread_mutex_unlock(&c->lock);
+	lc_ring_unref(r->old_ring);
 	lc_ring_unref(r->ring);
 	free(r->spec);
 	free(r);
@@ -520,6 +532,66 @@ static int take(struct sluice_reader *r, const struct ipc_ring_batch *rb,
 	return 1;
 }
 
+static int save_locked(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,
+		       struct sluice_error *err);
+
+/* The old reader of a move, once none of its batches is held: detach it. */
+static void drop_old_reader(struct sluice_reader *r, bool force)
+{
+	struct sluice_client *c = r->c;
+
+	if (!r->old_ring || (!force && ring_batches_out(r->old_ring)))
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (r->old_gen == atomic_load_explicit(&c->gen, memory_order_relaxed) && c->fd >= 0 &&
+	    !c->shutdown_seen)
+		detach_remote_locked(c, r->old_reader_id);
+	pthread_mutex_unlock(&c->lock);
+	lc_ring_unref(r->old_ring);
+	r->old_ring = NULL;
+}
+
+/*
+ * The daemon moved this reader off the shared stream (lag policy): ask where it is, and attach
+ * to a pipeline of its own started there (the daemon makes it private). Batches of the old ring
+ * that the caller still holds stay valid: the old reader is detached when they are all back.
+ */
+static int move_off(struct sluice_reader *r, struct sluice_error *err)
+{
+	struct sluice_client *c = r->c;
+	uint8_t st[IPC_CTL_STATE_MAX];
+	struct lc_ring *old;
+	uint64_t old_id, old_gen;
+	size_t n;
+	int rc;
+
+	drop_old_reader(r, true); /* a second move: cannot happen (its own pipeline holds) */
+	pthread_mutex_lock(&c->lock);
+	rc = save_locked(r, st, sizeof(st), &n, err);
+	if (rc < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	old = r->ring;
+	old_id = r->reader_id;
+	old_gen = r->gen;
+	r->moved = true;
+	r->ring = NULL;
+	rc = attach_locked(r, err);
+	if (rc < 0) {
+		r->ring = old;
+		r->moved = false;
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	r->old_ring = old;
+	r->old_reader_id = old_id;
+	r->old_gen = old_gen;
+	pthread_mutex_unlock(&c->lock);
+	drop_old_reader(r, false);
+	return 0;
+}
+
 int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **ret_batch,
 		struct sluice_error *err)
 {
@@ -535,6 +607,8 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 		return lc_fail(err, r->error, "%s", r->error_msg);
 	if (r->eos)
 		return 0;
+	if (r->old_ring)
+		drop_old_reader(r, false);
 	for (;;) {
 		struct ipc_ring_batch rb;
 		int64_t slice = 0, now;
@@ -562,6 +636,12 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 		if (rc == -ENODATA) {
 			r->eos = true;
 			return 0;
+		}
+		if (rc == -EXDEV) { /* moved off the shared stream: on from our own pipeline */
+			rc = move_off(r, err);
+			if (rc < 0)
+				return rc;
+			continue;
 		}
 		if (rc == -EAGAIN || rc == -ETIMEDOUT) {
 			now = mono_ms();
@@ -616,10 +696,11 @@ void sluice_batch_release(struct sluice_batch *b)
 	lc_ring_unref(ring);
 }
 
-int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,
+/* SAVE_STATE for the reader: into buf and r->state (for re-attaching). Under c->lock. */
+static int save_locked(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,
 		       struct sluice_error *err)
 {
-	struct sluice_client *c;
+	struct sluice_client *c = r->c;
 	struct ipc_ctl_reader_ref ref;
 	struct ipc_ctl_state st;
 	struct ipc_ctl_msg m;
@@ -628,11 +709,7 @@ int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 	uint32_t req;
 	int rc;
 
-	if (!r || !buf || !ret_len)
-		return lc_fail(err, -EINVAL, "save: no reader, buffer or ret_len");
-	c = r->c;
 	reader_what(r, "save", what, sizeof(what));
-	pthread_mutex_lock(&c->lock);
 	if (!r->ring || r->gen != atomic_load_explicit(&c->gen, memory_order_relaxed) ||
 	    !lc_poll_locked(c, 0)) {
 		rc = lc_fail(err, -ECONNRESET, "%s: the connection to sluiced was lost "
@@ -671,6 +748,18 @@ int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 	*ret_len = st.state_len;
 	rc = 0;
 out:
-	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,
+		       struct sluice_error *err)
+{
+	int rc;
+
+	if (!r || !buf || !ret_len)
+		return lc_fail(err, -EINVAL, "save: no reader, buffer or ret_len");
+	pthread_mutex_lock(&r->c->lock);
+	rc = save_locked(r, buf, cap, ret_len, err);
+	pthread_mutex_unlock(&r->c->lock);
 	return rc;
 }

@@ -77,6 +77,20 @@ struct sluice_attach_opts {
 	const void *state;      /* resume where sluice_reader_save() said, or NULL */
 	size_t state_len;
 	unsigned reconnect_tries; /* after the daemon restarts: attempts, 100 ms apart (default 50) */
+	/*
+	 * Broadcast: what happens when this reader falls behind the others. SLUICE_LAG_HOLD (the
+	 * default): it holds them back, nothing is skipped. SLUICE_LAG_CATCH_UP: once it is more
+	 * than max_lag batches behind (0: the daemon's default, half its ring) it is moved off
+	 * the shared stream: sluice_next goes on, without a gap, from a pipeline of its own that
+	 * starts right after the last batch it took (the others no longer wait for it).
+	 */
+	unsigned lag_policy;
+	uint64_t max_lag;
+};
+
+enum sluice_lag {
+	SLUICE_LAG_HOLD = 0,
+	SLUICE_LAG_CATCH_UP = 1,
 };
 
 void sluice_attach_opts_init(struct sluice_attach_opts *o);

@@ -3,9 +3,11 @@
 
 import errno
 import gc
+import hashlib
 import json
 import os
 import threading
+import time
 import weakref
 import zlib
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 import sluice
-from conftest import BATCH, RECORDS, image_spec, run_reference, shuffled
+from conftest import BATCH, RECORDS, ctl, image_spec, run_reference, shuffled
 
 try:
     import torch
@@ -412,3 +414,56 @@ def test_train_torch_example_runs_and_learns():
     last = sum(s["loss"] for s in steps[-20:]) / 20
     assert last < first, (first, last)
     assert all(s["input_wait_ms"] >= 0 for s in steps)
+
+
+# ---- lag policy ----------------------------------------------------------------------------
+
+def _digest(b):
+    h = hashlib.sha256()
+    for name in sorted(b):
+        v = b[name]
+        parts = [v.values, v.row_splits] if isinstance(v, sluice.Ragged) else [v]
+        for a in parts:
+            h.update(repr(a.tolist()).encode() if a.dtype == object else a.tobytes())
+    return h.hexdigest()
+
+
+def test_lag_catch_up(fresh_daemon):
+    """A slow catch-up reader stops holding the fast one back: the fast one reads far past what
+    the ring holds while the slow one keeps its batch (never reused under it); then the slow
+    one goes on without a gap from a pipeline of its own, with the very same batches."""
+    d = fresh_daemon
+    name = sluice.register(image_spec(d.data, name="lagged", epochs=20, **shuffled(4)),
+                           socket=d.sock)
+    with pytest.raises(ValueError):
+        sluice.attach(name, socket=d.sock, mode="split", lag="catch_up")
+    fast = sluice.attach(name, socket=d.sock)
+    slow = sluice.attach(name, socket=d.sock, lag="catch_up", max_lag=4)
+    b0 = slow.next(timeout=30)
+    held = b0["label"]
+    keep, seq0 = held.copy(), b0.seq
+    seen = {}
+    for _ in range(150):  # the ring holds 64: without the move this would time out
+        with fast.next(timeout=20) as b:
+            seen[b.seq] = _digest(b)
+    np.testing.assert_array_equal(held, keep)
+    del held
+    b0.release()
+    with slow.next(timeout=30) as b:  # the first from its own pipeline
+        got = [(b.seq, _digest(b))]
+    listed = ctl("--socket", d.sock, "list").stdout
+    assert "lagged@" in listed, "a private pipeline serves the slow reader: " + listed
+    for b in slow:
+        with b:
+            got.append((b.seq, _digest(b)))
+    for b in fast:
+        with b:
+            seen[b.seq] = _digest(b)
+    n = len(seen)
+    assert sorted(seen) == list(range(n)) and n == 160
+    assert [s for s, _ in got] == list(range(seq0 + 1, n)), "no gap, no repeat"
+    assert all(seen[s] == dg for s, dg in got), "the same batches as the shared stream"
+    slow.close()
+    fast.close()
+    time.sleep(0.3)
+    assert "lagged@" not in ctl("--socket", d.sock, "list").stdout

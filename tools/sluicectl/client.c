@@ -255,8 +255,11 @@ static const char drain_usage[] =
 	"                     digest over every tensor's row_splits, offsets and data\n"
 	"  --values NAME,...  (with --json) also print these tensors' values\n"
 	"  --state-out FILE   after the last batch, write the reader's position\n"
-	"  --state-in FILE    attach at that position (it positions a pipeline that the\n"
-	"                     daemon starts for this attach, e.g. after a restart)\n"
+	"  --state-in FILE    attach at that position (exactly: the daemon starts a\n"
+	"                     private pipeline there if the shared one is elsewhere)\n"
+	"  --catch-up [N]     (broadcast) more than N batches behind (default half the\n"
+	"                     daemon's ring), go on from a pipeline of our own instead\n"
+	"                     of holding the other readers back\n"
 	"\n"
 	"Without --json: the rate on stderr every second and a total at the end.\n"
 	"Exit status: 0 done, 1 an error (on stderr), 2 usage.\n";
@@ -311,6 +314,15 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 				o->have_count = true;
 			}
 			i++;
+		} else if (!strcmp(a, "--catch-up")) {
+			o->ao.lag_policy = SLUICE_LAG_CATCH_UP;
+			if (val && val[0] >= '0' && val[0] <= '9') {
+				if (cli_parse_u64(val, UINT32_MAX, &v) || v == 0)
+					return usage_error("drain", "--catch-up N: N >= 1",
+							   drain_usage);
+				o->ao.max_lag = v;
+				i++;
+			}
 		} else if (!strcmp(a, "--values")) {
 			if (!val || !val[0])
 				return usage_error("drain", "--values needs NAME[,NAME...]",
@@ -341,6 +353,8 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 				   drain_usage);
 	if (o->ao.mode == SLUICE_MODE_RANK && o->ao.rank_index >= o->ao.rank_count)
 		return usage_error("drain", "--index must be below --count", drain_usage);
+	if (o->ao.lag_policy && o->ao.mode != SLUICE_MODE_BROADCAST)
+		return usage_error("drain", "--catch-up is for broadcast readers", drain_usage);
 	struct stat st;
 	if (stat(o->name, &st) == 0 && S_ISREG(st.st_mode)) {
 		/* a spec file: attach by spec (the daemon starts it, or finds it running) */

@@ -117,13 +117,16 @@ def register(spec, *, socket=None):
 
 
 def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, count=None,
-           state=None):
+           state=None, lag="hold", max_lag=None):
     """Attach to pipeline `name`, or to the pipeline of `spec` (registered if need be).
 
     mode: "broadcast" (every reader sees every batch), "split" (each batch goes to one
     reader) or "rank" (batch k goes to reader `index` == k mod `count`). state: bytes from
-    Reader.state() to resume there. socket: sluiced's control socket (default: as sluice.h
-    says, $SLUICE_SOCKET first). Returns a Reader.
+    Reader.state() to resume there. lag (broadcast): "hold" (a slow reader holds the others
+    back) or "catch_up" (past `max_lag` batches behind, default half the daemon's ring, it
+    goes on from a pipeline of its own, without a gap, and the others no longer wait).
+    socket: sluiced's control socket (default: as sluice.h says, $SLUICE_SOCKET first).
+    Returns a Reader.
     """
     if (name is None) == (spec is None):
         raise ValueError("attach: give a pipeline name or a spec, not %s" % (
@@ -137,6 +140,12 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
             raise ValueError("attach: index %d must be in [0, count %d)" % (index, count))
     elif index is not None or count is not None:
         raise ValueError("attach: index and count go with mode \"rank\"")
+    if lag not in _lib.LAGS:
+        raise ValueError("attach: lag %r is not one of %s" % (lag, ", ".join(_lib.LAGS)))
+    if lag != "hold" and mode != "broadcast":
+        raise ValueError("attach: lag %r is for broadcast readers" % lag)
+    if max_lag is not None and (lag != "catch_up" or max_lag < 1):
+        raise ValueError("attach: max_lag (>= 1) goes with lag=\"catch_up\"")
     L = _lib.lib()
     opts = _lib.AttachOpts()
     L.sluice_attach_opts_init(ctypes.byref(opts))
@@ -145,6 +154,8 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
     else:
         opts.spec_json = _spec_text(spec).encode("utf-8")
     opts.mode = _lib.MODES[mode]
+    opts.lag_policy = _lib.LAGS[lag]
+    opts.max_lag = max_lag or 0
     if mode == "rank":
         opts.rank_index, opts.rank_count = index, count
     state_buf = None

@@ -21,6 +21,7 @@ DTYPE_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
                "float16", "float32", "float64", "bool", "string")
 
 MODES = {"broadcast": 0, "split": 1, "rank": 2}
+LAGS = {"hold": 0, "catch_up": 1}
 
 
 class Error(ctypes.Structure):
@@ -36,7 +37,9 @@ class AttachOpts(ctypes.Structure):
                 ("rank_count", ctypes.c_uint32),
                 ("state", ctypes.c_void_p),
                 ("state_len", ctypes.c_size_t),
-                ("reconnect_tries", ctypes.c_uint)]
+                ("reconnect_tries", ctypes.c_uint),
+                ("lag_policy", ctypes.c_uint),
+                ("max_lag", ctypes.c_uint64)]
 
 
 class Tensor(ctypes.Structure):

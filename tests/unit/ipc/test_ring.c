@@ -325,6 +325,192 @@ static void test_full(void **state)
 	ipc_ring_destroy(r);
 }
 
+/* ---- broadcast lag policy ---- */
+
+/* A reader with a lag limit (set, as the daemon does, before its client attaches). */
+static struct ipc_ring_client *add_catch_up(struct ipc_ring *r, uint64_t max_lag, unsigned *ret_id)
+{
+	struct ipc_ring_client *c = NULL;
+	char msg[256] = "";
+	unsigned id;
+	int cb_fd;
+
+	assert_int_equal(ipc_ring_add_reader(r, 0, &id, &cb_fd), 0);
+	assert_int_equal(ipc_ring_set_max_lag(r, id, max_lag), 0);
+	if (ipc_ring_client_attach(ipc_ring_data_fd(r), cb_fd, &c, msg, sizeof(msg)))
+		fail_msg("attach: %s", msg);
+	*ret_id = id;
+	return c;
+}
+
+static void test_lag_policy(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	unsigned a_id, b_id;
+	struct ipc_ring_client *a = add_catch_up(r, 3, &a_id);
+	struct ipc_ring_client *b = add(r, 0, &b_id);
+	struct ipc_ring_batch held, x;
+	uint64_t lag, end, seq, holders;
+
+	(void)state;
+	assert_int_equal(ipc_ring_set_max_lag(r, 63, 1), -ENOENT);
+	for (int i = 0; i < 3; i++)
+		put(r, 5000);
+	held = take(a, 0); /* a keeps seq 0 and reads no more */
+	put(r, 5000);
+	for (uint64_t s = 0; s < 4; s++)
+		take_release(b, s);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 0); /* lag 3: within its limit */
+	put(r, 5000); /* lag 4 > 3: a is moved off where it is */
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 1);
+	assert_int_equal(ipc_ring_reader_moved(r, b_id), 0);
+	assert_int_equal(ipc_ring_reader_lag(r, a_id, &lag), 0);
+	assert_int_equal(lag, 4); /* its position: head 5 - 4 = 1, right after what it took */
+	assert_int_equal(ipc_ring_move_reader(r, a_id, &end), 0); /* again: the same end */
+	assert_int_equal(end, 1);
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -EXDEV);
+	assert_int_equal(ipc_ring_client_next(a, 1000000, &x), -EXDEV);
+	/* b runs on: far past the ring's size, while a still holds seq 0 (never torn) */
+	for (uint64_t s = 4; s < 40; s++) {
+		take_release(b, s);
+		ipc_ring_collect(r, NULL);
+		if (s + 1 < 40)
+			assert_int_equal(put(r, 5000), s + 1);
+	}
+	assert_true(check(&held, 0));
+	assert_int_equal(ipc_ring_oldest(r, &seq, &holders), 0);
+	assert_int_equal(seq, 0);
+	assert_int_equal(holders, 1ull << a_id);
+	assert_int_equal(ipc_ring_client_release(a, &held), 0);
+	assert_int_equal(ipc_ring_collect(r, NULL), 1);
+	assert_int_equal(ipc_ring_oldest(r, &seq, &holders), -ENOENT);
+	/* after EOS the moved reader still ends with -EXDEV, b with its end of stream */
+	assert_int_equal(ipc_ring_set_eos(r), 0);
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -EXDEV);
+	assert_int_equal(ipc_ring_client_next(b, 0, &x), -ENODATA);
+	assert_int_equal(ipc_ring_remove_reader(r, a_id), 0);
+	ipc_ring_client_detach(a);
+	ipc_ring_client_detach(b);
+	ipc_ring_destroy(r);
+
+	/* split and rank rings have no lag policy */
+	r = make_ring(IPC_RING_SPLIT, 1 << 20, 8, 0);
+	a = add(r, 0, &a_id);
+	assert_int_equal(ipc_ring_set_max_lag(r, a_id, 2), -EINVAL);
+	assert_int_equal(ipc_ring_move_reader(r, a_id, &end), -EINVAL);
+	ipc_ring_client_detach(a);
+	ipc_ring_destroy(r);
+}
+
+/*
+ * The move races the reader's takes: whatever it took before it learnt it was moved is still
+ * held for it (its bytes never change while it reads them), and nothing after the end.
+ */
+struct lag_reader {
+	struct ipc_ring_client *c;
+	atomic_bool moved;
+	_Atomic uint64_t taken;
+	uint64_t bad;
+	unsigned seed;
+};
+
+static void *lag_reader_main(void *arg)
+{
+	struct lag_reader *t = arg;
+	struct ipc_ring_batch b;
+
+	for (;;) {
+		int rc = ipc_ring_client_next(t->c, 100000000, &b);
+
+		if (rc == -EXDEV)
+			break;
+		if (rc == -ETIMEDOUT)
+			continue;
+		if (rc) {
+			print_message("lag race: next: %d\n", rc);
+			t->bad++;
+			break;
+		}
+		atomic_fetch_add(&t->taken, 1);
+		/* hold it for a while, reading it twice */
+		if (!check(&b, b.seq)) {
+			print_message("lag race: seq %llu torn at the take\n",
+				      (unsigned long long)b.seq);
+			t->bad++;
+		}
+		for (unsigned k = rand_r(&t->seed) % 2000; k; k--)
+			__asm__ volatile("" ::: "memory");
+		if (!check(&b, b.seq)) {
+			print_message("lag race: seq %llu torn while held\n",
+				      (unsigned long long)b.seq);
+			t->bad++;
+		}
+		ipc_ring_client_release(t->c, &b);
+	}
+	atomic_store(&t->moved, true);
+	return NULL;
+}
+
+static void test_lag_race(void **state)
+{
+	uint64_t total = 0, moved_early = 0;
+
+	(void)state;
+	for (unsigned iter = 0; iter < 200; iter++) {
+		struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 64 * PAGE, 4, 0);
+		struct lag_reader t = {.seed = iter};
+		unsigned id;
+		pthread_t th;
+		uint64_t published = 0;
+
+		unsigned seed = iter * 7919u;
+
+		t.c = add_catch_up(r, 1 + iter % 3, &id);
+		atomic_init(&t.moved, false);
+		atomic_init(&t.taken, 0);
+		assert_int_equal(pthread_create(&th, NULL, lag_reader_main, &t), 0);
+		/* publish as fast as the ring allows; once it is moved, on through every slot */
+		for (uint64_t after = 0; after < 16;) {
+			struct ipc_ring_extent e;
+			uint64_t seq;
+
+			ipc_ring_collect(r, NULL);
+			if (ipc_ring_reserve(r, 3 * PAGE, &e) == -EAGAIN) {
+				sched_yield();
+				continue;
+			}
+			fill(e.mem, 3 * PAGE, published);
+			assert_int_equal(ipc_ring_publish(r, &e, 3 * PAGE, 7, 0, &seq), 0);
+			published++;
+			if (published == 3000) { /* it kept up: move it anyway */
+				uint64_t end;
+				assert_int_equal(ipc_ring_move_reader(r, id, &end), 0);
+			}
+			if (ipc_ring_reader_moved(r, id) == 1) {
+				after++;
+				continue;
+			}
+			/* about the reader's pace, so that it is moved at a random point */
+			if (published == 1)
+				while (!atomic_load(&t.taken) && !atomic_load(&t.moved))
+					sched_yield();
+			for (unsigned k = rand_r(&seed) % 2600; k; k--)
+				__asm__ volatile("" ::: "memory");
+		}
+		pthread_join(th, NULL);
+		assert_true(atomic_load(&t.moved));
+		assert_int_equal(t.bad, 0);
+		total += atomic_load(&t.taken);
+		moved_early += atomic_load(&t.taken) == 0;
+		ipc_ring_client_detach(t.c);
+		ipc_ring_destroy(r);
+	}
+	print_message("lag race: 200 moves, %llu batches taken before them (%llu moved at once)\n",
+		      (unsigned long long)total, (unsigned long long)moved_early);
+	assert_true(total > 0);
+}
+
 /* ---- modes ---- */
 
 static void test_broadcast_three(void **state)
@@ -1159,6 +1345,8 @@ int main(void)
 		cmocka_unit_test(test_next_sleeps_and_wakes),
 		cmocka_unit_test(test_threads_broadcast),
 		cmocka_unit_test(test_threads_split),
+		cmocka_unit_test(test_lag_policy),
+		cmocka_unit_test(test_lag_race),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
