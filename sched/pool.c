@@ -261,22 +261,23 @@ static bool queue_idle(const void *what)
 }
 
 /*
- * Termination: no task exists. A worker counts a task in its spawned counter (relaxed) before
- * the push that makes it visible, and in its done counter (release) after it finished; outside
- * spawns count in out_spawned (seq_cst RMW) before they look at the state. We read every done
- * counter (acquire) first and every spawned counter after. Each done increment we read carries
- * with it (acquire/release, and the push/steal or injection edge from spawn to run) the spawn
- * increment of the same task, so the spawned sum read covers every task whose done we read:
- * spawned >= done. Equality means the spawns we counted are exactly the tasks we saw done; a
+ * Termination: no task exists. A worker counts a task in its spawned counter (relaxed) before the
+ * push that makes it visible, and in its done counter (release) after it finished; outside spawns
+ * count in out_spawned (seq_cst RMW) before they look at the state, and tasks that an outside
+ * thread ran in sched_group_help count in out_done (seq_cst RMW) after they finished. We read every
+ * done counter (acquire; out_done first) and every spawned counter after. Each done increment we
+ * read carries with it (acquire/release, and the push/steal or injection edge from spawn to run)
+ * the spawn increment of the same task, so the spawned sum read covers every task whose done we
+ * read: spawned >= done. Equality means the spawns we counted are exactly the tasks we saw done; a
  * task spawned by one of those was spawned before its parent's done increment, so it is counted
  * too; and an outside spawn we did not count comes after our seq_cst read of out_spawned, hence
- * after the state change, and is refused. So no task exists and none can appear. The argument
- * is written out in docs/sched.md.
+ * after the state change, and is refused. So no task exists and none can appear. The argument is
+ * written out in docs/sched.md.
  */
 static bool pool_quiescent(const void *what)
 {
 	const struct sched_pool *pool = what;
-	uint64_t done = atomic_load(&pool->out_dropped);
+	uint64_t done = atomic_load(&pool->out_done);
 	uint64_t spawned = 0;
 
 	for (unsigned i = 0; i < pool->n_workers; i++)
@@ -810,9 +811,10 @@ void sched_pool_destroy(struct sched_pool *pool, enum sched_shutdown how)
 		pthread_join(pool->workers[i].thread, NULL);
 	/*
 	 * Threads still in outside_wait (a group's waiter woken by the last task) touch the pool
-	 * until their final decrement of outside_waiters; everything is done, so that is brief.
+	 * until their final decrement of outside_waiters, and helpers until their decrement of
+	 * helpers; everything is done, so that is brief.
 	 */
-	while (atomic_load(&pool->outside_waiters) != 0)
+	while (atomic_load(&pool->outside_waiters) != 0 || atomic_load(&pool->helpers) != 0)
 		sched_yield();
 	pool_free(pool);
 }
@@ -932,6 +934,11 @@ static struct sched_worker *pool_worker(const struct sched_pool *pool)
 
 int sched_spawn(struct sched_group *g, sched_fn fn, void *arg)
 {
+	return sched_spawn_flags(g, fn, arg, 0);
+}
+
+int sched_spawn_flags(struct sched_group *g, sched_fn fn, void *arg, unsigned flags)
+{
 	struct sched_queue *q;
 	struct sched_pool *pool;
 	struct sched_worker *w;
@@ -963,7 +970,7 @@ int sched_spawn(struct sched_group *g, sched_fn fn, void *arg)
 		}
 		if (!t) {
 			/* Counted as done too; a destroy waiting on the count hears of it. */
-			atomic_fetch_add(&pool->out_dropped, 1);
+			atomic_fetch_add(&pool->out_done, 1);
 			notify_outside(pool);
 			return err;
 		}
@@ -1000,11 +1007,17 @@ int sched_spawn(struct sched_group *g, sched_fn fn, void *arg)
 		 * when a sleeper is seen at all (a relaxed, possibly stale read: at worst a wake
 		 * comes with the next spawn). This keeps a fence off the hot spawn path.
 		 */
-		if (atomic_load_explicit(&pool->sleepers, memory_order_relaxed) != 0)
+		if (!(flags & SCHED_SPAWN_NO_WAKE) &&
+		    atomic_load_explicit(&pool->sleepers, memory_order_relaxed) != 0)
 			pool_wake_one(pool);
 	} else {
 		inject(pool, q, t);
-		pool_wake_one(pool); /* an injected task has no owner: the full protocol */
+		/*
+		 * An injected task has no owner: the full protocol, unless the caller runs what is
+		 * left of it itself (NO_WAKE: sched_group_help follows).
+		 */
+		if (!(flags & SCHED_SPAWN_NO_WAKE))
+			pool_wake_one(pool);
 	}
 	return 0;
 }
@@ -1044,5 +1057,80 @@ int sched_group_wait(struct sched_group *g)
 	} else {
 		outside_wait(pool, group_done, g, NULL);
 	}
+	return atomic_load_explicit(&g->cancelled, memory_order_relaxed) ? -ECANCELED : 0;
+}
+
+/* ---- Helping from outside the pool ------------------------------------------------------- */
+
+/* The oldest task in q's injection FIFO, or NULL. */
+static struct sched_task *inj_take_queue(struct sched_pool *pool, struct sched_queue *q)
+{
+	struct sched_task *t;
+
+	/*
+	 * A hint: the caller injected its own tasks before (sequenced), so it sees them counted;
+	 * a task it misses here is run by a worker anyway.
+	 */
+	if (atomic_load_explicit(&pool->inj_count, memory_order_relaxed) == 0)
+		return NULL;
+	pthread_mutex_lock(&pool->inj_mu);
+	t = q->head;
+	if (t) {
+		q->head = t->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->len--;
+		atomic_fetch_sub_explicit(&pool->inj_count, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&pool->inj_mu);
+	return t;
+}
+
+/*
+ * Run (or, while cancelling, drop) an injected task on a thread outside the pool, then retire
+ * it as a worker would: the record back to its owner, its group's pending decremented (the
+ * group may be gone after that), and last counted done, so that a destroyer's termination
+ * count cannot pass before the task's end has touched its group and queue.
+ */
+static void outside_exec(struct sched_pool *pool, struct sched_task *t)
+{
+	struct sched_group *g = t->group;
+	bool drop = pool_state(pool) >= SCHED_POOL_CANCELLING;
+
+	if (!drop)
+		t->fn(t->arg);
+	task_free(pool, NULL, t);
+	if (drop)
+		atomic_store_explicit(&g->cancelled, true, memory_order_relaxed);
+	group_finish(pool, g, 1);
+	/* seq_cst: after the task and every spawn it made; see pool_quiescent */
+	atomic_fetch_add(&pool->out_done, 1);
+}
+
+int sched_group_help(struct sched_group *g)
+{
+	struct sched_pool *pool;
+
+	if (!g || !g->q)
+		return -EINVAL;
+	pool = g->q->pool;
+	if (pool_worker(pool))
+		return sched_group_wait(g);
+	/*
+	 * Registered (seq_cst) for as long as this touches the pool: a destroy that finds every
+	 * task done waits for helpers to leave before it frees the pool, as for outside_waiters.
+	 */
+	atomic_fetch_add(&pool->helpers, 1);
+	/* acquire: pairs with the decrement in group_finish */
+	while (atomic_load_explicit(&g->pending, memory_order_acquire) != 0) {
+		struct sched_task *t = inj_take_queue(pool, g->q);
+
+		if (!t)
+			break;
+		outside_exec(pool, t);
+	}
+	/* What is left of g runs on workers (taken from the queue, or spawned by tasks). */
+	outside_wait(pool, group_done, g, NULL);
+	atomic_fetch_sub(&pool->helpers, 1); /* the last touch of the pool */
 	return atomic_load_explicit(&g->cancelled, memory_order_relaxed) ? -ECANCELED : 0;
 }

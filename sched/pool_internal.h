@@ -122,6 +122,7 @@ struct sched_pool {
 	/* Threads outside the pool waiting for a group, a queue or the pool to empty. */
 	_Alignas(64) atomic_uint notify;
 	atomic_uint outside_waiters;
+	atomic_uint helpers; /* threads in sched_group_help: the pool is not freed under them */
 
 	/* Injection: tasks submitted from outside, in per-queue FIFOs under one mutex. */
 	_Alignas(64) atomic_size_t inj_count; /* tasks in all injection FIFOs (polled lock-free) */
@@ -137,7 +138,8 @@ struct sched_pool {
 	struct sched_slab *out_slabs;
 	_Alignas(64) _Atomic(struct sched_task *) out_remote; /* freed by workers */
 	atomic_uint_fast64_t out_spawned; /* seq_cst, for the termination count */
-	atomic_uint_fast64_t out_dropped;
+	/* seq_cst: outside spawns refused, and tasks run (or dropped) by sched_group_help */
+	atomic_uint_fast64_t out_done;
 };
 
 #endif

@@ -92,12 +92,35 @@ struct sched_group {
 void sched_group_init(struct sched_group *g, struct sched_queue *q);
 /* 0, or -ENOMEM, or -ESHUTDOWN when the pool is stopping. */
 int sched_spawn(struct sched_group *g, sched_fn fn, void *arg);
+
+enum sched_spawn_flag {
+	/*
+	 * Do not wake a parked worker for this task: a worker that is running or spinning takes
+	 * it when it next looks for work. From outside the pool the caller must then call
+	 * sched_group_help(g), which runs every task of the queue still waiting, so the task
+	 * cannot be stranded. For work the caller expects to run mostly itself, where waking a
+	 * worker would cost more than the task (a wake-up is a system call on each side).
+	 */
+	SCHED_SPAWN_NO_WAKE = 1u << 0,
+};
+/* sched_spawn with flags (enum sched_spawn_flag); sched_spawn is flags 0. */
+int sched_spawn_flags(struct sched_group *g, sched_fn fn, void *arg, unsigned flags);
 /*
  * Wait until every task of g has finished. On a worker thread this runs tasks (its own deque,
  * then steals) while it waits, so recursive spawn/wait never deadlocks; elsewhere it sleeps on
  * a futex. Returns 0, or -ECANCELED when tasks of g were dropped by a cancel.
  */
 int sched_group_wait(struct sched_group *g);
+
+/*
+ * Wait for g like sched_group_wait, but from a thread outside the pool, first run the tasks
+ * still waiting in g's queue (its injection FIFO, oldest first; tasks of other groups of the
+ * same queue included) on the calling thread, and sleep only for what workers are running. So
+ * a queue's tasks must be fine to run on the thread that helps (sched_worker_index() is -1
+ * there, and a spawn from such a task is an outside spawn: refused once the pool is stopping).
+ * On a worker it is sched_group_wait. Returns 0, or -ECANCELED as sched_group_wait.
+ */
+int sched_group_help(struct sched_group *g);
 
 /*
  * Run fn(arg, lo, hi) over [begin, end) in chunks of at least grain (0: pick one), split

@@ -95,10 +95,19 @@ static void row_fail(struct pl_bjob *job, size_t row, int code, const struct io_
 	pthread_mutex_unlock(&job->err_lock);
 }
 
+/*
+ * The scratch of the thread running a parse task: its pool worker's, or, outside the pool, the
+ * driver's (the only other thread that runs this pipeline's tasks: in sched_group_help).
+ */
 static struct pl_worker_scratch *scratch_get(struct pl_asm_ctx *ax)
 {
 	int w = sched_worker_index(ax->pool);
-	if (w < 0 || (unsigned)w >= ax->n_workers)
+	if (w < 0) {
+		if (!ax->drv_scratch)
+			ax->drv_scratch = pl_scratch_create(ax->plan);
+		return ax->drv_scratch;
+	}
+	if ((unsigned)w >= ax->n_workers)
 		return NULL;
 	if (!ax->scratch[w])
 		ax->scratch[w] = pl_scratch_create(ax->plan);
@@ -416,11 +425,19 @@ static void task_run(void *arg)
 	atomic_fetch_add_explicit(&ax->parse_cpu_ns, thread_cpu_ns() - c0, memory_order_relaxed);
 }
 
-static int spawn_pass(struct pl_bjob *job, bool measure)
+/*
+ * How many batches a fill pass keeps waking a worker for each of its tasks after the pool was
+ * found behind (the driver had to wait for a batch); otherwise only its first task wakes one.
+ */
+#define PL_BEHIND_BATCHES 16
+
+/* Spawn the pass's tasks: the first with flags, the others with rest_flags. */
+static int spawn_pass(struct pl_bjob *job, bool measure, unsigned flags, unsigned rest_flags)
 {
 	for (size_t k = 0; k < job->n_tasks; k++) {
 		job->tasks[k].measure = measure;
-		int r = sched_spawn(&job->group, task_run, &job->tasks[k]);
+		int r = sched_spawn_flags(&job->group, task_run, &job->tasks[k],
+					  k ? rest_flags : flags);
 		if (r < 0)
 			return r;
 	}
@@ -694,8 +711,16 @@ int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uin
 		}
 		if (!job->dims || !job->sbytes)
 			goto fail;
-		r = spawn_pass(job, true);
-		int w = sched_group_wait(&job->group);
+		/*
+		 * Measuring a record is decoding its message, not reading its values: cheaper than
+		 * the wake-ups of parked workers and of this thread. So the driver runs the pass
+		 * itself, and a worker takes part only if it is awake anyway (NO_WAKE; the help
+		 * runs whatever no worker took). A window's measure decodes and joins all its
+		 * records: that is spread over the pool as usual.
+		 */
+		unsigned fl = plan->cfg.type == PL_LOADER_INDEPENDENT ? SCHED_SPAWN_NO_WAKE : 0;
+		r = spawn_pass(job, true, fl, fl);
+		int w = sched_group_help(&job->group);
 		if (r < 0 || w < 0) {
 			io_error_set(err, "the parse pool is stopping");
 			r = r < 0 ? r : w;
@@ -716,9 +741,15 @@ int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uin
 		*ret_job = job;
 		return 0;
 	}
-	r = spawn_pass(job, false);
+	/*
+	 * While the pool keeps up (every batch was done when the driver came to finish it), one
+	 * woken worker is enough: the other tasks wait for it, or for workers awake anyway, and a
+	 * parked worker is not woken (the driver runs what is left if it has to wait). Once it
+	 * falls behind, each task wakes a worker, for PL_BEHIND_BATCHES batches.
+	 */
+	r = spawn_pass(job, false, 0, ax->behind ? 0 : SCHED_SPAWN_NO_WAKE);
 	if (r < 0) {
-		sched_group_wait(&job->group);
+		sched_group_help(&job->group);
 		io_error_set(err, "the parse pool is stopping");
 		goto fail;
 	}
@@ -815,8 +846,8 @@ static int relayout(struct pl_bjob *job, struct io_error *err)
 	job->n_gaps = 0;
 	int r = layout(job, err);
 	if (r == 0)
-		r = spawn_pass(job, false);
-	int w = sched_group_wait(&job->group);
+		r = spawn_pass(job, false, 0, 0);
+	int w = sched_group_help(&job->group);
 	return r < 0 ? r : w;
 }
 
@@ -824,7 +855,11 @@ int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *
 		   struct io_error *err)
 {
 	const struct pl_plan *plan = ax->plan;
-	int w = sched_group_wait(&job->group);
+	if (!pl_bjob_done(job))
+		ax->behind = PL_BEHIND_BATCHES;
+	else if (ax->behind)
+		ax->behind--;
+	int w = sched_group_help(&job->group);
 	int r = 0;
 	if (w == 0 && plan->measure && !job->failed &&
 	    plan->cfg.on_corrupt != PL_ON_CORRUPT_FAIL &&
@@ -875,4 +910,6 @@ void pl_asm_ctx_fini(struct pl_asm_ctx *ax)
 			pl_scratch_destroy(ax->scratch[i]);
 	free(ax->scratch);
 	ax->scratch = NULL;
+	pl_scratch_destroy(ax->drv_scratch);
+	ax->drv_scratch = NULL;
 }

@@ -199,9 +199,14 @@ static int finish_oldest(struct pl_driver *d)
 		p->n_ready++;
 		p->batches++;
 		p->rows += b.rows;
-		pthread_cond_broadcast(&p->ready_cond);
 	}
 	pthread_mutex_unlock(&p->lock);
+	/*
+	 * After the unlock: a consumer woken under the lock would only go back to sleep on it
+	 * (two wake-ups, and the second preempts this thread).
+	 */
+	if (r == 0)
+		pthread_cond_broadcast(&p->ready_cond);
 	if (r < 0) {
 		free(n);
 		d->job_failed = true;
@@ -380,6 +385,7 @@ static void *driver_main(void *arg)
 	struct pl_pipeline *p = arg;
 	const struct pl_spec *c = &p->plan->cfg;
 	struct pl_driver d = {.p = p, .cap = p->plan->prefetch};
+	pthread_setname_np(pthread_self(), "sluice-driver"); /* for top and perf */
 	d.inflight = calloc(d.cap, sizeof(*d.inflight));
 	int r = d.inflight ? 0 : -ENOMEM;
 	if (r < 0)

@@ -230,20 +230,25 @@ struct pl_asm_ctx {
 	void (*free)(void *ctx, void *mem, size_t len);
 	void *alloc_ctx;
 	struct pl_worker_scratch **scratch; /* per pool worker, created on first use */
+	struct pl_worker_scratch *drv_scratch; /* the driver's, for the tasks it runs itself */
+	unsigned behind; /* driver only: batches left in which every fill task wakes a worker */
 	atomic_uint_fast64_t parse_cpu_ns;
 	atomic_uint_fast64_t skipped_records;
 };
 
 /*
  * Start assembling a batch of rows (the job takes the rows' references). The measuring pass, if
- * the plan needs one, runs before this returns; the fill pass runs on the pool afterwards.
+ * the plan needs one, runs before this returns (the calling driver runs its tasks itself unless
+ * a worker is free to take some); the fill pass runs on the pool afterwards. The driver thread
+ * only: start and finish run parse tasks on it (sched_group_help, with ax->drv_scratch).
  */
 int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
 		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags,
 		  struct pl_bjob **ret_job, struct io_error *err);
 bool pl_bjob_done(const struct pl_bjob *job);
 /*
- * Wait for the fill pass, write the header, drop the rows. 0 and the batch (mem, len; the
+ * Wait for the fill pass (running its tasks still queued, and those of later jobs, on the
+ * calling driver meanwhile), write the header, drop the rows. 0 and the batch (mem, len; the
  * caller frees it with ax->free), or the rows' error (on_corrupt fail) with its message.
  * Frees the job either way.
  */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests for sched/pool.c: spawn, groups, parallel_for, fairness, shutdown, stats, parking. */
+/* Tests for sched/pool.c: spawn, groups, helping, parallel_for, fairness, shutdown, stats. */
 #include "sched/sched.h"
 
 #include <errno.h>
@@ -796,6 +796,192 @@ static void test_wake_from_parked(void **state)
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 }
 
+/* ---- helping from outside: sched_group_help and SCHED_SPAWN_NO_WAKE ---- */
+
+struct where_arg {
+	struct sched_pool *pool;
+	atomic_uint *ran;
+	int index; /* sched_worker_index where it ran */
+};
+
+static void where_task(void *arg)
+{
+	struct where_arg *a = arg;
+
+	a->index = sched_worker_index(a->pool);
+	atomic_fetch_add(a->ran, 1);
+}
+
+/* NO_WAKE into a parked pool: the helper runs the tasks itself, nobody is woken. */
+static void test_help_runs_on_caller(void **state)
+{
+	enum { N = 100 };
+	struct sched_pool *pool = pool_new(2);
+	struct sched_queue *q = queue_new(pool, 1);
+	struct where_arg args[N];
+	struct sched_worker_stats st[2];
+	atomic_uint ran = 0;
+	struct sched_group g;
+	unsigned outside = 0;
+	uint64_t worker_tasks = 0;
+
+	(void)state;
+	sched_group_init(&g, q);
+	assert_int_equal(sched_group_help(&g), 0); /* an empty group is done */
+	assert_int_equal(sched_group_help(NULL), -EINVAL);
+	assert_true(wait_all_parked(pool));
+	for (unsigned i = 0; i < N; i++) {
+		args[i] = (struct where_arg){ pool, &ran, -2 };
+		assert_int_equal(sched_spawn_flags(&g, where_task, &args[i], SCHED_SPAWN_NO_WAKE),
+				 0);
+	}
+	assert_int_equal(sched_group_help(&g), 0);
+	assert_int_equal(atomic_load(&ran), N);
+	assert_int_equal(atomic_load(&g.pending), 0);
+	for (unsigned i = 0; i < N; i++) {
+		assert_true(args[i].index >= -1 && args[i].index < 2);
+		outside += args[i].index == -1;
+	}
+	assert_int_equal(sched_pool_stats(pool, st, 2), 2);
+	worker_tasks = st[0].tasks + st[1].tasks;
+	/* Every task ran once, on the caller or on a worker (only a spurious wake-up gets one). */
+	assert_int_equal(outside + worker_tasks, N);
+	assert_true(outside >= N / 2);
+	sched_queue_destroy(q);
+	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
+}
+
+/* Plain spawns, workers awake: the caller and the workers share the tasks, each runs once. */
+static void test_help_shares_with_workers(void **state)
+{
+	enum { N = 20000 };
+	struct sched_pool *pool = pool_new(2);
+	struct sched_queue *q = queue_new(pool, 1);
+	struct where_arg *args = calloc(N, sizeof(*args));
+	atomic_uint ran = 0, other_ran = 0;
+	struct sched_group g, other;
+	unsigned other_n = 1000;
+
+	(void)state;
+	sched_group_init(&g, q);
+	sched_group_init(&other, q);
+	/* Another group of the same queue, queued first: the helper may run its tasks too. */
+	for (unsigned i = 0; i < other_n; i++)
+		assert_int_equal(sched_spawn_flags(&other, spin_task, &other_ran,
+						   i % 2 ? SCHED_SPAWN_NO_WAKE : 0),
+				 0);
+	for (unsigned i = 0; i < N; i++) {
+		args[i] = (struct where_arg){ pool, &ran, -2 };
+		assert_int_equal(sched_spawn(&g, where_task, &args[i]), 0);
+	}
+	assert_int_equal(sched_group_help(&g), 0);
+	assert_int_equal(atomic_load(&ran), N);
+	for (unsigned i = 0; i < N; i++)
+		assert_true(args[i].index >= -1 && args[i].index < 2);
+	assert_int_equal(sched_group_help(&other), 0);
+	assert_int_equal(atomic_load(&other_ran), other_n);
+	sched_queue_destroy(q);
+	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
+	free(args);
+}
+
+struct help_parent {
+	struct sched_queue *q;
+	atomic_uint ran;
+	int ret;
+};
+
+/* On a worker, sched_group_help is sched_group_wait: it runs tasks, never blocks. */
+static void help_parent_task(void *arg)
+{
+	struct help_parent *p = arg;
+	struct sched_group g;
+
+	sched_group_init(&g, p->q);
+	for (unsigned i = 0; i < 50; i++)
+		if (sched_spawn_flags(&g, noop, &p->ran, i % 2 ? SCHED_SPAWN_NO_WAKE : 0) != 0)
+			break;
+	p->ret = sched_group_help(&g);
+}
+
+static void test_help_inside(void **state)
+{
+	struct sched_pool *pool = pool_new(1); /* one worker: a blocking wait would deadlock */
+	struct sched_queue *q = queue_new(pool, 1);
+	struct help_parent p = { .q = q, .ret = 1 };
+	struct sched_group g;
+
+	(void)state;
+	atomic_init(&p.ran, 0);
+	sched_group_init(&g, q);
+	assert_int_equal(sched_spawn(&g, help_parent_task, &p), 0);
+	assert_int_equal(sched_group_wait(&g), 0);
+	assert_int_equal(p.ret, 0);
+	assert_int_equal(atomic_load(&p.ran), 50);
+	sched_queue_destroy(q);
+	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
+}
+
+struct cancel_help {
+	struct sched_pool *pool;
+	atomic_bool go;      /* the destroyer may start */
+	atomic_uint ran;
+};
+
+static void *cancel_destroyer(void *arg)
+{
+	struct cancel_help *c = arg;
+
+	while (!atomic_load(&c->go))
+		sched_yield();
+	sched_pool_destroy(c->pool, SCHED_SHUTDOWN_CANCEL);
+	return NULL;
+}
+
+/* The first task (on the helper) lets the pool be cancelled and returns once it is. */
+static void cancel_first_task(void *arg)
+{
+	struct cancel_help *c = arg;
+
+	atomic_fetch_add(&c->ran, 1);
+	atomic_store(&c->go, true);
+	while (atomic_load(&c->pool->state) == SCHED_POOL_RUNNING)
+		sched_yield();
+}
+
+static void cancel_rest_task(void *arg)
+{
+	atomic_fetch_add(&((struct cancel_help *)arg)->ran, 1);
+}
+
+/* A cancel while the caller helps: what it had not started is dropped; the destroy waits. */
+static void test_help_cancelled(void **state)
+{
+	enum { N = 200 };
+	struct sched_pool *pool = pool_new(1);
+	struct sched_queue *q = queue_new(pool, 1);
+	struct cancel_help c = { .pool = pool };
+	struct sched_group g;
+	pthread_t th;
+
+	(void)state;
+	atomic_init(&c.ran, 0);
+	assert_true(wait_all_parked(pool));
+	sched_group_init(&g, q);
+	assert_int_equal(sched_spawn_flags(&g, cancel_first_task, &c, SCHED_SPAWN_NO_WAKE), 0);
+	for (unsigned i = 1; i < N; i++)
+		assert_int_equal(sched_spawn_flags(&g, cancel_rest_task, &c, SCHED_SPAWN_NO_WAKE),
+				 0);
+	assert_int_equal(pthread_create(&th, NULL, cancel_destroyer, &c), 0);
+	/* The worker is parked and not woken: the helper takes the first task. */
+	assert_int_equal(sched_group_help(&g), -ECANCELED);
+	assert_int_equal(atomic_load(&g.pending), 0);
+	assert_true(atomic_load(&g.cancelled));
+	assert_int_equal(pthread_join(th, NULL), 0); /* the pool (and q) are gone now */
+	assert_true(atomic_load(&c.ran) >= 1);
+	assert_true(atomic_load(&c.ran) < N);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -814,6 +1000,10 @@ int main(void)
 		cmocka_unit_test(test_parked_pool_uses_no_cpu),
 		cmocka_unit_test(test_queue_destroy_waits),
 		cmocka_unit_test(test_wake_from_parked),
+		cmocka_unit_test(test_help_runs_on_caller),
+		cmocka_unit_test(test_help_shares_with_workers),
+		cmocka_unit_test(test_help_inside),
+		cmocka_unit_test(test_help_cancelled),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Stress tests for sched/pool.c with exact results: fib, millions of tasks, sums, churn. */
+/* Stress tests for sched/pool.c with exact results: fib, tiny tasks, sums, churn, helpers. */
 #include "sched/sched.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -294,6 +295,88 @@ static void test_create_destroy_churn(void **state)
 	}
 }
 
+/* ---- drivers that help: outside threads spawning batches and running them themselves ---- */
+
+enum { HELP_DRIVERS = 3, HELP_TASKS = 16 };
+
+struct help_task {
+	uint32_t *slot;
+	uint32_t value;
+};
+
+static void help_fill(void *arg)
+{
+	struct help_task *t = arg;
+
+	*t->slot = t->value; /* read by the driver after its help: the group's happens-before */
+}
+
+struct help_driver {
+	struct sched_pool *pool;
+	unsigned id, rounds;
+	uint32_t slots[HELP_TASKS];
+	struct help_task tasks[HELP_TASKS];
+	unsigned bad;
+};
+
+/*
+ * Like a pipeline's driver: each round a batch of tasks into a group of its own queue, some
+ * with NO_WAKE, then sched_group_help; every slot must hold this round's pattern.
+ */
+static void *help_driver_main(void *arg)
+{
+	struct help_driver *d = arg;
+	struct sched_queue *q = NULL;
+
+	if (sched_queue_create(d->pool, 1, -1, &q) != 0) {
+		d->bad = 1;
+		return NULL;
+	}
+	for (unsigned r = 0; r < d->rounds; r++) {
+		struct sched_group g;
+		unsigned n = 1 + (r * 7 + d->id) % HELP_TASKS;
+
+		sched_group_init(&g, q);
+		for (unsigned i = 0; i < n; i++) {
+			unsigned fl = (r + i) % 3 ? SCHED_SPAWN_NO_WAKE : 0;
+
+			d->tasks[i] = (struct help_task){ &d->slots[i],
+							  (d->id << 24) ^ (r << 8) ^ i };
+			if (sched_spawn_flags(&g, help_fill, &d->tasks[i], fl) != 0)
+				d->bad++;
+		}
+		if (sched_group_help(&g) != 0)
+			d->bad++;
+		for (unsigned i = 0; i < n; i++)
+			if (d->slots[i] != ((d->id << 24) ^ (r << 8) ^ i))
+				d->bad++;
+	}
+	sched_queue_destroy(q);
+	return NULL;
+}
+
+static void test_help_drivers(void **state)
+{
+	unsigned rounds = small() ? 3000 : 30000;
+	struct sched_pool *pool = pool_new(2);
+	struct help_driver d[HELP_DRIVERS];
+	pthread_t th[HELP_DRIVERS];
+
+	(void)state;
+	for (unsigned i = 0; i < HELP_DRIVERS; i++) {
+		memset(&d[i], 0, sizeof(d[i]));
+		d[i].pool = pool;
+		d[i].id = i;
+		d[i].rounds = rounds;
+		assert_int_equal(pthread_create(&th[i], NULL, help_driver_main, &d[i]), 0);
+	}
+	for (unsigned i = 0; i < HELP_DRIVERS; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(d[i].bad, 0);
+	}
+	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -301,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_tasks),
 		cmocka_unit_test(test_parallel_for_sums),
 		cmocka_unit_test(test_create_destroy_churn),
+		cmocka_unit_test(test_help_drivers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
