@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sched pool internals: the task, worker, queue and pool records, for pool.c and its tests. */
+/* sched pool internals: the records and the helpers pool.c and pool_lifecycle.c share. */
 #ifndef SLUICE_SCHED_POOL_INTERNAL_H
 #define SLUICE_SCHED_POOL_INTERNAL_H
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "sched/deque.h"
 #include "sched/sched.h"
@@ -46,7 +50,7 @@ struct sched_worker_ctr {
 	atomic_uint_fast64_t parked_ns;	  /* time in those waits */
 	atomic_uint_fast64_t cpu_ns;	  /* thread CPU time, sampled at park and exit */
 	atomic_uint_fast64_t dropped;	  /* tasks dropped by a cancel */
-	/* The shutdown's termination count (see pool_quiescent in pool.c). */
+	/* The shutdown's termination count (see pool_quiescent in pool_lifecycle.c). */
 	atomic_uint_fast64_t spawned; /* tasks this worker created (relaxed stores) */
 	atomic_uint_fast64_t done;    /* tasks this worker ran or dropped (release stores) */
 };
@@ -141,5 +145,52 @@ struct sched_pool {
 	/* seq_cst: outside spawns refused, and tasks run (or dropped) by sched_group_help */
 	atomic_uint_fast64_t out_done;
 };
+
+/* ---- Shared by pool.c and pool_lifecycle.c ------------------------------------------------ */
+
+/* pool.c: the worker thread; its argument is the struct sched_worker. */
+void *sched_worker_main(void *arg);
+/* pool.c: after a change of state (shutdown), every parked worker re-checks. */
+void sched_pool_wake_all(struct sched_pool *pool);
+
+static inline void futex_wait(atomic_uint *word, unsigned val, const struct timespec *timeout)
+{
+	/*
+	 * EAGAIN (the word moved on), EINTR, ETIMEDOUT, spurious returns: the caller re-checks
+	 * anyway.
+	 */
+	syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, val, timeout, NULL, 0);
+}
+
+/*
+ * Safe on memory that may since have been freed: a private FUTEX_WAKE hashes the address and
+ * never touches the word. (All our futex words live in the pool anyway.)
+ */
+static inline void futex_wake(atomic_uint *word, int n)
+{
+	syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+typedef bool (*outside_done_fn)(const void *what);
+
+/*
+ * Sleep (not a worker's thread) until done(what); see notify_outside (pool.c) for the pairing.
+ * With timeout, re-check at least that often (for a condition no finisher announces by itself).
+ */
+static inline void outside_wait(struct sched_pool *pool, outside_done_fn done, const void *what,
+				const struct timespec *timeout)
+{
+	if (done(what))
+		return;
+	atomic_fetch_add(&pool->outside_waiters, 1);
+	for (;;) {
+		unsigned e = atomic_load(&pool->notify);
+
+		if (done(what))
+			break;
+		futex_wait(&pool->notify, e, timeout);
+	}
+	atomic_fetch_sub(&pool->outside_waiters, 1);
+}
 
 #endif
