@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Batch assembly's job records, shared by assemble.c (the tasks) and assemble_layout.c. */
+#ifndef SLUICE_PIPELINE_ASSEMBLE_INTERNAL_H
+#define SLUICE_PIPELINE_ASSEMBLE_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/batch.h"
+#include "rowparse.h"
+
+/*
+ * A batch job (struct pl_bjob) goes through:
+ *   1. measure (only when some tensor's row shape or string bytes vary by record): parse tasks
+ *      decode each row and note its shapes and string bytes; rows that fail are marked bad;
+ *   2. layout (driver): batch shapes (ragged splits, padded maxima), offsets, the extent;
+ *   3. fill: parse tasks decode each row again and write it into the extent;
+ *   4. finish (driver): header and tensor table, rows dropped.
+ * Without a measuring pass the layout is static: rows that fail in the fill pass are then
+ * squeezed out afterwards (rare: only with on_corrupt skip_*).
+ */
+
+struct pl_tlay {
+	unsigned rank; /* with the batch axis */
+	int64_t shape[PL_MAX_RANK];
+	enum ipc_tensor_kind kind;
+	uint64_t data_off, data_len, splits_off, offsets_off;
+	int64_t row_elems; /* dense: elements per row */
+	int64_t inner;     /* ragged: elements per step */
+	int64_t dst_stride[PL_MAX_RANK]; /* dense: row-major strides of one (padded) row */
+	uint64_t *byte_start; /* strings: per output row, the first byte */
+};
+
+struct pl_task {
+	struct pl_bjob *job;
+	size_t lo, hi;
+	bool measure;
+};
+
+struct pl_bjob {
+	struct pl_asm_ctx *ax;
+	uint64_t seq, epoch, index_in_epoch;
+	uint32_t flags;
+	struct pl_rec *rows;
+	size_t n_rows;
+
+	/* measure results: per row, per measured output */
+	struct pbex_feature *feats;       /* per row: the decoded context features (n_ctx) */
+	struct pbex_feature_list *lists;  /* per row: the decoded feature lists (n_lists) */
+	int64_t *dims;   /* n_rows * n_out * PL_MAX_RANK */
+	uint64_t *sbytes; /* n_rows * n_out */
+	uint8_t *bad;    /* per row */
+	size_t *outpos;  /* per row: its output row, or SIZE_MAX */
+	size_t n_good;
+
+	pthread_mutex_t err_lock;
+	size_t err_row; /* lowest failing row, SIZE_MAX if none */
+	int err_code;
+	struct io_error err;
+
+	struct pl_tlay *lay;
+	size_t (*gaps)[2]; /* alignment gaps of the layout, zeroed in the extent */
+	size_t n_gaps, cap_gaps;
+	uint8_t *mem;
+	size_t len;
+	bool failed; /* layout or memory failed: err_code/err say why */
+
+	struct sched_group group;
+	struct pl_task *tasks;
+	size_t n_tasks;
+};
+
+static inline size_t pl_asm_align_up(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/*
+ * Number the good rows, lay every tensor out, allocate the extent (every gap and the tail
+ * zeroed) and write the splits. 0, -ENOMEM, or an error for a batch that cannot be laid out
+ * (err says why).
+ */
+int pl_asm_layout(struct pl_bjob *job, struct io_error *err);
+/* Rows that failed in a static layout's fill pass: move the good rows together. */
+void pl_asm_squeeze(struct pl_bjob *job);
+/* The batch header and tensor table, last. */
+void pl_asm_write_header(struct pl_bjob *job);
+
+#endif
