@@ -378,6 +378,15 @@ def test_iterable_dataset_with_dataloader(daemon, tmp_path):
                                      batch_size=None, num_workers=2)
     rows = sum(b["label"].shape[0] for b in dl)
     assert rows == RECORDS  # split between the two workers
+    # a catch-up reader (e.g. an evaluation loop) reads the same batches
+    dl = torch.utils.data.DataLoader(st.IterableDataset("img", socket=daemon.sock,
+                                                        lag="catch_up", max_lag=4),
+                                     batch_size=None)
+    got = [b["label"].reshape(-1).tolist() for b in dl]
+    assert got == [b["tensors"]["label"]["values"] for b in ref]
+    with pytest.raises(ValueError, match="broadcast"):
+        next(iter(st.IterableDataset("img", socket=daemon.sock, mode="split",
+                                     lag="catch_up")))
 
 
 @needs_gpu

@@ -110,16 +110,20 @@ class IterableDataset(torch.utils.data.IterableDataset):
     mode: None picks "broadcast" in the main process or a single worker, and "split" when
     the DataLoader has several workers (each batch to one of them). device: where to_torch
     puts the tensors (with workers, keep "cpu" and move them in the main process). Each
-    iteration attaches anew; state (bytes from a Reader) resumes the first one.
+    iteration attaches anew; state (bytes from a Reader) resumes the first one. lag and
+    max_lag (broadcast only): as sluice.attach, e.g. lag="catch_up" for an evaluation loop
+    that must not hold training readers of the same pipeline back.
     """
 
     def __init__(self, name_or_spec, *, socket=None, mode=None, index=None, count=None,
-                 state=None, device="cpu", non_blocking=True, timeout=None):
+                 state=None, device="cpu", non_blocking=True, timeout=None, lag="hold",
+                 max_lag=None):
         super().__init__()
         self.name_or_spec = name_or_spec
         self.socket, self.mode, self.index, self.count = socket, mode, index, count
         self.state, self.device, self.non_blocking = state, device, non_blocking
         self.timeout = timeout
+        self.lag, self.max_lag = lag, max_lag
 
     def _target(self):
         x = self.name_or_spec
@@ -131,9 +135,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         mode = self.mode or ("split" if info is not None and info.num_workers > 1
                              else "broadcast")
+        if self.lag != "hold" and mode != "broadcast":
+            raise ValueError("IterableDataset: lag=%r is for a broadcast reader; with %d "
+                             "DataLoader workers the dataset reads in %s mode" % (
+                                 self.lag, info.num_workers if info else 1, mode))
         state, self.state = self.state, None
         reader = sluice.attach(**self._target(), socket=self.socket, mode=mode,
-                               index=self.index, count=self.count, state=state)
+                               index=self.index, count=self.count, state=state,
+                               lag=self.lag, max_lag=self.max_lag)
         with reader:
             while True:
                 b = reader.next(self.timeout)
