@@ -362,6 +362,15 @@ static int moved_end(struct ipc_ring_client *c, uint64_t *ret_end)
 	return -EBADMSG;
 }
 
+/* Moved off: what next() says from then on, once the daemon is done moving us (-EXDEV). */
+static int moved_off(struct ipc_ring_client *c)
+{
+	uint64_t end;
+	int rc = moved_end(c, &end);
+
+	return rc < 0 ? rc : -EXDEV;
+}
+
 /*
  * A catch-up reader's take of seq: the other half of the daemon's handshake in
  * ipc_ring_move_reader. 0: the take stands; -EXDEV: we were moved off before it (the daemon
@@ -398,9 +407,7 @@ static int take_broadcast(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 	if (rc && c->catch_up &&
 	    (atomic_load_explicit(&c->cb->flags, memory_order_acquire) & IPC_RING_CB_MOVED)) {
 		/* moved off meanwhile: the batch at our cursor may be gone, rightly */
-		uint64_t end;
-		rc = moved_end(c, &end);
-		return rc < 0 ? rc : -EXDEV;
+		return moved_off(c);
 	}
 	if (rc)
 		return rc;
@@ -449,11 +456,8 @@ static int try_next(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 	fl = atomic_load_explicit(&c->cb->flags, memory_order_acquire);
 	if (fl & IPC_RING_CB_EVICTED)
 		return -ECONNABORTED;
-	if (fl & IPC_RING_CB_MOVED) {
-		uint64_t end;
-		rc = moved_end(c, &end);
-		return rc < 0 ? rc : -EXDEV;
-	}
+	if (fl & IPC_RING_CB_MOVED)
+		return moved_off(c);
 	rc = c->mode == IPC_RING_BROADCAST ? take_broadcast(c, ret) : take_assigned(c, ret);
 	if (rc != -EAGAIN)
 		return rc;

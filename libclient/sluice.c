@@ -171,6 +171,13 @@ static void reader_what(const struct sluice_reader *r, const char *verb, char *b
 		snprintf(buf, cap, "%s by spec", verb);
 }
 
+/* Is the client's connection still the one of generation gen, open and not shutting down? */
+static bool conn_is_locked(const struct sluice_client *c, uint64_t gen)
+{
+	return gen == atomic_load_explicit(&c->gen, memory_order_relaxed) && c->fd >= 0 &&
+	       !c->shutdown_seen;
+}
+
 /* Tell the daemon to drop reader_id; errors are ignored (it drops it anyway when we go). */
 static void detach_remote_locked(struct sluice_client *c, uint64_t reader_id)
 {
@@ -396,11 +403,9 @@ void sluice_detach(struct sluice_reader *r)
 		c->readers = r->next;
 	if (r->next)
 		r->next->prev = r->prev;
-	if (r->ring && r->gen == atomic_load_explicit(&c->gen, memory_order_relaxed) &&
-	    c->fd >= 0 && !c->shutdown_seen)
+	if (r->ring && conn_is_locked(c, r->gen))
 		detach_remote_locked(c, r->reader_id);
-	if (r->old_ring && r->old_gen == atomic_load_explicit(&c->gen, memory_order_relaxed) &&
-	    c->fd >= 0 && !c->shutdown_seen)
+	if (r->old_ring && conn_is_locked(c, r->old_gen))
 		detach_remote_locked(c, r->old_reader_id);
 	pthread_mutex_unlock(&c->lock);
 	lc_ring_unref(r->old_ring);
@@ -543,8 +548,7 @@ static void drop_old_reader(struct sluice_reader *r, bool force)
 	if (!r->old_ring || (!force && ring_batches_out(r->old_ring)))
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (r->old_gen == atomic_load_explicit(&c->gen, memory_order_relaxed) && c->fd >= 0 &&
-	    !c->shutdown_seen)
+	if (conn_is_locked(c, r->old_gen))
 		detach_remote_locked(c, r->old_reader_id);
 	pthread_mutex_unlock(&c->lock);
 	lc_ring_unref(r->old_ring);
