@@ -44,6 +44,7 @@ static void usage(FILE *f)
 		"usage: sluiced [--socket PATH] [--config-dir DIR] [--workers N]\n"
 		"               [--pipeline-memory BYTES] [--memory BYTES]\n"
 		"               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
+		"               [--direct-io]\n"
 		"\n"
 		"Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
 		"  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
@@ -54,7 +55,10 @@ static void usage(FILE *f)
 		"  --pipeline-memory B  shared memory of one pipeline's ring (default 256M)\n"
 		"  --memory B           all rings together (default 4G)\n"
 		"  --max-pipelines N    (default 64)   --max-readers N  per pipeline (default 64)\n"
-		"  --ring-slots N       batches a ring holds, a power of two (default 64)\n");
+		"  --ring-slots N       batches a ring holds, a power of two (default 64)\n"
+		"  --direct-io          read the files with O_DIRECT: no page cache and no kernel\n"
+		"                       copy (for datasets on NVMe that do not fit in memory; where\n"
+		"                       the file system refuses it, reads stay buffered)\n");
 }
 
 static int parse_size(const char *s, uint64_t *ret)
@@ -87,6 +91,10 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
 			exit(0);
+		}
+		if (!strcmp(a, "--direct-io")) {
+			cfg->direct_io = true;
+			continue;
 		}
 		if (!v) {
 			fprintf(stderr, "sluiced: %s needs a value\n", a);

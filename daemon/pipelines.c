@@ -203,9 +203,20 @@ void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id)
 	pl->moved_seen &= ~(1ull << ring_id);
 }
 
+/* DESIGN.md §4: a refused io_uring is said once in the log (and in every pipeline's stats). */
+static void log_io_engine(struct dmn_pipeline *pl)
+{
+	static atomic_bool said;
+	struct pl_stats st;
+	pl_pipeline_get_stats(pl->pl, &st);
+	if (st.io_fallback && !atomic_exchange(&said, true))
+		dmn_log("reading with the pread engine, not io_uring: %s", st.io_fallback);
+}
+
 static void *publisher_main(void *arg)
 {
 	struct dmn_pipeline *pl = arg;
+	bool first = true;
 	for (;;) {
 		struct pl_batch *b;
 		struct io_error e;
@@ -238,6 +249,9 @@ static void *publisher_main(void *arg)
 			}
 			pthread_mutex_unlock(&pl->lock);
 			pl_batch_release(pl->pl, b); /* the node only: the extent is the ring's */
+			if (first)
+				log_io_engine(pl);
+			first = false;
 			continue;
 		}
 		if (r == 0) {
@@ -445,6 +459,7 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 	struct pl_pipeline_opts po;
 	pl_pipeline_opts_init(&po);
 	po.pool = d->pool;
+	po.direct = d->cfg.direct_io;
 	po.alloc = ring_alloc;
 	po.free = ring_free;
 	po.alloc_ctx = pl;

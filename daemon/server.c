@@ -422,6 +422,10 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{"skipped_files", (int64_t)st.skipped_files},
 		{"driver_cpu_ns", (int64_t)st.driver_cpu_ns},
 		{"parse_cpu_ns", (int64_t)st.parse_cpu_ns},
+		/* the read engine (once a file was opened): 1 io_uring, 0 the pread fallback */
+		{"io_uring", st.io_engine ? strcmp(st.io_engine, "io_uring") == 0 : -1},
+		{"direct_io", d->cfg.direct_io},
+		{"direct_io_bytes", (int64_t)st.direct_bytes}, /* 0 where the fs refuses O_DIRECT */
 	};
 	/* then per reader: batches taken, time waited in next, lag (batches behind) */
 	enum { N_PIPE = sizeof(s) / sizeof(s[0]), MAX_RD = 3 * IPC_RING_MAX_READERS };

@@ -28,6 +28,7 @@ struct dmn_config {
 	unsigned max_pipelines;
 	unsigned max_readers;        /* per pipeline (<= IPC_RING_MAX_READERS) */
 	unsigned ring_slots;
+	bool direct_io;              /* every pipeline reads with O_DIRECT (no page cache) */
 };
 
 /* Why a pipeline stopped producing. */

@@ -73,6 +73,7 @@ struct iox_chunk {
 	size_t len;
 	uint64_t offset; /* of data[0] in the file */
 	bool last;       /* the file's last chunk (len may be 0) */
+	bool direct;     /* read with O_DIRECT (asked for, and the file system took it) */
 	int error;       /* 0, or negative errno: the file failed at offset (last is true) */
 	uint32_t buf_;   /* private */
 };

@@ -21,6 +21,7 @@
 
 #define IOX_NO_BUF UINT32_MAX
 #define IOX_ALIGN 4096u
+#define IOX_HUGE (2u << 20) /* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
 #define IOX_MAX_QUEUE_DEPTH 4096u
 #define IOX_MAX_BUFFERS 16384u /* io_uring's limit on registered buffers */
 #define IOX_MAX_CHUNK (1u << 30) /* io_uring's limit on one registered buffer */

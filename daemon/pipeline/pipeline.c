@@ -743,6 +743,7 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 	ret->records = p->src_stats.records;
 	ret->record_bytes = p->src_stats.record_bytes;
 	ret->file_bytes = p->src_stats.file_bytes;
+	ret->direct_bytes = p->src_stats.direct_bytes;
 	ret->skipped_files = p->src_stats.skipped_files;
 	ret->copied_bytes = p->src_stats.copied_bytes;
 	ret->evacuations = p->src_stats.evacuations;

@@ -119,6 +119,7 @@ struct pl_stats {
 	uint64_t records;          /* framed */
 	uint64_t record_bytes;
 	uint64_t file_bytes;
+	uint64_t direct_bytes;     /* of file_bytes, read with O_DIRECT (opts.direct) */
 	uint64_t batches;          /* completed */
 	uint64_t rows;
 	uint64_t skipped_records;  /* on_corrupt */

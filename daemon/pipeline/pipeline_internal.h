@@ -198,6 +198,7 @@ struct pl_source;
 
 struct pl_source_stats {
 	uint64_t files_opened, records, record_bytes, file_bytes, skipped_records, skipped_files;
+	uint64_t direct_bytes; /* of file_bytes, read with O_DIRECT */
 	uint64_t copied_bytes;   /* record bytes copied out of the read buffers */
 	uint64_t evacuations;    /* times pinned read buffers were emptied (evacuate()) */
 };

@@ -451,6 +451,8 @@ static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct
 		s->cur = b;
 		s->pin = pin;
 		src->st.file_bytes += ch.len;
+		if (ch.direct)
+			src->st.direct_bytes += ch.len;
 		tfr_reader_feed(s->rd, ch.data, ch.len);
 		if (ch.last)
 			s->finishing = true;

@@ -67,7 +67,7 @@ def spec(data, name=None, epochs=1, batch=10, **args):
 
 
 class Daemon:
-    def __init__(self, tmp, conf, extra=()):
+    def __init__(self, tmp, conf, extra=(), env=None):
         self.sock = os.path.join(tmp, "sluice.sock")
         self.notify = os.path.join(tmp, "notify")
         self.ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -75,7 +75,7 @@ class Daemon:
             os.unlink(self.notify)
         self.ns.bind(self.notify)
         self.ns.settimeout(20)
-        env = dict(os.environ, NOTIFY_SOCKET=self.notify)
+        env = dict(os.environ, NOTIFY_SOCKET=self.notify, **(env or {}))
         self.log = open(os.path.join(tmp, "sluiced.log"), "a")
         self.p = subprocess.Popen([os.environ["SLUICED"], "--socket", self.sock, "--config-dir",
                                    conf, "--workers", "2", "--pipeline-memory", "8M"] + list(extra),
@@ -247,6 +247,49 @@ def test_budget(tmp, data):
     d.stop()
 
 
+def stats_of(d, name):
+    st = ctl(d, "stats", name, "--json")
+    try:
+        stats = json.loads(st.stdout)
+        return stats.get("stats", stats)
+    except ValueError:
+        return {}
+
+
+def test_io_options(tmp, data):
+    """--direct-io and the pread fallback: same batches, said in the stats and (once) the log."""
+    conf = os.path.join(tmp, "conf-io")
+    os.makedirs(conf)
+    with open(os.path.join(conf, "io.json"), "w") as f:
+        json.dump(spec(data, name="io", epochs=1), f)
+    log = os.path.join(tmp, "sluiced.log")
+    before = os.path.getsize(log) if os.path.exists(log) else 0
+    d = Daemon(tmp, conf, ["--direct-io"], env={"SLUICE_IO_ENGINE": "pread"})
+    try:
+        r, lines = drain_json(d, "io")
+        flat = stats_of(d, "io")
+    finally:
+        d.stop()
+    check(r.returncode == 0 and sorted(ids_of(lines)) == list(range(200)),
+          "--direct-io with the pread engine: every record once (%s)" % r.stderr.strip()[-200:])
+    try:  # does this file system take O_DIRECT? (tmpfs did not before Linux 6.6)
+        os.close(os.open(os.path.join(data, sorted(os.listdir(data))[0]),
+                         os.O_RDONLY | os.O_DIRECT))
+        fs_direct = True
+    except OSError:
+        fs_direct = False
+    shown = {k: flat.get(k) for k in ("direct_io", "io_uring", "direct_io_bytes")}
+    check(flat.get("direct_io") == 1 and flat.get("io_uring") == 0 and
+          (flat.get("direct_io_bytes", 0) > 0) == fs_direct,
+          "stats say direct_io 1, io_uring 0, and bytes read with O_DIRECT where the file "
+          "system takes it (%s): %s" % (fs_direct, shown))
+    with open(log) as f:
+        f.seek(before)
+        said = [x for x in f.read().splitlines() if "pread engine" in x]
+    check(len(said) == 1 and "SLUICE_IO_ENGINE=pread" in said[0],
+          "the fallback is said once in the log: %s" % said)
+
+
 def test_restart(tmp, conf):
     d = Daemon(tmp, conf)
     p = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "forever",
@@ -267,7 +310,8 @@ def test_restart(tmp, conf):
         flat = stats.get("stats", stats)
         taken = [v for k, v in flat.items() if k.startswith("reader.") and k.endswith(".taken")]
         ok = st.returncode == 0 and flat.get("batches_published", 0) > 0 and taken and \
-            max(taken) > 0 and any(k.endswith(".wait_ns") for k in flat)
+            max(taken) > 0 and any(k.endswith(".wait_ns") for k in flat) and \
+            flat.get("io_uring") in (0, 1) and flat.get("direct_io") == 0
     except (ValueError, AttributeError):
         ok = False
     check(ok, "stats: per pipeline and per reader (batches taken, time waited, lag): %s" %
@@ -388,6 +432,7 @@ def main():
         test_budget(tmp, data)
         test_state_resume(tmp, data)
         test_resume_by_name(tmp, data)
+        test_io_options(tmp, data)
         test_restart(tmp, conf)
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()
