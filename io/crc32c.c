@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* CRC32C: slicing-by-8 table and SSE4.2 (three interleaved streams), chosen at run time. */
+/* CRC32C: slicing-by-8 table, SSE4.2 (three streams), VPCLMULQDQ folding; fused copy + CRC. */
 #include "crc32c.h"
 
 #include <pthread.h>
@@ -157,44 +157,90 @@ static void crc32c_init(void)
 }
 
 #ifdef CRC32C_HAVE_X86
-__attribute__((target("sse4.2"))) static inline uint32_t
-raw_hw_3way(uint32_t crc, const uint8_t **pp, size_t *plen, size_t blk, const uint32_t t[4][256])
+#define HW_TARGET __attribute__((target("sse4.2")))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/*
+ * 64 bytes at p, p + blk and p + 2 blk to the same places of d, in 16-byte vectors (gcc -O3
+ * turned 8-byte copies next to the crc32 loads into slow shuffles: 12 GB/s instead of 27).
+ */
+HW_TARGET static ALWAYS_INLINE void copy64x3(uint8_t *restrict d, const uint8_t *restrict p,
+					     size_t blk)
 {
-	const uint8_t *p = *pp;
+	for (size_t s = 0; s < 3 * blk; s += blk)
+		for (size_t i = 0; i < 64; i += 16)
+			_mm_storeu_si128((__m128i *)(d + s + i),
+					 _mm_loadu_si128((const __m128i *)(p + s + i)));
+}
+
+/*
+ * Three crc32 streams over consecutive blocks of blk bytes, joined with the shift tables, while
+ * at least 3 blk bytes remain; advances *pp (and *pd) past what it consumed. With d non-NULL,
+ * each 64 bytes of each stream are copied to d before they are checked (one pass over the
+ * source), and the next group of blocks is prefetched while it lies within the source (sources
+ * are cold; this doubles the rate of 100 KiB copies). Callers pass d as a constant NULL or not,
+ * so each inlined copy keeps only one of the two loops.
+ */
+HW_TARGET static ALWAYS_INLINE uint32_t hw_3way(uint32_t crc, uint8_t *restrict *pd,
+						const uint8_t *restrict *pp, size_t *plen,
+						size_t blk, const uint32_t t[4][256])
+{
+	uint8_t *restrict d = pd ? *pd : NULL;
+	const uint8_t *restrict p = *pp;
 	size_t len = *plen;
 
 	while (len >= 3 * blk) {
 		uint64_t c0 = crc, c1 = 0, c2 = 0;
 
-		for (size_t i = 0; i < blk; i += 8) {
-			uint64_t a, b, c;
+		bool pf = d && len >= 6 * blk;
 
-			memcpy(&a, p + i, 8);
-			memcpy(&b, p + blk + i, 8);
-			memcpy(&c, p + 2 * blk + i, 8);
-			c0 = _mm_crc32_u64(c0, a);
-			c1 = _mm_crc32_u64(c1, b);
-			c2 = _mm_crc32_u64(c2, c);
+		for (size_t i0 = 0; i0 < blk; i0 += 64) {
+			if (pf) {
+				_mm_prefetch((const char *)p + 3 * blk + i0, _MM_HINT_T0);
+				_mm_prefetch((const char *)p + 4 * blk + i0, _MM_HINT_T0);
+				_mm_prefetch((const char *)p + 5 * blk + i0, _MM_HINT_T0);
+			}
+			if (d)
+				copy64x3(d + i0, p + i0, blk);
+			for (size_t i = i0; i < i0 + 64; i += 8) {
+				uint64_t a, b, c;
+
+				memcpy(&a, p + i, 8);
+				memcpy(&b, p + blk + i, 8);
+				memcpy(&c, p + 2 * blk + i, 8);
+				c0 = _mm_crc32_u64(c0, a);
+				c1 = _mm_crc32_u64(c1, b);
+				c2 = _mm_crc32_u64(c2, c);
+			}
 		}
 		crc = apply_shift(t, (uint32_t)c0) ^ (uint32_t)c1;
 		crc = apply_shift(t, crc) ^ (uint32_t)c2;
 		p += 3 * blk;
+		if (d)
+			d += 3 * blk;
 		len -= 3 * blk;
 	}
+	if (pd)
+		*pd = d;
 	*pp = p;
 	*plen = len;
 	return crc;
 }
 
-__attribute__((target("sse4.2"))) static uint32_t raw_hw(uint32_t crc, const uint8_t *p,
-							 size_t len)
+/* CRC of p with the crc32 instruction; with d non-NULL, p is also copied to d on the way. */
+HW_TARGET static ALWAYS_INLINE uint32_t hw_run(uint32_t crc, uint8_t *restrict d,
+					       const uint8_t *restrict p, size_t len)
 {
 	while (len && ((uintptr_t)p & 7)) {
+		if (d)
+			*d++ = *p;
 		crc = _mm_crc32_u8(crc, *p++);
 		len--;
 	}
-	crc = raw_hw_3way(crc, &p, &len, BLK_LONG, shift_long);
-	crc = raw_hw_3way(crc, &p, &len, BLK_SHORT, shift_short);
+	crc = hw_3way(crc, d ? &d : NULL, &p, &len, BLK_LONG, shift_long);
+	crc = hw_3way(crc, d ? &d : NULL, &p, &len, BLK_SHORT, shift_short);
+	if (d) /* under 768 bytes left: copy them, then check them while the copy has them in L1 */
+		memcpy(d, p, len);
 	{
 		uint64_t c = crc;
 
@@ -213,6 +259,19 @@ __attribute__((target("sse4.2"))) static uint32_t raw_hw(uint32_t crc, const uin
 	return crc;
 }
 
+HW_TARGET static uint32_t raw_hw(uint32_t crc, const uint8_t *p, size_t len)
+{
+	return hw_run(crc, NULL, p, len);
+}
+
+HW_TARGET static uint32_t raw_copy_hw(uint32_t crc, uint8_t *restrict d,
+				      const uint8_t *restrict p, size_t len)
+{
+	return hw_run(crc, d, p, len);
+}
+
+/* How far ahead of its loads crc32c_copy prefetches the source (4-8 KiB measured alike). */
+#define COPY_PREFETCH 4096
 #define FOLD_TARGET __attribute__((target("sse4.2,pclmul,avx512f,vpclmulqdq")))
 
 FOLD_TARGET static inline __m128i fold128(__m128i v, struct fold_k k)
@@ -230,35 +289,20 @@ FOLD_TARGET static inline __m512i fold512x4(__m512i v, __m512i kk, __m512i data)
 }
 
 /*
- * Fold 64-byte blocks with four 512-bit accumulators (256 bytes a round), then the lanes into
- * one 128-bit value F that is congruent to the message modulo P; the CRC of the message is then
- * the crc32 instruction over F's 16 bytes from state 0 (F x^32 mod P), continued over the tail.
- * len must be at least 256.
+ * The end of a fold: merge the four 512-bit accumulators, fold in the remaining 64- and 16-byte
+ * blocks of p, then reduce to 128 bits F, congruent to the message modulo P; the CRC of the
+ * message is the crc32 instruction over F's 16 bytes from state 0 (F x^32 mod P), continued over
+ * the last len % 16 bytes. len is below 256.
  */
-FOLD_TARGET static uint32_t raw_fold(uint32_t crc, const uint8_t *p, size_t len)
+FOLD_TARGET static inline __attribute__((always_inline)) uint32_t
+fold_finish(__m512i a0, __m512i a1, __m512i a2, __m512i a3, const uint8_t *p, size_t len)
 {
-	__m512i k2048 = _mm512_broadcast_i32x4(
-		_mm_set_epi64x((long long)fold_2048.k2, (long long)fold_2048.k1));
 	__m512i k512 = _mm512_broadcast_i32x4(
 		_mm_set_epi64x((long long)fold_512.k2, (long long)fold_512.k1));
-	__m512i a0, a1, a2, a3;
 	__m128i l0, l1, l2, l3, v;
 	uint64_t c, q0, q1;
+	uint32_t crc;
 
-	a0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
-	a1 = _mm512_loadu_si512(p + 64);
-	a2 = _mm512_loadu_si512(p + 128);
-	a3 = _mm512_loadu_si512(p + 192);
-	p += 256;
-	len -= 256;
-	while (len >= 256) {
-		a0 = fold512x4(a0, k2048, _mm512_loadu_si512(p));
-		a1 = fold512x4(a1, k2048, _mm512_loadu_si512(p + 64));
-		a2 = fold512x4(a2, k2048, _mm512_loadu_si512(p + 128));
-		a3 = fold512x4(a3, k2048, _mm512_loadu_si512(p + 192));
-		p += 256;
-		len -= 256;
-	}
 	a1 = fold512x4(a0, k512, a1);
 	a2 = fold512x4(a1, k512, a2);
 	a3 = fold512x4(a2, k512, a3);
@@ -286,6 +330,89 @@ FOLD_TARGET static uint32_t raw_fold(uint32_t crc, const uint8_t *p, size_t len)
 	while (len--)
 		crc = _mm_crc32_u8(crc, *p++);
 	return crc;
+}
+
+/*
+ * Fold 64-byte blocks with four 512-bit accumulators (256 bytes a round), then fold_finish().
+ * len must be at least 256.
+ */
+FOLD_TARGET static uint32_t raw_fold(uint32_t crc, const uint8_t *p, size_t len)
+{
+	__m512i k2048 = _mm512_broadcast_i32x4(
+		_mm_set_epi64x((long long)fold_2048.k2, (long long)fold_2048.k1));
+	__m512i a0, a1, a2, a3;
+
+	a0 = _mm512_xor_si512(_mm512_loadu_si512(p),
+			      _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+	a1 = _mm512_loadu_si512(p + 64);
+	a2 = _mm512_loadu_si512(p + 128);
+	a3 = _mm512_loadu_si512(p + 192);
+	p += 256;
+	len -= 256;
+	while (len >= 256) {
+		a0 = fold512x4(a0, k2048, _mm512_loadu_si512(p));
+		a1 = fold512x4(a1, k2048, _mm512_loadu_si512(p + 64));
+		a2 = fold512x4(a2, k2048, _mm512_loadu_si512(p + 128));
+		a3 = fold512x4(a3, k2048, _mm512_loadu_si512(p + 192));
+		p += 256;
+		len -= 256;
+	}
+	return fold_finish(a0, a1, a2, a3, p, len);
+}
+
+/*
+ * raw_fold() that also stores every 64-byte block it loads to d: one pass over the source.
+ * Sources are cold (records just read), so the loop prefetches COPY_PREFETCH bytes ahead, never
+ * past the end of src. The last len % 256 bytes are copied with memcpy and folded from the
+ * copy, which that memcpy left in L1. len must be at least 256.
+ * Measured (sluice-bench crc, Zen 4): the prefetch lifts cold 16-100 KiB records from about
+ * 0.75x to 1.0x memcpy's rate; aligning d to 64 bytes first gained nothing, so d is not aligned.
+ */
+FOLD_TARGET static uint32_t raw_copy_fold(uint32_t crc, uint8_t *d, const uint8_t *p, size_t len)
+{
+	__m512i k2048 = _mm512_broadcast_i32x4(
+		_mm_set_epi64x((long long)fold_2048.k2, (long long)fold_2048.k1));
+	__m512i a0, a1, a2, a3;
+
+	a0 = _mm512_loadu_si512(p);
+	a1 = _mm512_loadu_si512(p + 64);
+	a2 = _mm512_loadu_si512(p + 128);
+	a3 = _mm512_loadu_si512(p + 192);
+	_mm512_storeu_si512(d, a0);
+	_mm512_storeu_si512(d + 64, a1);
+	_mm512_storeu_si512(d + 128, a2);
+	_mm512_storeu_si512(d + 192, a3);
+	a0 = _mm512_xor_si512(a0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+	p += 256;
+	d += 256;
+	len -= 256;
+	while (len >= 256) {
+		__m512i b0, b1, b2, b3;
+
+		if (len >= COPY_PREFETCH + 256) {
+			_mm_prefetch((const char *)p + COPY_PREFETCH, _MM_HINT_T0);
+			_mm_prefetch((const char *)p + COPY_PREFETCH + 64, _MM_HINT_T0);
+			_mm_prefetch((const char *)p + COPY_PREFETCH + 128, _MM_HINT_T0);
+			_mm_prefetch((const char *)p + COPY_PREFETCH + 192, _MM_HINT_T0);
+		}
+		b0 = _mm512_loadu_si512(p);
+		b1 = _mm512_loadu_si512(p + 64);
+		b2 = _mm512_loadu_si512(p + 128);
+		b3 = _mm512_loadu_si512(p + 192);
+		_mm512_storeu_si512(d, b0);
+		_mm512_storeu_si512(d + 64, b1);
+		_mm512_storeu_si512(d + 128, b2);
+		_mm512_storeu_si512(d + 192, b3);
+		a0 = fold512x4(a0, k2048, b0);
+		a1 = fold512x4(a1, k2048, b1);
+		a2 = fold512x4(a2, k2048, b2);
+		a3 = fold512x4(a3, k2048, b3);
+		p += 256;
+		d += 256;
+		len -= 256;
+	}
+	memcpy(d, p, len);
+	return fold_finish(a0, a1, a2, a3, d, len);
 }
 #endif
 
@@ -345,17 +472,55 @@ uint32_t crc32c_extend(uint32_t crc, const void *buf, size_t len)
 	return ~raw_table(~crc, buf, len);
 }
 
-uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+/* memcpy then the table, a few KiB at a time so the table reads the copy from L1. */
+static uint32_t raw_copy_table(uint32_t crc, uint8_t *d, const uint8_t *p, size_t len)
 {
-	uint8_t *d = dst;
-	const uint8_t *p = src;
 	while (len > 0) {
 		size_t n = len < 4096 ? len : 4096;
+
 		memcpy(d, p, n);
-		crc = crc32c_extend(crc, d, n); /* the copy, hot in L1 */
+		crc = raw_table(crc, d, n);
 		d += n;
 		p += n;
 		len -= n;
 	}
 	return crc;
+}
+
+uint32_t crc32c_copy_table(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	pthread_once(&init_once, crc32c_init);
+	return ~raw_copy_table(~crc, dst, src, len);
+}
+
+uint32_t crc32c_copy_hw(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	pthread_once(&init_once, crc32c_init);
+#ifdef CRC32C_HAVE_X86
+	if (hw_ok)
+		return ~raw_copy_hw(~crc, dst, src, len);
+#endif
+	return ~raw_copy_table(~crc, dst, src, len);
+}
+
+uint32_t crc32c_copy_fold(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	pthread_once(&init_once, crc32c_init);
+#ifdef CRC32C_HAVE_X86
+	if (fold_ok && len >= 256)
+		return ~raw_copy_fold(~crc, dst, src, len);
+#endif
+	return crc32c_copy_hw(crc, dst, src, len);
+}
+
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	pthread_once(&init_once, crc32c_init);
+#ifdef CRC32C_HAVE_X86
+	if (fold_ok && len >= FOLD_MIN_LEN)
+		return ~raw_copy_fold(~crc, dst, src, len);
+	if (hw_ok)
+		return ~raw_copy_hw(~crc, dst, src, len);
+#endif
+	return ~raw_copy_table(~crc, dst, src, len);
 }

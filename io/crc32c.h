@@ -16,7 +16,9 @@ uint32_t crc32c_extend(uint32_t crc, const void *buf, size_t len);
 
 /*
  * Copy len bytes from src to dst (not overlapping) and return crc32c_extend(crc, src, len),
- * in one pass over the source: a few KiB are copied, then checked while they are in L1.
+ * in one pass over the source: each block of src is loaded once, stored to dst and folded into
+ * the CRC (with the table, a few KiB are copied, then checked while they are in L1). Only
+ * dst[0, len) is written.
  */
 uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
 
@@ -47,6 +49,10 @@ uint32_t crc32c_extend_hw(uint32_t crc, const void *buf, size_t len);
  * crc32c_extend_hw. SLUICE_CRC32C_NO_FOLD in the environment turns the folding off.
  */
 uint32_t crc32c_extend_fold(uint32_t crc, const void *buf, size_t len);
+/* crc32c_copy with each implementation, with the same fallbacks as crc32c_extend_*. */
+uint32_t crc32c_copy_table(uint32_t crc, void *dst, const void *src, size_t len);
+uint32_t crc32c_copy_hw(uint32_t crc, void *dst, const void *src, size_t len);
+uint32_t crc32c_copy_fold(uint32_t crc, void *dst, const void *src, size_t len);
 bool crc32c_hw_available(void);
 bool crc32c_fold_available(void);
 /* "vpclmulqdq", "sse4.2" or "table": what crc32c_extend uses for long buffers. */

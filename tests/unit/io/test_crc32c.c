@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests for io/crc32c.c: RFC 3720 vectors, both implementations, masking, extension. */
+/* Tests for io/crc32c.c: RFC 3720 vectors, every implementation, masking, extension, copy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,6 +139,160 @@ static void test_copy(void **state)
 	free(dst);
 }
 
+typedef uint32_t (*copy_fn)(uint32_t, void *, const void *, size_t);
+
+/* The crc32c_copy implementations this CPU runs (the _hw and _fold ones fall back otherwise). */
+static size_t copy_fns(copy_fn fns[4], const char *names[4])
+{
+	size_t n = 0;
+
+	fns[n] = crc32c_copy;
+	names[n++] = "crc32c_copy";
+	fns[n] = crc32c_copy_table;
+	names[n++] = "crc32c_copy_table";
+	if (crc32c_hw_available()) {
+		fns[n] = crc32c_copy_hw;
+		names[n++] = "crc32c_copy_hw";
+	}
+	if (crc32c_fold_available()) {
+		fns[n] = crc32c_copy_fold;
+		names[n++] = "crc32c_copy_fold";
+	}
+	return n;
+}
+
+/* Bytes either side of the destination that must stay untouched; the most dst offset, plus one. */
+#define GUARD 64
+#define MAX_OFF 64
+#define GUARD_BYTE 0xa5
+
+static void fill_random(uint8_t *buf, size_t n, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (uint8_t)(x >> 24);
+	}
+}
+
+/*
+ * One crc32c_copy of len bytes from src to dbuf + GUARD + doff (dbuf holds GUARD + MAX_OFF + len
+ * + GUARD bytes): the CRC is crc32c_extend's, the copy is exact, every other byte of dbuf keeps
+ * GUARD_BYTE.
+ */
+static void check_copy(copy_fn fn, const char *name, uint32_t init, const uint8_t *src,
+		       size_t len, uint8_t *dbuf, size_t doff)
+{
+	size_t total = GUARD + MAX_OFF + len + GUARD;
+	uint8_t *dst = dbuf + GUARD + doff;
+	uint32_t want = crc32c_extend(init, src, len);
+	uint32_t got;
+
+	memset(dbuf, GUARD_BYTE, total);
+	got = fn(init, dst, src, len);
+	if (got != want)
+		fail_msg("%s: len %zu, src %% 64 = %zu, dst offset %zu, crc %#x: got %#x, want %#x",
+			 name, len, (size_t)((uintptr_t)src & 63), doff, init, got, want);
+	if (len && memcmp(dst, src, len) != 0)
+		fail_msg("%s: len %zu, dst offset %zu: the copy differs from the source", name, len,
+			 doff);
+	for (uint8_t *q = dbuf; q < dst; q++)
+		if (*q != GUARD_BYTE)
+			fail_msg("%s: len %zu, dst offset %zu: byte %td before dst written", name,
+				 len, doff, dst - q);
+	for (uint8_t *q = dst + len; q < dbuf + total; q++)
+		if (*q != GUARD_BYTE)
+			fail_msg("%s: len %zu, dst offset %zu: byte %td after dst written", name,
+				 len, doff, q - (dst + len));
+}
+
+static const uint32_t copy_inits[] = { 0, 0xffffffffu, 0x12345678u, 0x8a9136aau };
+#define N_INITS (sizeof(copy_inits) / sizeof(copy_inits[0]))
+
+/* Every length up to 1100 (each fold, 3-way and tail boundary), for each initial CRC. */
+static void test_copy_every_length(void **state)
+{
+	enum { MAXLEN = 1100 };
+	copy_fn fns[4];
+	const char *names[4];
+	size_t nf = copy_fns(fns, names);
+	uint8_t *src = malloc(MAXLEN + 64), *dbuf = malloc(GUARD + MAX_OFF + MAXLEN + GUARD);
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dbuf);
+	fill_random(src, MAXLEN + 64, 0x9e3779b97f4a7c15ull);
+	for (size_t f = 0; f < nf; f++)
+		for (size_t k = 0; k < N_INITS; k++)
+			for (size_t len = 0; len <= MAXLEN; len++)
+				check_copy(fns[f], names[f], copy_inits[k], src + (len % 7), len,
+					   dbuf, (len * 13) % MAX_OFF);
+	free(src);
+	free(dbuf);
+}
+
+/* Random lengths (a fixed seed) up to 1 MiB, from random offsets of a random source. */
+static void test_copy_long(void **state)
+{
+	enum { MAXLEN = 1 << 20, ROUNDS = 48 };
+	copy_fn fns[4];
+	const char *names[4];
+	size_t nf = copy_fns(fns, names);
+	uint8_t *src = malloc(MAXLEN + 64), *dbuf = malloc(GUARD + MAX_OFF + MAXLEN + GUARD);
+	uint64_t x = 0x2545f4914f6cdd1dull;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dbuf);
+	fill_random(src, MAXLEN + 64, 42);
+	for (int r = 0; r < ROUNDS; r++) {
+		size_t len, soff, doff;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		/* half of them up to 64 KiB, the rest up to 1 MiB; the last one 1 MiB exactly */
+		len = r == ROUNDS - 1 ? MAXLEN : (size_t)(x % (r & 1 ? MAXLEN : 65536));
+		soff = (size_t)(x >> 40) % 64;
+		doff = (size_t)(x >> 50) % MAX_OFF;
+		for (size_t f = 0; f < nf; f++)
+			check_copy(fns[f], names[f], copy_inits[r % N_INITS], src + soff, len, dbuf,
+				   doff);
+	}
+	free(src);
+	free(dbuf);
+}
+
+/* Every source and destination alignment, around the fold and the 3-way block sizes. */
+static void test_copy_alignment(void **state)
+{
+	static const size_t lens[] = { 255, 256, 257, 4095, 16391 };
+	enum { MAXLEN = 16391 };
+	copy_fn fns[4];
+	const char *names[4];
+	size_t nf = copy_fns(fns, names);
+	/* C11: the size is a multiple of the alignment */
+	uint8_t *src = aligned_alloc(64, (MAXLEN + 128 + 63) & ~(size_t)63);
+	uint8_t *dbuf = aligned_alloc(64, (GUARD + MAX_OFF + MAXLEN + GUARD + 63) & ~(size_t)63);
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dbuf);
+	fill_random(src, MAXLEN + 128, 7);
+	for (size_t f = 0; f < nf; f++)
+		for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++)
+			for (size_t soff = 0; soff < 64; soff++)
+				for (size_t doff = 0; doff < MAX_OFF; doff++)
+					check_copy(fns[f], names[f],
+						   copy_inits[(soff + doff) % N_INITS],
+						   src + soff, lens[k], dbuf, doff);
+	free(src);
+	free(dbuf);
+}
+
 static void test_mask(void **state)
 {
 	/* masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 */
@@ -160,7 +314,8 @@ int main(void)
 		cmocka_unit_test(test_rfc3720_fold),   cmocka_unit_test(test_rfc3720_dispatch),
 		cmocka_unit_test(test_hw_table_agree),
 		cmocka_unit_test(test_extend_split),   cmocka_unit_test(test_mask),
-		cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_copy),           cmocka_unit_test(test_copy_every_length),
+		cmocka_unit_test(test_copy_long),      cmocka_unit_test(test_copy_alignment),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
