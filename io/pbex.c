@@ -417,71 +417,6 @@ static int entry_key(struct dctx *c, const char *label, const uint8_t *q, const 
 	return 0;
 }
 
-/*
- * The layout TensorFlow writes, with short lengths: a value [v, e) that is one *List field
- * holding one packed field (or one bytes value), or nothing. Fill *out and return true; false
- * when the value is laid out otherwise or is bad (the general path then decides).
- */
-static inline bool fast_feature(const uint8_t *q, const uint8_t *v, const uint8_t *e,
-				struct pbex_feature *out)
-{
-	const uint8_t *pl;
-	uint32_t kind, n = 0, run = 0, len;
-
-	if (e - v < 2 || v[1] >= 0x80 || v[1] != e - v - 2)
-		return false;
-	kind = v[0] >> 3;
-	if ((v[0] & 7) != WT_LEN || kind < 1 || kind > 3)
-		return false;
-	out->present = true;
-	out->kind = (enum pbex_kind)kind;
-	out->src_ = q;
-	out->src_len_ = (uint32_t)(e - q);
-	out->bytes_len = 0;
-	if (v[1] == 0) { /* an empty list */
-		out->count = 0;
-		out->start_ = (uint32_t)(v - q);
-		out->end_ = out->src_len_;
-		out->flags_ = 0;
-		return true;
-	}
-	if (e - v < 4 || v[2] != 0x0a || v[3] >= 0x80 || v[3] != e - v - 4)
-		return false;
-	pl = v + 4;
-	len = v[3];
-	switch (kind) {
-	case PBEX_KIND_INT64:
-		for (uint32_t i = 0; i < len; i++) {
-			if (pl[i] < 0x80) {
-				n++;
-				run = 0;
-			} else if (++run == 10) {
-				return false;
-			}
-		}
-		if (run)
-			return false;
-		break;
-	case PBEX_KIND_FLOAT:
-		if (len % 4)
-			return false;
-		n = len / 4;
-		break;
-	default:
-		out->count = 1;
-		out->bytes_len = len;
-		out->start_ = (uint32_t)(v - q);
-		out->end_ = out->src_len_;
-		out->flags_ = 0;
-		return true;
-	}
-	out->count = n;
-	out->start_ = (uint32_t)(pl - q);
-	out->end_ = out->src_len_;
-	out->flags_ = PBEX_F_PACKED_RUN;
-	return true;
-}
-
 /* Validate a Features map entry [q, e) whose key is known; the result goes to *out. */
 static int decode_entry(struct dctx *c, const uint8_t *q, const uint8_t *e, const uint8_t *v,
 			const uint8_t *ve, struct pbex_feature *out)
@@ -489,7 +424,7 @@ static int decode_entry(struct dctx *c, const uint8_t *q, const uint8_t *e, cons
 	struct fscan fs;
 	int rc;
 
-	if (v && fast_feature(q, v, ve, out))
+	if (v && pbex_fast_feature(q, v, ve, out))
 		return 0;
 	fscan_init(&fs, q);
 	if (v) {
@@ -603,7 +538,7 @@ static int walk_features(struct dctx *c, const struct pbex_schema *s, const uint
 			if (q[0] == 0x0a && kl + 4 <= p[1] && q[2 + kl] == 0x12 &&
 			    q[3 + kl] == p[1] - 4 - kl) {
 				idx = schema_lookup(s, q + 2, kl);
-				if (idx < 0 || fast_feature(q, q + 4 + kl, e, &out[idx])) {
+				if (idx < 0 || pbex_fast_feature(q, q + 4 + kl, e, &out[idx])) {
 					p = e;
 					continue;
 				}

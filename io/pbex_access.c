@@ -276,6 +276,8 @@ bool pbex_list_iter_next(struct pbex_list_iter *it, struct pbex_feature *ret_ste
 			if (f == 1 && wt == WT_LEN) {
 				MUST(get_len(&quiet, &p, end, p, &l));
 				it->pos_[1] = (uint32_t)(p + l - s);
+				if (pbex_fast_feature(p, p, p + l, ret_step))
+					return true;
 				/* the step was validated by the decode: this scan only measures */
 				dctx_init(&c, s, NULL, NULL);
 				fscan_init(&fs, p);

@@ -247,6 +247,72 @@ static inline void fscan_to_feature(const struct fscan *fs, uint32_t src_len,
 	}
 }
 
+/*
+ * The layout TensorFlow writes, with short lengths: a value [v, e) that is one *List field
+ * holding one packed field (or one bytes value), or nothing. Fill *out and return true; false
+ * when the value is laid out otherwise or is bad (the general path then decides). Offsets are
+ * from q: the map entry, or the step itself (q == v) in a FeatureList.
+ */
+static inline bool pbex_fast_feature(const uint8_t *q, const uint8_t *v, const uint8_t *e,
+				     struct pbex_feature *out)
+{
+	const uint8_t *pl;
+	uint32_t kind, n = 0, run = 0, len;
+
+	if (e - v < 2 || v[1] >= 0x80 || v[1] != e - v - 2)
+		return false;
+	kind = v[0] >> 3;
+	if ((v[0] & 7) != WT_LEN || kind < 1 || kind > 3)
+		return false;
+	out->present = true;
+	out->kind = (enum pbex_kind)kind;
+	out->src_ = q;
+	out->src_len_ = (uint32_t)(e - q);
+	out->bytes_len = 0;
+	if (v[1] == 0) { /* an empty list */
+		out->count = 0;
+		out->start_ = (uint32_t)(v - q);
+		out->end_ = out->src_len_;
+		out->flags_ = 0;
+		return true;
+	}
+	if (e - v < 4 || v[2] != 0x0a || v[3] >= 0x80 || v[3] != e - v - 4)
+		return false;
+	pl = v + 4;
+	len = v[3];
+	switch (kind) {
+	case PBEX_KIND_INT64:
+		for (uint32_t i = 0; i < len; i++) {
+			if (pl[i] < 0x80) {
+				n++;
+				run = 0;
+			} else if (++run == 10) {
+				return false;
+			}
+		}
+		if (run)
+			return false;
+		break;
+	case PBEX_KIND_FLOAT:
+		if (len % 4)
+			return false;
+		n = len / 4;
+		break;
+	default:
+		out->count = 1;
+		out->bytes_len = len;
+		out->start_ = (uint32_t)(v - q);
+		out->end_ = out->src_len_;
+		out->flags_ = 0;
+		return true;
+	}
+	out->count = n;
+	out->start_ = (uint32_t)(pl - q);
+	out->end_ = out->src_len_;
+	out->flags_ = PBEX_F_PACKED_RUN;
+	return true;
+}
+
 /* ---- schema --------------------------------------------------------------------------- */
 
 struct pbex_slot {
