@@ -18,7 +18,7 @@
 
 #define PL_BLOCK_BYTES (1u << 20)
 /* Read buffers a slot may keep pinned by records beyond the one it is framing. */
-#define PL_PIN_CHUNKS 8
+#define PL_PIN_CHUNKS 16
 #define PL_SLOT_QUEUE_DEPTH 4
 #define PL_POLL_MS 100
 

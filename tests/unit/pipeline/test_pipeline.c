@@ -42,6 +42,7 @@ static const unsigned FILE_RECS[N_FILES] = { 250, 300, 200, 257 };
 enum spoil {
 	SPOIL_NONE,
 	SPOIL_NO_ID, /* write the record without "id" */
+	SPOIL_PAD,   /* every record also holds "pad", 8000 bytes the manifest does not name */
 };
 
 struct dataset_layout {
@@ -123,6 +124,12 @@ static int make_dataset(const char *dir, enum spoil spoil, unsigned spoil_file,
 				pbex_enc_add_int64s(&enc, "id", &id, 1);
 			pbex_enc_add_floats(&enc, "vec", vec, 2);
 			pbex_enc_add_bytes(&enc, "tag", &tv, &tl, 1);
+			if (spoil == SPOIL_PAD) {
+				static const uint8_t pad[8000];
+				const void *pv = pad;
+				size_t pn = sizeof(pad);
+				pbex_enc_add_bytes(&enc, "pad", &pv, &pn, 1);
+			}
 			r = pbex_enc_finish(&enc);
 			if (r == 0)
 				r = tfr_writer_write(w, enc.buf, enc.len);
@@ -190,6 +197,7 @@ struct spec_args {
 	const char *id_from; /* from_name of the "id" output (default "id") */
 	const char *shard;   /* JSON object, or NULL */
 	bool sloppy;	     /* sloppy_interleave */
+	int shuffle_elems;   /* num_shuffle_buffer_elements (0: 100) */
 };
 
 static struct spec_args spec_default(void)
@@ -219,7 +227,8 @@ static struct pl_spec *make_spec(const struct spec_args *a)
 	if (a->shuffle)
 		snprintf(shuffle, sizeof(shuffle),
 			 "\"shuffle\": true, \"num_shuffle_buffer_elements\": "
-			 "100, \"num_filenames_shuffle_buffer\": 4, \"num_mix_files\": 2, ");
+			 "%d, \"num_filenames_shuffle_buffer\": 4, \"num_mix_files\": 2, ",
+			 a->shuffle_elems ? a->shuffle_elems : 100);
 	if (a->shard)
 		snprintf(shard, sizeof(shard), "\"shard\": %s, ", a->shard);
 	n = snprintf(json, sizeof(json),
@@ -740,6 +749,48 @@ static void test_stream_epochs_shuffle(void **state)
 		      st.io_fallback ? ", because " : "", st.io_fallback ? st.io_fallback : "");
 	pl_pipeline_destroy(p);
 	stream_free(s);
+}
+
+/*
+ * A shuffle buffer that spans more read chunks than a slot may pin (900 records
+ * of ~8 KB; chunks are 64 KiB at least, a file 2.4 MB):
+ * the stragglers of old chunks are copied out (evacuations), and every epoch is still a
+ * permutation of the records, the same as with a pool of another size.
+ */
+static void test_stream_evacuations(void **state)
+{
+	struct spec_args a = spec_default();
+	struct pl_stats st;
+	char dir[PATH_MAX];
+	sub_dir("padded", dir);
+	assert_int_equal(make_dataset(dir, SPOIL_PAD, 0, 0, NULL), 0);
+	a.dir = dir;
+	a.epochs = "2";
+	a.shuffle = true;
+	a.shuffle_elems = 900;
+	a.batch = 50;
+	struct stream *s[2];
+	for (int k = 0; k < 2; k++) {
+		a.parses = k ? 1 : 3;
+		struct pl_pipeline *p = create(&a, NULL);
+		s[k] = stream_new();
+		drain(p, s[k], 0, false);
+		assert_stream_ok(s[k]);
+		assert_int_equal(s[k]->n_ids, 2 * N_RECS);
+		assert_permutation(s[k]->ids, N_RECS, NULL, 0);
+		assert_permutation(s[k]->ids + N_RECS, N_RECS, NULL, 0);
+		pl_pipeline_get_stats(p, &st);
+		print_message("parses %d: %llu evacuations, %llu of %llu record bytes copied\n",
+			      a.parses, (unsigned long long)st.evacuations,
+			      (unsigned long long)st.copied_bytes,
+			      (unsigned long long)st.record_bytes);
+		assert_true(st.evacuations > 0);
+		assert_true(st.copied_bytes > 0);
+		pl_pipeline_destroy(p);
+	}
+	assert_memory_equal(s[0]->ids, s[1]->ids, 2 * N_RECS * sizeof(int64_t));
+	stream_free(s[0]);
+	stream_free(s[1]);
 }
 
 /* Without shuffle and with one read at a time, the rows are the files in path order. */
@@ -1756,6 +1807,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stream_epochs_shuffle),
+		cmocka_unit_test(test_stream_evacuations),
 		cmocka_unit_test(test_stream_file_order),
 		cmocka_unit_test(test_stream_exact_batches),
 		cmocka_unit_test(test_stream_sloppy),
