@@ -367,49 +367,58 @@ static int check_header(struct tfr_reader *r, const uint8_t *h, uint64_t off, ui
 }
 
 static int crc_mismatch(struct io_error *err, const char *path, const struct tfr_record *rec,
-			uint32_t want)
+			uint32_t stored, uint32_t want)
 {
 	io_error_set(err,
 		     "%s: record %llu at %s %llu: data CRC mismatch (stored 0x%08x, computed "
 		     "0x%08x over %zu bytes)",
 		     path ? path : "<stream>", (unsigned long long)rec->index,
 		     rec->decompressed ? "decompressed offset" : "offset",
-		     (unsigned long long)rec->offset, rec->masked_crc, want, rec->len);
+		     (unsigned long long)rec->offset, stored, want, rec->len);
 	return -EBADMSG;
 }
 
 int tfr_record_verify(const struct tfr_record *rec, const char *path, struct io_error *err)
 {
-	uint32_t want;
+	uint32_t want, stored;
 
 	if (rec->crc_checked)
 		return 0;
 	want = crc32c_mask(crc32c(rec->data, rec->len));
-	return want == rec->masked_crc ? 0 : crc_mismatch(err, path, rec, want);
+	stored = tfr_record_stored_crc(rec->data, rec->len);
+	return want == stored ? 0 : crc_mismatch(err, path, rec, stored, want);
 }
 
 /*
  * Fill ret_rec and check its data CRC (unless deferred or off). A mismatch is not sticky: the
- * framing is intact, so the reader can go on with the next record (skip_record).
+ * framing is intact, so the reader can go on with the next record (skip_record). The footer
+ * follows data (both callers). When the check is deferred it is not read here but prefetched
+ * with the next record's header, which share a cache line or two: on a large record just read
+ * by DMA that line is a miss, which a caller interleaving files then takes in the background.
  */
-static int emit(struct tfr_reader *r, const uint8_t *data, uint64_t len, const uint8_t *foot,
-		uint64_t off, struct tfr_record *ret_rec, struct io_error *err)
+static int emit(struct tfr_reader *r, const uint8_t *data, uint64_t len, uint64_t off,
+		struct tfr_record *ret_rec, struct io_error *err)
 {
 	struct tfr_record rec = {
 		.data = data,
 		.len = (size_t)len,
 		.offset = off,
 		.index = r->index++,
-		.masked_crc = load_le32(foot),
 		.decompressed = r->opts.compression != TFR_COMPRESSION_NONE,
 		.crc_checked = r->opts.verify_crc && !r->opts.defer_data_crc,
 	};
 
+	if (r->opts.defer_data_crc && r->opts.verify_crc) {
+		__builtin_prefetch(data + len);
+		__builtin_prefetch(data + len + TFR_FOOTER_LEN + TFR_HEADER_LEN - 1);
+	} else {
+		rec.masked_crc = load_le32(data + len);
+	}
 	if (rec.crc_checked) {
 		uint32_t want = crc32c_mask(crc32c(data, len));
 
 		if (want != rec.masked_crc)
-			return crc_mismatch(err, name_of(r), &rec, want);
+			return crc_mismatch(err, name_of(r), &rec, rec.masked_crc, want);
 	}
 	if (!r->opts.verify_crc)
 		rec.crc_checked = true; /* nothing left to check */
@@ -497,8 +506,8 @@ int tfr_reader_next(struct tfr_reader *r, struct tfr_record *ret_rec, struct io_
 				    n - TFR_HEADER_LEN - len >= TFR_FOOTER_LEN) {
 					/* Zero-copy: the whole record is at hand. */
 					src_consume(r, TFR_HEADER_LEN + len + TFR_FOOTER_LEN);
-					return emit(r, p + TFR_HEADER_LEN, len,
-						    p + TFR_HEADER_LEN + len, off, ret_rec, err);
+					return emit(r, p + TFR_HEADER_LEN, len, off, ret_rec,
+						    err);
 				}
 				r->asm_need = TFR_HEADER_LEN + len + TFR_FOOTER_LEN;
 			} else {
@@ -536,8 +545,7 @@ int tfr_reader_next(struct tfr_reader *r, struct tfr_record *ret_rec, struct io_
 		{
 			uint64_t len = r->asm_need - TFR_HEADER_LEN - TFR_FOOTER_LEN;
 
-			return emit(r, r->asm_buf + TFR_HEADER_LEN, len,
-				    r->asm_buf + TFR_HEADER_LEN + len, r->rec_off, ret_rec, err);
+			return emit(r, r->asm_buf + TFR_HEADER_LEN, len, r->rec_off, ret_rec, err);
 		}
 	}
 }

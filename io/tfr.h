@@ -38,7 +38,8 @@ struct tfr_record {
 	size_t len;
 	uint64_t offset;     /* byte offset of the record's header in the (decompressed) stream */
 	uint64_t index;      /* 0-based index of the record in the file */
-	uint32_t masked_crc; /* the data CRC stored in the file (masked) */
+	uint32_t masked_crc; /* the data CRC stored in the file (masked); 0 with defer_data_crc,
+			      * which leaves the footer unread: tfr_record_stored_crc() */
 	bool decompressed;   /* offset is in a decompressed stream */
 	bool crc_checked;    /* the reader verified the data CRC */
 };
@@ -50,13 +51,27 @@ struct tfr_record {
  */
 int tfr_record_verify(const struct tfr_record *rec, const char *path, struct io_error *err);
 
+/*
+ * The data CRC stored in the file (masked): the record's footer, the TFR_FOOTER_LEN bytes right
+ * after data, which stay valid as long as data does (also for an assembled record).
+ */
+static inline uint32_t tfr_record_stored_crc(const uint8_t *data, size_t len)
+{
+	const uint8_t *f = data + len;
+
+	return (uint32_t)f[0] | (uint32_t)f[1] << 8 | (uint32_t)f[2] << 16 | (uint32_t)f[3] << 24;
+}
+
 struct tfr_reader_opts {
 	size_t size;                      /* sizeof(struct tfr_reader_opts), set by _init */
 	const char *path;                 /* for messages only; copied; may be NULL */
 	enum tfr_compression compression; /* of the whole stream */
 	uint64_t max_record_len;          /* records longer than this are an error (-EMSGSIZE) */
 	bool verify_crc;                  /* check both CRCs (default true) */
-	bool defer_data_crc;              /* leave the data CRC to tfr_record_verify() */
+	bool defer_data_crc;              /* leave the data CRC to tfr_record_verify(), and the
+					   * footer unread: only prefetched, with the next header
+					   * (a caller that frames other files meanwhile then finds
+					   * it in cache) */
 };
 
 void tfr_reader_opts_init(struct tfr_reader_opts *opts);

@@ -178,9 +178,8 @@ struct pl_rec {
 	struct pl_rec *win;
 	uint32_t n_win;
 	int64_t win_skip, win_len;
-	const uint8_t *data;
+	const uint8_t *data; /* followed by the record's footer (its stored CRC) */
 	uint32_t len;
-	uint32_t masked_crc;
 	uint32_t file;     /* index into plan->ds->files */
 	bool crc_checked;
 	bool decompressed;

@@ -88,7 +88,6 @@ static int crc_error(const struct pl_plan *plan, const struct pl_rec *rec, struc
 		.len = rec->len,
 		.offset = rec->offset,
 		.index = rec->index,
-		.masked_crc = rec->masked_crc,
 		.decompressed = rec->decompressed,
 		.crc_checked = false,
 	};
@@ -124,7 +123,7 @@ int pl_crcur_end(struct pl_crcur *c, const struct pl_plan *plan, const struct pl
 		return 0;
 	c->crc = crc32c_extend(c->crc, c->rec + c->pos, c->len - c->pos);
 	c->active = false;
-	if (crc32c_mask(c->crc) == rec->masked_crc)
+	if (crc32c_mask(c->crc) == tfr_record_stored_crc(rec->data, rec->len))
 		return 0;
 	int r = crc_error(plan, rec, err); /* its message */
 	return r < 0 ? r : -EBADMSG;

@@ -179,18 +179,20 @@ static int copy_bytes(struct pl_source *src, const uint8_t *data, size_t len,
 
 /*
  * Keep a framed record: in place in the slot's chunk when the chunk may be pinned and the
- * record lies inside it (no copy), else copied into a heap block.
+ * record lies inside it (no copy), else copied into a heap block. Either way its footer (the
+ * stored data CRC) follows it, for the parse task that checks the CRC.
  */
 static int store_record(struct pl_source *src, struct pl_slot *s, const struct tfr_record *tr,
 			struct pl_rec *out)
 {
 	struct pl_block *c = s->cur;
-	if (s->pin && c && tr->data >= c->data && tr->data + tr->len <= c->data + c->cap) {
+	if (s->pin && c && tr->data >= c->data &&
+	    tr->data + tr->len + TFR_FOOTER_LEN <= c->data + c->cap) {
 		c->refs++;
 		out->blk = c;
 		out->data = tr->data;
 	} else {
-		int r = copy_bytes(src, tr->data, tr->len, &out->blk, &out->data);
+		int r = copy_bytes(src, tr->data, tr->len + TFR_FOOTER_LEN, &out->blk, &out->data);
 		if (r < 0)
 			return r;
 		src->st.copied_bytes += tr->len;
@@ -200,7 +202,6 @@ static int store_record(struct pl_source *src, struct pl_slot *s, const struct t
 	out->win_skip = 0;
 	out->win_len = -1;
 	out->len = (uint32_t)tr->len;
-	out->masked_crc = tr->masked_crc;
 	out->crc_checked = tr->crc_checked;
 	out->decompressed = tr->decompressed;
 	out->file = s->file;
@@ -235,7 +236,7 @@ static int evacuate(struct pl_source *src, struct pl_slot *s)
 		if (!r->blk || r->blk->ix != s->ix || r->blk->seq >= old_below)
 			continue;
 		struct pl_block *old = r->blk;
-		int e = copy_bytes(src, r->data, r->len, &r->blk, &r->data);
+		int e = copy_bytes(src, r->data, r->len + TFR_FOOTER_LEN, &r->blk, &r->data);
 		if (e < 0) {
 			r->blk = old;
 			return e;

@@ -331,7 +331,7 @@ static int bench_datapath(const struct bench_ds *ds, bool direct, uint64_t bytes
 				if (at + rec.len > cap)
 					at = 0;
 				if (crc32c_mask(crc32c_copy(0, dst + at, rec.data, rec.len)) !=
-				    rec.masked_crc)
+				    tfr_record_stored_crc(rec.data, rec.len))
 					sink++;
 				at += rec.len;
 				done += rec.len;

@@ -331,7 +331,10 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-/* Add a record: in place when it lies in the chunk, else copied (the reader reuses its buffer). */
+/*
+ * Add a record: in place when it lies in the chunk, else copied (the reader reuses its buffer),
+ * with its footer: the worker that checks the data CRC reads the stored one there.
+ */
 static int batch_add(struct scan_batch *b, const struct tfr_record *rec)
 {
 	uintptr_t lo = (uintptr_t)b->ch.data, hi = lo + b->ch.len, d = (uintptr_t)rec->data;
@@ -342,14 +345,16 @@ static int batch_add(struct scan_batch *b, const struct tfr_record *rec)
 	if (grow((void **)&b->copy_off, &b->cap, b->n + 1, sizeof(*b->copy_off)) < 0)
 		return -ENOMEM;
 	b->recs[b->n] = *rec;
-	if (b->ch.len && d >= lo && d + rec->len <= hi) {
+	if (b->ch.len && d >= lo && d + rec->len + TFR_FOOTER_LEN <= hi) {
 		b->copy_off[b->n] = SIZE_MAX;
 	} else {
-		if (grow((void **)&b->arena, &b->arena_cap, b->arena_len + rec->len, 1) < 0)
+		size_t n = rec->len + TFR_FOOTER_LEN;
+
+		if (grow((void **)&b->arena, &b->arena_cap, b->arena_len + n, 1) < 0)
 			return -ENOMEM;
-		memcpy(b->arena + b->arena_len, rec->data, rec->len);
+		memcpy(b->arena + b->arena_len, rec->data, n);
 		b->copy_off[b->n] = b->arena_len;
-		b->arena_len += rec->len;
+		b->arena_len += n;
 	}
 	b->n++;
 	return 0;

@@ -401,6 +401,10 @@ static void test_deferred_data_crc(void **state)
 		assert_int_equal(tfr_reader_next(r, &rec, &err), TFR_RECORD);
 		assert_false(rec.crc_checked);
 		assert_int_equal(rec.index, k);
+		assert_int_equal(rec.masked_crc, 0); /* the footer is left unread */
+		if (k != 1) /* ...and still there, after data */
+			assert_int_equal(tfr_record_stored_crc(rec.data, rec.len),
+					 crc32c_mask(crc32c(rec.data, rec.len)));
 		if (k == 1) {
 			assert_int_equal(tfr_record_verify(&rec, "d.tfrecords", &err), -EBADMSG);
 			assert_non_null(strstr(err.msg, "d.tfrecords: record 1 at offset 116: data "
@@ -419,6 +423,32 @@ static void test_deferred_data_crc(void **state)
 	assert_true(rec.crc_checked);
 	assert_int_equal(tfr_record_verify(&rec, NULL, &err), 0);
 	assert_int_equal(tfr_reader_next(r, &rec, &err), -EBADMSG);
+	tfr_reader_destroy(r);
+	/* Fed 7 bytes at a time, every record is assembled: its footer still follows data. */
+	tfr_reader_opts_init(&o);
+	o.defer_data_crc = true;
+	r = tfr_reader_create(&o);
+	size_t pos = 0;
+	int k = 0;
+	for (;;) {
+		int rc = tfr_reader_next(r, &rec, &err);
+		if (rc == TFR_NEED_INPUT) {
+			size_t n = b.len - pos < 7 ? b.len - pos : 7;
+			if (n == 0) {
+				tfr_reader_finish(r);
+			} else {
+				tfr_reader_feed(r, b.p + pos, n);
+				pos += n;
+			}
+			continue;
+		}
+		if (rc == TFR_END)
+			break;
+		assert_int_equal(rc, TFR_RECORD);
+		assert_int_equal(tfr_record_verify(&rec, NULL, &err), k == 1 ? -EBADMSG : 0);
+		k++;
+	}
+	assert_int_equal(k, 3);
 	tfr_reader_destroy(r);
 	free(b.p);
 }
