@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests for ipc/ring.c and ipc/ring_client.c: futex waits, threads, the lag policy and its race. */
+#include "ipc/ring.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ipc/batch.h"
+#include "ipc/futex.h"
+#include "ipc/ring_internal.h"
+
+#include "ring_fixture.h"
+
+/* ---- waiting ---- */
+
+/* FUTEX_WAIT on a word of the read-only mapping, woken through the daemon's writable one. */
+struct fwait {
+	const _Atomic uint32_t *word;
+	int rc;
+};
+
+static void *futex_waiter(void *arg)
+{
+	struct fwait *w = arg;
+	struct timespec dl = ipc_futex_deadline(5000 * MS);
+
+	do
+		w->rc = ipc_futex_wait(w->word, 0, &dl);
+	while (w->rc == 0 && atomic_load(w->word) == 0);
+	return NULL;
+}
+
+static void test_futex_on_readonly_mapping(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	struct ipc_ring_hdr *h = ipc_ring_hdr_(r);
+	const struct ipc_ring_hdr *ro;
+	struct timespec dl;
+	struct fwait w;
+	pthread_t t;
+
+	ro = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, ipc_ring_data_fd(r), 0);
+	assert_true(ro != MAP_FAILED);
+	assert_int_equal(ipc_futex_wait(&ro->state, 1, NULL), -EAGAIN);
+	dl = ipc_futex_deadline(10 * MS);
+	assert_int_equal(ipc_futex_wait(&ro->state, 0, &dl), -ETIMEDOUT);
+	w.word = &ro->state;
+	w.rc = 1;
+	assert_int_equal(pthread_create(&t, NULL, futex_waiter, &w), 0);
+	usleep(20000);
+	atomic_store(&h->state, 5);
+	ipc_futex_wake(&h->state, INT_MAX); /* another address, the same memfd page */
+	pthread_join(t, NULL);
+	assert_true(w.rc == 0 || w.rc == -EAGAIN);
+	munmap((void *)ro, PAGE);
+	atomic_store(&h->state, 0);
+	ipc_ring_destroy(r);
+}
+
+/* The daemon's loop after the end: collect (split readers get the rest) until all is released. */
+static void drain_daemon(struct ipc_ring *r)
+{
+	for (int i = 0; i < 100000; i++) {
+		uint64_t seq, holders;
+
+		ipc_ring_collect(r, NULL);
+		if (ipc_ring_oldest(r, &seq, &holders) == -ENOENT)
+			break;
+		ipc_ring_wait(r, 10 * MS);
+	}
+}
+
+struct delayed {
+	struct ipc_ring *r;
+	int n;
+	bool eos;
+};
+
+static void *delayed_publisher(void *arg)
+{
+	struct delayed *d = arg;
+
+	for (int i = 0; i < d->n; i++) {
+		struct ipc_ring_extent e;
+
+		usleep(2000);
+		while (ipc_ring_reserve(d->r, 500, &e) == -EAGAIN) {
+			ipc_ring_collect(d->r, NULL);
+			ipc_ring_wait(d->r, 100 * MS);
+		}
+		fill(e.mem, 500, (uint64_t)i);
+		ipc_ring_publish(d->r, &e, 500, 7, 0, NULL);
+	}
+	if (d->eos)
+		ipc_ring_set_eos(d->r);
+	drain_daemon(d->r);
+	return NULL;
+}
+
+/* next() sleeps on the futex and is woken by publish, and by the end of the stream. */
+static void test_next_sleeps_and_wakes(void **state)
+{
+	for (int mode = IPC_RING_BROADCAST; mode <= IPC_RING_SPLIT; mode++) {
+		struct ipc_ring *r = make_ring((enum ipc_ring_mode)mode, 1 << 20, 4, 0);
+		struct ipc_ring_client *c = add(r, 0, NULL);
+		struct delayed d = {r, 20, true};
+		struct ipc_ring_batch b;
+		pthread_t t;
+		int rc;
+
+		assert_int_equal(pthread_create(&t, NULL, delayed_publisher, &d), 0);
+		for (uint64_t s = 0;; s++) {
+			rc = ipc_ring_client_next(c, 10000 * MS, &b);
+			if (rc == -ENODATA)
+				break;
+			assert_int_equal(rc, 0);
+			assert_int_equal(b.seq, s);
+			assert_true(check(&b, s));
+			assert_int_equal(ipc_ring_client_release(c, &b), 0);
+		}
+		pthread_join(t, NULL);
+		assert_int_equal(ipc_ring_client_next(c, 0, &b), -ENODATA);
+		ipc_ring_client_detach(c);
+		ipc_ring_destroy(r);
+	}
+}
+
+/* Threads: one producer, readers that check every byte; under TSan in CI. */
+#define T_READERS 3
+#define T_BATCHES 20000
+
+struct treader {
+	struct ipc_ring_client *c;
+	enum ipc_ring_mode mode;
+	uint64_t got;
+	uint8_t *seen; /* split: shared count per seq */
+	bool ok;
+};
+
+static uint64_t tlen(uint64_t seq)
+{
+	return sizeof(struct ipc_batch_hdr) + (seq * 7919u) % 5000;
+}
+
+static void *treader_main(void *arg)
+{
+	struct treader *t = arg;
+	uint64_t expect = 0;
+	struct ipc_ring_batch b, hold = {.seq = UINT64_MAX};
+	int rc;
+
+	t->ok = true;
+	while ((rc = ipc_ring_client_next(t->c, 20000 * MS, &b)) == 0) {
+		if ((t->mode == IPC_RING_BROADCAST ? b.seq != expect : b.seq < expect) ||
+		    b.len != tlen(b.seq) ||
+		    !check(&b, b.seq)) {
+			t->ok = false;
+			break;
+		}
+		if (t->seen)
+			atomic_fetch_add((_Atomic uint8_t *)&t->seen[b.seq], 1);
+		expect = b.seq + 1;
+		t->got++;
+		/* Hold one batch back and release it after the next one: out of order. */
+		if (hold.seq != UINT64_MAX && ipc_ring_client_release(t->c, &hold)) {
+			t->ok = false;
+			break;
+		}
+		hold = b;
+	}
+	if (rc != -ENODATA)
+		t->ok = false;
+	if (hold.seq != UINT64_MAX)
+		ipc_ring_client_release(t->c, &hold);
+	return NULL;
+}
+
+static void produce(struct ipc_ring *r, uint64_t n)
+{
+	for (uint64_t s = 0; s < n; s++) {
+		struct ipc_ring_extent e;
+		uint64_t bad = 0;
+		int rc;
+
+		while ((rc = ipc_ring_reserve(r, tlen(s), &e)) == -EAGAIN) {
+			if (ipc_ring_collect(r, &bad) == 0)
+				ipc_ring_wait(r, 50 * MS);
+			assert_int_equal(bad, 0);
+		}
+		assert_int_equal(rc, 0);
+		fill(e.mem, tlen(s), s);
+		assert_int_equal(ipc_ring_publish(r, &e, tlen(s), 7, 0, NULL), 0);
+	}
+	assert_int_equal(ipc_ring_set_eos(r), 0);
+	drain_daemon(r);
+}
+
+static void run_threads(enum ipc_ring_mode mode)
+{
+	struct ipc_ring *r = make_ring(mode, 64 * PAGE, 16, 0);
+	struct treader t[T_READERS];
+	pthread_t th[T_READERS];
+	uint8_t *seen = calloc(T_BATCHES, 1);
+	uint64_t total = 0;
+
+	assert_non_null(seen);
+	for (int i = 0; i < T_READERS; i++) {
+		memset(&t[i], 0, sizeof(t[i]));
+		t[i].c = add(r, 0, NULL);
+		t[i].mode = mode;
+		t[i].seen = mode == IPC_RING_SPLIT ? seen : NULL;
+		assert_int_equal(pthread_create(&th[i], NULL, treader_main, &t[i]), 0);
+	}
+	produce(r, T_BATCHES);
+	for (int i = 0; i < T_READERS; i++) {
+		pthread_join(th[i], NULL);
+		assert_true(t[i].ok);
+		total += t[i].got;
+		if (mode == IPC_RING_BROADCAST)
+			assert_int_equal(t[i].got, T_BATCHES);
+		ipc_ring_client_detach(t[i].c);
+	}
+	if (mode == IPC_RING_SPLIT) {
+		assert_int_equal(total, T_BATCHES);
+		for (int s = 0; s < T_BATCHES; s++)
+			assert_int_equal(seen[s], 1);
+	}
+	free(seen);
+	ipc_ring_destroy(r);
+}
+
+static void test_threads_broadcast(void **state)
+{
+	run_threads(IPC_RING_BROADCAST);
+}
+
+static void test_threads_split(void **state)
+{
+	run_threads(IPC_RING_SPLIT);
+}
+
+/* ---- broadcast lag policy ---- */
+
+static void test_lag_policy(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	unsigned a_id, b_id;
+	struct ipc_ring_client *a = add_lag(r, 0, 3, &a_id);
+	struct ipc_ring_client *b = add(r, 0, &b_id);
+	struct ipc_ring_batch held, x;
+	uint64_t lag, end, seq, holders;
+
+	(void)state;
+	assert_int_equal(ipc_ring_set_max_lag(r, 63, 1), -ENOENT);
+	for (int i = 0; i < 3; i++)
+		put(r, 5000);
+	held = take(a, 0); /* a keeps seq 0 and reads no more */
+	put(r, 5000);
+	for (uint64_t s = 0; s < 4; s++)
+		take_release(b, s);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 0); /* lag 3: within its limit */
+	put(r, 5000); /* lag 4 > 3: a is moved off where it is */
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 1);
+	assert_int_equal(ipc_ring_reader_moved(r, b_id), 0);
+	assert_int_equal(ipc_ring_reader_lag(r, a_id, &lag), 0);
+	assert_int_equal(lag, 4); /* its position: head 5 - 4 = 1, right after what it took */
+	assert_int_equal(ipc_ring_move_reader(r, a_id, &end), 0); /* again: the same end */
+	assert_int_equal(end, 1);
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -EXDEV);
+	assert_int_equal(ipc_ring_client_next(a, 1000000, &x), -EXDEV);
+	/* b runs on: far past the ring's size, while a still holds seq 0 (never torn) */
+	for (uint64_t s = 4; s < 40; s++) {
+		take_release(b, s);
+		ipc_ring_collect(r, NULL);
+		if (s + 1 < 40)
+			assert_int_equal(put(r, 5000), s + 1);
+	}
+	assert_true(check(&held, 0));
+	assert_int_equal(ipc_ring_oldest(r, &seq, &holders), 0);
+	assert_int_equal(seq, 0);
+	assert_int_equal(holders, 1ull << a_id);
+	assert_int_equal(ipc_ring_client_release(a, &held), 0);
+	assert_int_equal(ipc_ring_collect(r, NULL), 1);
+	assert_int_equal(ipc_ring_oldest(r, &seq, &holders), -ENOENT);
+	/* after EOS the moved reader still ends with -EXDEV, b with its end of stream */
+	assert_int_equal(ipc_ring_set_eos(r), 0);
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -EXDEV);
+	assert_int_equal(ipc_ring_client_next(b, 0, &x), -ENODATA);
+	assert_int_equal(ipc_ring_remove_reader(r, a_id), 0);
+	ipc_ring_client_detach(a);
+	ipc_ring_client_detach(b);
+	ipc_ring_destroy(r);
+
+	/* split and rank rings have no lag policy */
+	r = make_ring(IPC_RING_SPLIT, 1 << 20, 8, 0);
+	a = add(r, 0, &a_id);
+	assert_int_equal(ipc_ring_set_max_lag(r, a_id, 2), -EINVAL);
+	assert_int_equal(ipc_ring_move_reader(r, a_id, &end), -EINVAL);
+	ipc_ring_client_detach(a);
+	ipc_ring_destroy(r);
+}
+
+/*
+ * The move races the reader's takes: whatever it took before it learnt it was moved is still
+ * held for it (its bytes never change while it reads them), and nothing after the end.
+ */
+struct lag_reader {
+	struct ipc_ring_client *c;
+	atomic_bool moved;
+	_Atomic uint64_t taken;
+	uint64_t bad;
+	unsigned seed;
+};
+
+static void *lag_reader_main(void *arg)
+{
+	struct lag_reader *t = arg;
+	struct ipc_ring_batch b;
+
+	for (;;) {
+		int rc = ipc_ring_client_next(t->c, 100000000, &b);
+
+		if (rc == -EXDEV)
+			break;
+		if (rc == -ETIMEDOUT)
+			continue;
+		if (rc) {
+			print_message("lag race: next: %d\n", rc);
+			t->bad++;
+			break;
+		}
+		atomic_fetch_add(&t->taken, 1);
+		/* hold it for a while, reading it twice */
+		if (!check(&b, b.seq)) {
+			print_message("lag race: seq %llu torn at the take\n",
+				      (unsigned long long)b.seq);
+			t->bad++;
+		}
+		for (unsigned k = rand_r(&t->seed) % 2000; k; k--)
+			__asm__ volatile("" ::: "memory");
+		if (!check(&b, b.seq)) {
+			print_message("lag race: seq %llu torn while held\n",
+				      (unsigned long long)b.seq);
+			t->bad++;
+		}
+		ipc_ring_client_release(t->c, &b);
+	}
+	atomic_store(&t->moved, true);
+	return NULL;
+}
+
+static void test_lag_race(void **state)
+{
+	uint64_t total = 0, moved_early = 0;
+
+	(void)state;
+	for (unsigned iter = 0; iter < 200; iter++) {
+		struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 64 * PAGE, 4, 0);
+		struct lag_reader t = {.seed = iter};
+		unsigned id;
+		pthread_t th;
+		uint64_t published = 0;
+
+		unsigned seed = iter * 7919u;
+
+		t.c = add_lag(r, 0, 1 + iter % 3, &id);
+		atomic_init(&t.moved, false);
+		atomic_init(&t.taken, 0);
+		assert_int_equal(pthread_create(&th, NULL, lag_reader_main, &t), 0);
+		/* publish as fast as the ring allows; once it is moved, on through every slot */
+		for (uint64_t after = 0; after < 16;) {
+			struct ipc_ring_extent e;
+			uint64_t seq;
+
+			ipc_ring_collect(r, NULL);
+			if (ipc_ring_reserve(r, 3 * PAGE, &e) == -EAGAIN) {
+				sched_yield();
+				continue;
+			}
+			fill(e.mem, 3 * PAGE, published);
+			assert_int_equal(ipc_ring_publish(r, &e, 3 * PAGE, 7, 0, &seq), 0);
+			published++;
+			if (published == 400) { /* it kept up: move it anyway */
+				uint64_t end;
+				assert_int_equal(ipc_ring_move_reader(r, id, &end), 0);
+			}
+			if (ipc_ring_reader_moved(r, id) == 1) {
+				after++;
+				continue;
+			}
+			/* about the reader's pace, so that it is moved at a random point */
+			if (published == 1)
+				while (!atomic_load(&t.taken) && !atomic_load(&t.moved))
+					sched_yield();
+			for (unsigned k = rand_r(&seed) % 2600; k; k--)
+				__asm__ volatile("" ::: "memory");
+		}
+		pthread_join(th, NULL);
+		assert_true(atomic_load(&t.moved));
+		assert_int_equal(t.bad, 0);
+		total += atomic_load(&t.taken);
+		moved_early += atomic_load(&t.taken) == 0;
+		ipc_ring_client_detach(t.c);
+		ipc_ring_destroy(r);
+	}
+	print_message("lag race: 200 moves, %llu batches taken before them (%llu moved at once)\n",
+		      (unsigned long long)total, (unsigned long long)moved_early);
+	assert_true(total > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_futex_on_readonly_mapping),
+		cmocka_unit_test(test_next_sleeps_and_wakes),
+		cmocka_unit_test(test_threads_broadcast),
+		cmocka_unit_test(test_threads_split),
+		cmocka_unit_test(test_lag_policy),
+		cmocka_unit_test(test_lag_race),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests for daemon/pipeline/pipeline.c: lifecycle, memory, allocators, threads and timeouts. */
+#include "daemon/pipeline/pipeline.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ipc/batch.h"
+#include "sched/sched.h"
+#include "tests/unit/pipeline/pipeline_fixture.h"
+
+/* ---- destroy at every point ---- */
+
+static void test_destroy_right_after_create(void **state)
+{
+	struct count_alloc c;
+	struct pl_pipeline_opts o;
+	struct spec_args a = spec_default();
+
+	ca_init(&c);
+	opts_with(&o, &c);
+	pl_pipeline_destroy(NULL);
+	for (int i = 0; i < 20; i++) {
+		a.epochs = i % 2 ? "null" : "1";
+		pl_pipeline_destroy(create(&a, &o));
+		assert_int_equal(ca_live(&c), 0);
+	}
+	assert_false(c.misuse);
+	ca_fini(&c);
+}
+
+static void test_destroy_after_one_batch(void **state)
+{
+	struct count_alloc c;
+	struct pl_pipeline_opts o;
+	struct spec_args a = spec_default();
+	struct pl_batch *b;
+
+	ca_init(&c);
+	opts_with(&o, &c);
+	a.shuffle = true;
+	struct pl_pipeline *p = create(&a, &o);
+	assert_int_equal(pl_pipeline_next(p, -1, &b, NULL), 1);
+	assert_true(ca_owns(&c, b->mem, b->len));
+	pl_batch_release(p, b);
+	pl_pipeline_destroy(p);
+	assert_int_equal(ca_live(&c), 0);
+	assert_false(c.misuse);
+	ca_fini(&c);
+}
+
+/*
+ * pipeline.h: destroy "frees every batch not yet released". Batches that next() handed out and
+ * the caller still holds are not yet released: destroy must free them (and the caller must not
+ * release them afterwards).
+ */
+static void test_destroy_frees_held_batches(void **state)
+{
+	struct count_alloc c;
+	struct pl_pipeline_opts o;
+	struct spec_args a = spec_default();
+	struct pl_batch *b1, *b2;
+
+	ca_init(&c);
+	opts_with(&o, &c);
+	a.batch = 16;
+	a.prefetch = 4;
+	struct pl_pipeline *p = create(&a, &o);
+	assert_int_equal(pl_pipeline_next(p, -1, &b1, NULL), 1);
+	assert_int_equal(pl_pipeline_next(p, -1, &b2, NULL), 1);
+	usleep(20000); /* let the driver fill the queue behind them */
+	pl_pipeline_destroy(p);
+	if (ca_live(&c) != 0)
+		fail_msg("%zu bytes of batches still allocated after pl_pipeline_destroy (the two "
+			 "batches the caller held were not freed)",
+			 ca_live(&c));
+	assert_false(c.misuse);
+	ca_fini(&c);
+}
+
+/* Batches released after a queue has filled up, then destroy with a full queue. */
+static void test_destroy_with_full_queue(void **state)
+{
+	struct count_alloc c;
+	struct pl_pipeline_opts o;
+	struct spec_args a = spec_default();
+	struct pl_batch *b;
+
+	ca_init(&c);
+	opts_with(&o, &c);
+	a.batch = 8;
+	a.prefetch = 6;
+	struct pl_pipeline *p = create(&a, &o);
+	assert_int_equal(pl_pipeline_next(p, -1, &b, NULL), 1);
+	pl_batch_release(p, b);
+	/* wait until prefetch batches are ready: all allocated, none released */
+	for (int i = 0; i < 2000; i++) {
+		pthread_mutex_lock(&c.lock);
+		size_t total = c.total_n;
+		pthread_mutex_unlock(&c.lock);
+		if (total >= 7)
+			break;
+		usleep(1000);
+	}
+	pthread_mutex_lock(&c.lock);
+	size_t n = c.live_n;
+	pthread_mutex_unlock(&c.lock);
+	assert_true(n <= 6);
+	pl_pipeline_destroy(p);
+	assert_int_equal(ca_live(&c), 0);
+	assert_false(c.misuse);
+	ca_fini(&c);
+}
+
+/* epochs null: the driver blocks on the full prefetch queue forever; destroy must stop it. */
+static void test_destroy_endless_blocked(void **state)
+{
+	struct count_alloc c;
+	struct pl_pipeline_opts o;
+	struct spec_args a = spec_default();
+
+	ca_init(&c);
+	opts_with(&o, &c);
+	a.epochs = "null";
+	a.shuffle = true;
+	a.batch = 32;
+	for (int i = 0; i < 6; i++) {
+		a.prefetch = i % 3; /* 0 is resolved to at least 1 */
+		struct pl_pipeline *p = create(&a, &o);
+		struct stream *s = stream_new();
+		/* across an epoch boundary, then stop consuming */
+		drain(p, s, (size_t)(i * 17 % 40) + 1, false);
+		assert_stream_ok(s);
+		assert_int_equal(s->end, 1);
+		usleep(30000);
+		pl_pipeline_destroy(p);
+		stream_free(s);
+		assert_int_equal(ca_live(&c), 0);
+	}
+	assert_false(c.misuse);
+	ca_fini(&c);
+}
+
+/* 200 pipelines, stopped at varied points, with their own and a shared pool. */
+static void test_create_destroy_loop(void **state)
+{
+	struct count_alloc c;
+	struct pl_pipeline_opts o;
+	struct sched_pool_opts po;
+	struct sched_pool *pool;
+	struct spec_args a = spec_default();
+
+	ca_init(&c);
+	sched_pool_opts_init(&po);
+	po.workers = 2;
+	po.pin = false;
+	assert_int_equal(sched_pool_create(&po, &pool), 0);
+	a.batch = 32;
+	for (int i = 0; i < 200; i++) {
+		struct pl_batch *b;
+		int r;
+
+		opts_with(&o, &c);
+		o.pool = i % 2 ? pool : NULL;
+		a.epochs = i % 3 ? "null" : "1";
+		a.shuffle = i % 5 < 2;
+		a.prefetch = 1 + i % 3;
+		struct pl_pipeline *p = create(&a, &o);
+		switch (i % 4) {
+		case 0:
+			break;
+		case 1:
+			assert_int_equal(pl_pipeline_next(p, -1, &b, NULL), 1);
+			pl_batch_release(p, b);
+			break;
+		case 2:
+			r = pl_pipeline_next(p, 0, &b, NULL);
+			assert_true(r == 1 || r == -ETIMEDOUT);
+			if (r == 1)
+				pl_batch_release(p, b);
+			break;
+		default:
+			for (int k = 0; k < i % 7; k++) {
+				assert_int_equal(pl_pipeline_next(p, -1, &b, NULL), 1);
+				pl_batch_release(p, b);
+			}
+			break;
+		}
+		pl_pipeline_destroy(p);
+		if (ca_live(&c) != 0)
+			fail_msg("iteration %d: %zu bytes left", i, ca_live(&c));
+	}
+	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
+	assert_false(c.misuse);
+	ca_fini(&c);
+}
+
+/* ---- pools and threads ---- */
+
+struct consumer {
+	pthread_t t;
+	struct pl_pipeline *p;
+	struct stream *s;
+	size_t max;
+};
+
+static void *consumer_main(void *arg)
+{
+	struct consumer *c = arg;
+	drain(c->p, c->s, c->max, true);
+	return NULL;
+}
+
+/* Pipelines sharing one pool, consumed on their own threads, each get their full stream. */
+static void test_shared_pool_threads(void **state)
+{
+	enum { N = 5 };
+	struct sched_pool_opts po;
+	struct sched_pool *pool;
+	struct consumer cs[N];
+	struct stream *ref[N];
+	struct spec_args a[N];
+
+	for (int i = 0; i < N; i++) {
+		a[i] = spec_default();
+		a[i].epochs = "2";
+		a[i].shuffle = i != 0;
+		a[i].seed = (uint64_t)(i % 3);
+		a[i].batch = 20 + 13 * i;
+		a[i].prefetch = 1 + i % 3;
+		ref[i] = run_all(&a[i], NULL, true);
+	}
+	sched_pool_opts_init(&po);
+	po.workers = 3;
+	po.pin = false;
+	assert_int_equal(sched_pool_create(&po, &pool), 0);
+	for (int round = 0; round < 2; round++) {
+		/* round 1: pipelines 1 and 3 are stopped early while the others run */
+		for (int i = 0; i < N; i++) {
+			struct pl_pipeline_opts o;
+			pl_pipeline_opts_init(&o);
+			o.pool = pool;
+			cs[i].p = create(&a[i], &o);
+			cs[i].s = stream_new();
+			cs[i].max = round == 1 && i % 2 ? 3 : 0;
+		}
+		for (int i = 0; i < N; i++)
+			assert_int_equal(pthread_create(&cs[i].t, NULL, consumer_main, &cs[i]), 0);
+		for (int i = 0; i < N; i++) {
+			pthread_join(cs[i].t, NULL);
+			if (cs[i].max)
+				pl_pipeline_destroy(cs[i].p); /* the others still run */
+		}
+		for (int i = 0; i < N; i++) {
+			if (!cs[i].max)
+				pl_pipeline_destroy(cs[i].p);
+			assert_stream_ok(cs[i].s);
+			if (cs[i].max) {
+				assert_int_equal(cs[i].s->n, cs[i].max);
+				struct stream *part = cs[i].s;
+				for (size_t k = 0; k < part->n; k++)
+					assert_same_batch(&ref[i]->b[k], &part->b[k], k, false);
+			} else {
+				assert_same_batches(ref[i], 0, cs[i].s);
+			}
+			stream_free(cs[i].s);
+		}
+	}
+	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
+	for (int i = 0; i < N; i++)
+		stream_free(ref[i]);
+}
+
+/*
+ * Every byte of an extent is written by the pipeline: two runs whose allocators leave different
+ * garbage in fresh memory give byte-identical extents (the padding between blocks and the tail
+ * included; clients see the whole extent in shared memory).
+ */
+static void test_extent_fully_written(void **state)
+{
+	struct spec_args a = spec_default();
+	struct count_alloc c1, c2;
+	struct pl_pipeline_opts o1, o2;
+
+	a.shuffle = true;
+	a.batch = 37;
+	ca_init(&c1);
+	ca_init(&c2);
+	opts_with(&o1, &c1);
+	opts_with(&o2, &c2);
+	c2.poison = 0x5a;
+	struct stream *x = run_all(&a, &o1, true);
+	struct stream *y = run_all(&a, &o2, true);
+	assert_same_batches_(x, 0, y, true);
+	stream_free(x);
+	stream_free(y);
+	ca_fini(&c1);
+	ca_fini(&c2);
+}
+
+/* ---- the allocator ---- */
+
+static void test_custom_allocator(void **state)
+{
+	struct count_alloc c;
+	struct pl_pipeline_opts o;
+	struct spec_args a = spec_default();
+	struct pl_batch *held[8];
+	size_t n_held = 0, n = 0;
+	int r;
+
+	ca_init(&c);
+	opts_with(&o, &c);
+	a.shuffle = true;
+	a.epochs = "2";
+	a.prefetch = 3;
+	a.batch = 40;
+	struct pl_pipeline *p = create(&a, &o);
+	for (;;) {
+		struct pl_batch *b;
+		r = pl_pipeline_next(p, -1, &b, NULL);
+		if (r <= 0)
+			break;
+		n++;
+		assert_true(ca_owns(&c, b->mem, b->len));
+		assert_int_equal((uintptr_t)b->mem % IPC_BATCH_EXTENT_ALIGN, 0);
+		/* hold a few at a time: the driver keeps going on other memory */
+		held[n_held++] = b;
+		if (n_held == 8 || n % 5 == 0) {
+			while (n_held)
+				pl_batch_release(p, held[--n_held]);
+		}
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(n, 2 * ((N_RECS + 39) / 40));
+	while (n_held)
+		pl_batch_release(p, held[--n_held]);
+	assert_int_equal(ca_live(&c), 0);
+	pl_pipeline_destroy(p);
+	assert_int_equal(ca_live(&c), 0);
+	assert_true(c.total_n >= n);
+	assert_false(c.misuse);
+	ca_fini(&c);
+}
+
+/* An allocator that runs out: the batches before come out, then -ENOMEM; nothing leaks. */
+struct failing_alloc {
+	struct count_alloc c;
+	size_t left; /* allocations that succeed */
+};
+
+static void *fa_alloc(void *ctx, size_t len)
+{
+	struct failing_alloc *f = ctx;
+	bool ok;
+
+	pthread_mutex_lock(&f->c.lock);
+	ok = f->left > 0;
+	if (ok)
+		f->left--;
+	pthread_mutex_unlock(&f->c.lock);
+	return ok ? ca_alloc(&f->c, len) : NULL;
+}
+
+static void fa_free(void *ctx, void *mem, size_t len)
+{
+	struct failing_alloc *f = ctx;
+	ca_free(&f->c, mem, len);
+}
+
+static void test_allocator_out_of_memory(void **state)
+{
+	struct spec_args a = spec_default();
+	struct failing_alloc f;
+	struct pl_pipeline_opts o;
+
+	a.batch = 20;
+	a.prefetch = 3;
+	for (int no_tag = 0; no_tag < 2; no_tag++) {
+		ca_init(&f.c);
+		f.left = 5;
+		pl_pipeline_opts_init(&o);
+		o.alloc = fa_alloc;
+		o.free = fa_free;
+		o.alloc_ctx = &f;
+		a.no_tag = no_tag;
+		struct pl_pipeline *p = create(&a, &o);
+		struct stream *s = stream_new();
+		drain(p, s, 0, false);
+		if (s->bad)
+			fail_msg("%s", s->why);
+		assert_int_equal(s->end, -ENOMEM);
+		assert_non_null(strstr(s->err.msg, "out of memory"));
+		assert_int_equal(s->n, 5);
+		for (size_t i = 0; i < s->n_ids; i++)
+			assert_int_equal(s->ids[i], file_order_id(i));
+		pl_pipeline_destroy(p);
+		stream_free(s);
+		assert_int_equal(ca_live(&f.c), 0);
+		assert_false(f.c.misuse);
+		ca_fini(&f.c);
+	}
+}
+
+/* ---- timeouts ---- */
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void test_next_timeouts(void **state)
+{
+	struct count_alloc c;
+	struct pl_pipeline_opts o;
+	struct spec_args a = spec_default();
+	struct io_error err = { { 0 } };
+	struct pl_batch *b = NULL;
+	size_t batches = 0, timeouts = 0;
+	uint64_t t0;
+	int r;
+
+	ca_init(&c);
+	opts_with(&o, &c);
+	c.delay_us = 20000; /* each batch takes at least 20 ms */
+	a.batch = 100;
+	struct pl_pipeline *p = create(&a, &o);
+	t0 = mono_ms();
+	r = pl_pipeline_next(p, 0, &b, &err);
+	assert_int_equal(r, -ETIMEDOUT);
+	assert_null(b);
+	assert_non_null(strstr(err.msg, "no batch within 0 ms"));
+	r = pl_pipeline_next(p, 1, &b, &err);
+	assert_int_equal(r, -ETIMEDOUT);
+	assert_true(mono_ms() - t0 < 1000);
+	for (int i = 0;; i++) {
+		static const int tmo[] = { 0, 1, 3, 0, 7 };
+		uint64_t t1 = mono_ms();
+		r = pl_pipeline_next(p, tmo[i % 5], &b, &err);
+		assert_true(mono_ms() - t1 < 2000);
+		if (r == -ETIMEDOUT) {
+			timeouts++;
+		} else if (r == 1) {
+			batches++;
+			pl_batch_release(p, b);
+		} else {
+			break;
+		}
+		assert_true(mono_ms() - t0 < 60000);
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(batches, (N_RECS + 99) / 100);
+	assert_true(timeouts > 0);
+	assert_int_equal(pl_pipeline_next(p, 0, &b, &err), 0);
+	struct pl_stats st;
+	pl_pipeline_get_stats(p, &st);
+	assert_true(st.next_wait_ns > 0);
+	pl_pipeline_destroy(p);
+	assert_int_equal(ca_live(&c), 0);
+	ca_fini(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_destroy_right_after_create),
+		cmocka_unit_test(test_destroy_after_one_batch),
+		cmocka_unit_test(test_destroy_frees_held_batches),
+		cmocka_unit_test(test_destroy_with_full_queue),
+		cmocka_unit_test(test_destroy_endless_blocked),
+		cmocka_unit_test(test_create_destroy_loop),
+		cmocka_unit_test(test_shared_pool_threads),
+		cmocka_unit_test(test_extent_fully_written),
+		cmocka_unit_test(test_custom_allocator),
+		cmocka_unit_test(test_allocator_out_of_memory),
+		cmocka_unit_test(test_next_timeouts),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
