@@ -22,7 +22,7 @@
 /*
  * The daemon runs in the foreground (systemd, or a terminal) with one server thread: an epoll
  * loop over the listening socket, the client connections and a signalfd. Every pipeline adds
- * its engine's driver thread and a publisher thread, and all share one parse pool. SIGTERM or
+ * its engine's driver thread (which also publishes), and all share one parse pool. SIGTERM or
  * SIGINT stops it cleanly: clients get a SHUTDOWN notice, the socket is unlinked.
  */
 

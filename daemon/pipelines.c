@@ -14,8 +14,9 @@
 
 /*
  * The engine writes each batch straight into the ring: its allocator reserves an extent in the
- * ring's data area (waiting while readers still hold the space), the publisher thread publishes
- * the finished batch in place. Nothing is copied between the engine and the readers.
+ * ring's data area (waiting while readers still hold the space), and its deliver callback
+ * publishes the finished batch in place, on the engine's driver thread. Nothing is copied
+ * between the engine and the readers.
  */
 
 #define DMN_WAIT_NS 2000000 /* how long the allocator sleeps on the ring per try */
@@ -213,61 +214,59 @@ static void log_io_engine(struct dmn_pipeline *pl)
 		dmn_log("reading with the pread engine, not io_uring: %s", st.io_fallback);
 }
 
-static void *publisher_main(void *arg)
+/*
+ * The engine's deliver callback, on its driver thread: publish the finished batch in place.
+ * (Delivered rather than queued for a publisher thread: no wake-up per batch, and no
+ * preemption of the driver by it.) pl->pl is set: a batch was allocated, which waited for the
+ * ring, which is set after pl_pipeline_create returned.
+ */
+static void pub_deliver(void *ctx, struct pl_batch *b)
 {
-	struct dmn_pipeline *pl = arg;
-	bool first = true;
-	for (;;) {
-		struct pl_batch *b;
-		struct io_error e;
-		int r = pl_pipeline_next(pl->pl, 200, &b, &e);
-		if (r == -ETIMEDOUT) {
-			if (atomic_load(&pl->stop))
-				break;
-			continue;
+	struct dmn_pipeline *pl = ctx;
+	pthread_mutex_lock(&pl->lock);
+	size_t i;
+	for (i = 0; i < pl->n_resv && pl->resv[i].mem != b->mem; i++)
+		;
+	bool first = false;
+	if (i < pl->n_resv) {
+		uint64_t rseq;
+		if (ipc_ring_publish(pl->ring, &pl->resv[i].ext, b->len, b->epoch, b->flags,
+				     &rseq) == 0) {
+			struct dmn_hist *h = &pl->hist[rseq % DMN_HIST];
+			h->ring_seq = rseq;
+			h->pos.epoch = b->epoch;
+			h->pos.index_in_epoch = ((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
+			h->pos.seq = b->seq;
+			h->pos.flags = b->flags;
 		}
-		pthread_mutex_lock(&pl->lock);
-		if (r == 1) {
-			size_t i;
-			for (i = 0; i < pl->n_resv && pl->resv[i].mem != b->mem; i++)
-				;
-			if (i < pl->n_resv) {
-				uint64_t rseq;
-				if (ipc_ring_publish(pl->ring, &pl->resv[i].ext, b->len, b->epoch,
-						     b->flags, &rseq) == 0) {
-					struct dmn_hist *h = &pl->hist[rseq % DMN_HIST];
-					h->ring_seq = rseq;
-					h->pos.epoch = b->epoch;
-					h->pos.index_in_epoch =
-						((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
-					h->pos.seq = b->seq;
-					h->pos.flags = b->flags;
-				}
-				pl->resv[i] = pl->resv[--pl->n_resv];
-				pl->published++;
-				capture_moved(pl);
-			}
-			pthread_mutex_unlock(&pl->lock);
-			pl_batch_release(pl->pl, b); /* the node only: the extent is the ring's */
-			if (first)
-				log_io_engine(pl);
-			first = false;
-			continue;
-		}
-		if (r == 0) {
-			ipc_ring_set_eos(pl->ring);
-			pl->status = DMN_FINISHED;
-		} else if (!atomic_load(&pl->stop)) {
-			if (!pl->error[0])
-				snprintf(pl->error, sizeof(pl->error), "%s", e.msg);
-			publish_error(pl, r, pl->error);
-			pl->status = DMN_FAILED;
-			dmn_log("pipeline %s failed: %s", pl->name, pl->error);
-		}
-		pthread_mutex_unlock(&pl->lock);
-		break;
+		pl->resv[i] = pl->resv[--pl->n_resv];
+		first = pl->published++ == 0;
+		capture_moved(pl);
 	}
-	return NULL;
+	pthread_mutex_unlock(&pl->lock);
+	pl_batch_release(pl->pl, b); /* the node only: the extent is the ring's */
+	if (first)
+		log_io_engine(pl);
+}
+
+/* The engine's end callback: the end of the stream, or its error, for the readers. */
+static void pub_end(void *ctx, int rc, const struct io_error *err)
+{
+	struct dmn_pipeline *pl = ctx;
+	pthread_mutex_lock(&pl->lock);
+	if (!pl->ring || atomic_load(&pl->stop)) {
+		/* stopped (or never set up): nobody is told */
+	} else if (rc == 0) {
+		ipc_ring_set_eos(pl->ring);
+		pl->status = DMN_FINISHED;
+	} else {
+		if (!pl->error[0])
+			snprintf(pl->error, sizeof(pl->error), "%s", err->msg);
+		publish_error(pl, rc, pl->error);
+		pl->status = DMN_FAILED;
+		dmn_log("pipeline %s failed: %s", pl->name, pl->error);
+	}
+	pthread_mutex_unlock(&pl->lock);
 }
 
 /* ---- registry ---- */
@@ -317,9 +316,7 @@ void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl)
 	pthread_mutex_lock(&pl->lock);
 	pthread_cond_broadcast(&pl->attach_cond);
 	pthread_mutex_unlock(&pl->lock);
-	if (pl->publisher_started)
-		pthread_join(pl->publisher, NULL);
-	pl_pipeline_destroy(pl->pl);
+	pl_pipeline_destroy(pl->pl); /* joins the driver, and with it the callbacks */
 	ipc_ring_destroy(pl->ring);
 	if (d)
 		d->bytes_used -= pl->data_bytes;
@@ -463,6 +460,9 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 	po.alloc = ring_alloc;
 	po.free = ring_free;
 	po.alloc_ctx = pl;
+	po.deliver = pub_deliver;
+	po.end = pub_end;
+	po.deliver_ctx = pl;
 	po.state = state;
 	po.state_len = state_len;
 	r = pl_pipeline_create(spec, &po, &pl->pl, &e);
@@ -492,13 +492,8 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 		pthread_mutex_unlock(&pl->lock);
 	}
 	free(schema);
-	if (r == 0) {
+	if (r == 0)
 		pl->data_bytes = d->cfg.pipeline_bytes;
-		r = -pthread_create(&pl->publisher, NULL, publisher_main, pl);
-		if (r < 0)
-			snprintf(msg, msg_cap, "cannot start the publisher thread");
-		pl->publisher_started = r == 0;
-	}
 	if (r < 0) {
 		dmn_pipeline_destroy(NULL, pl);
 		return r;

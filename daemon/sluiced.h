@@ -39,10 +39,10 @@ enum dmn_status {
 };
 
 /*
- * One served pipeline: the engine, the ring its batches are published into, and the thread
- * that moves batches from one to the other. `lock` guards the ring (ipc_ring is driven by one
- * thread at a time): the engine's allocator reserves extents on the engine's driver thread, the
- * publisher publishes, and the server thread adds, removes and collects readers.
+ * One served pipeline: the engine and the ring its batches are published into. `lock` guards
+ * the ring (ipc_ring is driven by one thread at a time): on the engine's driver thread its
+ * allocator reserves extents and its deliver callback publishes them; the server thread adds,
+ * removes and collects readers.
  */
 struct dmn_pipeline {
 	char name[IPC_CTL_NAME_MAX + 1];
@@ -63,8 +63,6 @@ struct dmn_pipeline {
 
 	pthread_mutex_t lock;
 	pthread_cond_t attach_cond; /* a reader attached, or stop: an idle producer goes on */
-	pthread_t publisher;
-	bool publisher_started;
 	atomic_bool stop;
 
 	/* reservations the engine holds (mem -> extent), under lock */

@@ -80,6 +80,9 @@ struct pl_pipeline {
 	void (*free)(void *ctx, void *mem, size_t len);
 	void *alloc_ctx;
 	struct pl_mem_cache cache;
+	void (*deliver)(void *ctx, struct pl_batch *b); /* or NULL: the queue for next() */
+	void (*end)(void *ctx, int rc, const struct io_error *err);
+	void *deliver_ctx;
 };
 
 static size_t size_class(size_t len)
@@ -172,7 +175,26 @@ static void publish_stats(struct pl_pipeline *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Finish the oldest job in flight: into the ready queue, or the pipeline's error. */
+static struct pl_pos pos_after(const struct pl_batch_pos *b);
+
+/* Under lock: n goes to the caller (the out list), and the position moves past it. */
+static void hand_out(struct pl_pipeline *p, struct pl_node *n)
+{
+	struct pl_batch_pos bp = {
+		.epoch = n->b.epoch,
+		.index_in_epoch = ((const struct ipc_batch_hdr *)n->b.mem)->index_in_epoch,
+		.seq = n->b.seq,
+		.flags = n->b.flags,
+	};
+	p->pos = pos_after(&bp);
+	n->out_prev = NULL;
+	n->out_next = p->out;
+	if (p->out)
+		p->out->out_prev = n;
+	p->out = n;
+}
+
+/* Finish the oldest job in flight: to the deliver callback or the ready queue, or the error. */
 static int finish_oldest(struct pl_driver *d)
 {
 	struct pl_pipeline *p = d->p;
@@ -191,12 +213,16 @@ static int finish_oldest(struct pl_driver *d)
 	p->n_inflight--;
 	if (r == 0) {
 		n->b = b;
-		if (p->tail)
-			p->tail->next = n;
-		else
-			p->head = n;
-		p->tail = n;
-		p->n_ready++;
+		if (p->deliver) {
+			hand_out(p, n);
+		} else {
+			if (p->tail)
+				p->tail->next = n;
+			else
+				p->head = n;
+			p->tail = n;
+			p->n_ready++;
+		}
 		p->batches++;
 		p->rows += b.rows;
 	}
@@ -205,7 +231,9 @@ static int finish_oldest(struct pl_driver *d)
 	 * After the unlock: a consumer woken under the lock would only go back to sleep on it
 	 * (two wake-ups, and the second preempts this thread).
 	 */
-	if (r == 0)
+	if (r == 0 && p->deliver)
+		p->deliver(p->deliver_ctx, &n->b);
+	else if (r == 0)
 		pthread_cond_broadcast(&p->ready_cond);
 	if (r < 0) {
 		free(n);
@@ -424,7 +452,11 @@ static void *driver_main(void *arg)
 	pthread_mutex_lock(&p->lock);
 	p->eos = true;
 	pthread_cond_broadcast(&p->ready_cond);
+	int rc = p->stop ? -ECANCELED : p->error;
+	struct io_error e = p->err;
 	pthread_mutex_unlock(&p->lock);
+	if (p->end)
+		p->end(p->deliver_ctx, rc, &e);
 	return NULL;
 }
 
@@ -540,6 +572,10 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 		io_error_set(err, "pipeline options: alloc and free go together");
 		return -EINVAL;
 	}
+	if (!o.deliver != !o.end) {
+		io_error_set(err, "pipeline options: deliver and end go together");
+		return -EINVAL;
+	}
 	struct pl_pipeline *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -547,6 +583,9 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	pthread_cond_init(&p->ready_cond, NULL);
 	pthread_cond_init(&p->space_cond, NULL);
 	pthread_mutex_init(&p->cache.lock, NULL);
+	p->deliver = o.deliver;
+	p->end = o.end;
+	p->deliver_ctx = o.deliver_ctx;
 	p->alloc = o.alloc ? o.alloc : default_alloc;
 	p->free = o.alloc ? o.free : default_free;
 	p->alloc_ctx = o.alloc ? o.alloc_ctx : &p->cache;
@@ -662,6 +701,11 @@ const struct pl_tensor_info *pl_pipeline_tensor(const struct pl_pipeline *p, siz
 int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **ret_batch,
 		     struct io_error *err)
 {
+	if (p->deliver) {
+		if (err)
+			io_error_set(err, "this pipeline delivers its batches to a callback");
+		return -EINVAL;
+	}
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	struct timespec dl;
 	if (timeout_ms >= 0) {
@@ -689,19 +733,8 @@ int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **re
 		if (!p->head)
 			p->tail = NULL;
 		p->n_ready--;
-		struct pl_batch_pos bp = {
-			.epoch = n->b.epoch,
-			.index_in_epoch = ((const struct ipc_batch_hdr *)n->b.mem)->index_in_epoch,
-			.seq = n->b.seq,
-			.flags = n->b.flags,
-		};
-		p->pos = pos_after(&bp);
+		hand_out(p, n);
 		pthread_cond_broadcast(&p->space_cond);
-		n->out_prev = NULL;
-		n->out_next = p->out;
-		if (p->out)
-			p->out->out_prev = n;
-		p->out = n;
 		*ret_batch = &n->b;
 		r = 1;
 	} else if (r == 0 && p->error) {

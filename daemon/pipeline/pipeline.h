@@ -24,6 +24,7 @@
 
 struct sched_pool;
 struct pl_pipeline;
+struct pl_batch;
 
 struct pl_pipeline_opts {
 	size_t size;             /* sizeof(struct pl_pipeline_opts), set by _init */
@@ -41,6 +42,18 @@ struct pl_pipeline_opts {
 	void *(*alloc)(void *ctx, size_t len);
 	void (*free)(void *ctx, void *mem, size_t len);
 	void *alloc_ctx;
+	/*
+	 * Delivery without a consumer thread (NULL: batches wait in a queue for
+	 * pl_pipeline_next()). deliver gets each batch, in order, on the driver thread as soon as
+	 * it is done, and owns it (pl_batch_release(), from any thread); end is called once, last,
+	 * with 0 at the end of the stream or the pipeline's error (not after pl_pipeline_destroy
+	 * stopped it: then with -ECANCELED). Saves the hand-over to a consumer that would only pass
+	 * the batch on (sluiced's publisher): a wake-up, and the preemption of the driver by it.
+	 * The callbacks may take locks the driver's alloc also takes, not the pipeline's.
+	 */
+	void (*deliver)(void *ctx, struct pl_batch *b);
+	void (*end)(void *ctx, int rc, const struct io_error *err);
+	void *deliver_ctx;
 };
 
 void pl_pipeline_opts_init(struct pl_pipeline_opts *opts);

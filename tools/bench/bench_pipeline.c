@@ -3,6 +3,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,7 +31,7 @@ static void pipeline_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sluice-bench pipeline [--ctr DIR] [--image DIR] [--batches N]\n"
-		"                             [--workers N] [--repeat R] [--direct]\n"
+		"                             [--workers N] [--repeat R] [--direct] [--queue]\n"
 		"\n"
 		"Runs an independent-loader pipeline over each dataset given, made by\n"
 		"  sluicectl gen ctr DIR --files 8 --records 1000000\n"
@@ -42,6 +43,8 @@ static void pipeline_usage(FILE *f)
 		"image 500) on a pool of N workers (default: every CPU) and measures wall\n"
 		"and process CPU time (user + sys); in the same run, a one-thread memcpy of\n"
 		"as many bytes as the batches' extents (a 64 MiB buffer copied repeatedly).\n"
+		"The batches go to a deliver callback on the driver thread, as sluiced takes\n"
+		"them; --queue takes them with pl_pipeline_next() on this thread instead.\n"
 		"--direct reads with O_DIRECT (no page cache, no kernel copy: what a host\n"
 		"with NVMe would use; the disk may then limit the wall time, not the CPU).\n"
 		"datapath: one thread reads, frames and copies (CRC checked) the records\n"
@@ -162,10 +165,115 @@ struct pl_run {
 	const char *engine;
 };
 
+/* The deliver callback's side of a run: counts, releases, and times from the driver thread. */
+struct dl_run {
+	struct pl_pipeline *p;
+	uint64_t warm, n, seen;
+	struct pl_run r;
+	double t0, c0;
+	int end;	/* 1 once the callbacks are done with the run */
+	int rc;
+	struct io_error err;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+/* Under d->lock. */
+static void dl_finish(struct dl_run *d, int rc, const struct io_error *err)
+{
+	if (!d->end) {
+		d->end = 1;
+		d->rc = rc;
+		if (err)
+			d->err = *err;
+		pthread_cond_signal(&d->cond);
+	}
+}
+
+/* The lock (uncontended but for the start) orders d->p, set when create returns, before use. */
+static void dl_deliver(void *ctx, struct pl_batch *b)
+{
+	struct dl_run *d = ctx;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->seen == d->warm) {
+		d->t0 = scan_now_s();
+		d->c0 = process_cpu_s();
+	}
+	if (d->seen >= d->warm && d->r.batches < d->n) {
+		d->r.batches++;
+		d->r.records += b->rows;
+		d->r.bytes += b->len;
+		if (d->r.batches == d->n) {
+			d->r.wall_s = scan_now_s() - d->t0;
+			d->r.cpu_s = process_cpu_s() - d->c0;
+			dl_finish(d, 0, NULL);
+		}
+	}
+	d->seen++;
+	struct pl_pipeline *p = d->p;
+	pthread_mutex_unlock(&d->lock);
+	pl_batch_release(p, b);
+}
+
+static void dl_end(void *ctx, int rc, const struct io_error *err)
+{
+	struct dl_run *d = ctx;
+
+	pthread_mutex_lock(&d->lock);
+	dl_finish(d, rc < 0 ? rc : -ENODATA, err);
+	pthread_mutex_unlock(&d->lock);
+}
+
 /*
  * One timed run: create the pipeline, take a warm-up of n/10 batches (filling the shuffle
  * buffer, first touch of the read buffers), then time n batches (steady state), destroy it.
  */
+static int run_once_deliver(const struct pl_spec *spec, struct sched_pool *pool, bool direct,
+			    uint64_t n, struct pl_run *ret, struct io_error *err)
+{
+	struct pl_pipeline_opts po;
+	struct pl_stats st;
+	struct dl_run d;
+	int rc;
+
+	memset(&d, 0, sizeof(d));
+	d.warm = n / 10 + 1;
+	d.n = n;
+	pthread_mutex_init(&d.lock, NULL);
+	pthread_cond_init(&d.cond, NULL);
+	pl_pipeline_opts_init(&po);
+	po.pool = pool;
+	po.direct = direct;
+	po.deliver = dl_deliver;
+	po.end = dl_end;
+	po.deliver_ctx = &d;
+	/* d.p is read by the callbacks, which may start before create returns: hold them back */
+	pthread_mutex_lock(&d.lock);
+	rc = pl_pipeline_create(spec, &po, &d.p, err);
+	pthread_mutex_unlock(&d.lock);
+	if (rc == 0) {
+		pthread_mutex_lock(&d.lock);
+		while (!d.end)
+			pthread_cond_wait(&d.cond, &d.lock);
+		pthread_mutex_unlock(&d.lock);
+		pl_pipeline_get_stats(d.p, &st);
+		pl_pipeline_destroy(d.p);
+		rc = d.rc;
+		if (rc == -ENODATA)
+			io_error_set(err, "the dataset ended before %" PRIu64 " batches", n);
+		else if (rc < 0)
+			*err = d.err;
+	}
+	pthread_cond_destroy(&d.cond);
+	pthread_mutex_destroy(&d.lock);
+	if (rc < 0)
+		return rc;
+	d.r.engine = st.io_engine && !strcmp(st.io_engine, "pread") ? "pread" : "io_uring";
+	*ret = d.r;
+	return 0;
+}
+
 static int run_once(const struct pl_spec *spec, struct sched_pool *pool, bool direct, uint64_t n,
 		    struct pl_run *ret, struct io_error *err)
 {
@@ -367,7 +475,7 @@ out:
 }
 
 static int bench_dataset(const struct bench_ds *ds, struct sched_pool *pool, bool direct,
-			 uint64_t batches, unsigned repeat)
+			 bool deliver, uint64_t batches, unsigned repeat)
 {
 	unsigned workers = sched_pool_workers(pool), r;
 	struct pl_spec *spec = NULL;
@@ -387,7 +495,8 @@ static int bench_dataset(const struct bench_ds *ds, struct sched_pool *pool, boo
 		goto fail;
 	memset(&best, 0, sizeof(best));
 	for (r = 0; r < repeat; r++) {
-		rc = run_once(spec, pool, direct, batches, &run, &err);
+		rc = deliver ? run_once_deliver(spec, pool, direct, batches, &run, &err)
+			     : run_once(spec, pool, direct, batches, &run, &err);
 		if (rc < 0)
 			goto fail;
 		if (r == 0 || run.wall_s < best.wall_s)
@@ -403,11 +512,13 @@ static int bench_dataset(const struct bench_ds *ds, struct sched_pool *pool, boo
 	cpu = best.cpu_s > 0 ? best.cpu_s : 1e-9;
 	printf("bench=pipeline_%s workers=%u batches=%" PRIu64 " records=%" PRIu64 " wall_s=%.4f "
 	       "cpu_s=%.4f records_per_s=%.0f records_per_cpu_s=%.0f batch_bytes_per_cpu_s=%.0f "
-	       "memcpy_bytes_per_s=%.0f ratio=%.4f batch_bytes=%" PRIu64 " engine=%s direct=%d\n",
+	       "memcpy_bytes_per_s=%.0f ratio=%.4f batch_bytes=%" PRIu64 " engine=%s direct=%d "
+	       "delivery=%s\n",
 	       ds->name, workers, best.batches, best.records, best.wall_s, best.cpu_s,
 	       (double)best.records / (best.wall_s > 0 ? best.wall_s : 1e-9),
 	       (double)best.records / cpu, (double)best.bytes / cpu, memcpy_bps,
-	       (double)best.bytes / cpu / memcpy_bps, best.bytes, best.engine, direct);
+	       (double)best.bytes / cpu / memcpy_bps, best.bytes, best.engine, direct,
+	       deliver ? "callback" : "queue");
 	fflush(stdout);
 	rc = bench_datapath(ds, direct, best.bytes, memcpy_bps);
 	if (rc < 0) {
@@ -433,7 +544,7 @@ int bench_pipeline(int argc, char **argv)
 		{ "image", NULL, 64, 1000, 500, image_features },
 	};
 	uint64_t batches = 0, workers = 0, repeat = 3;
-	bool direct = false;
+	bool direct = false, deliver = true;
 	struct sched_pool_opts po;
 	struct sched_pool *pool = NULL;
 	int rc = 0, a;
@@ -454,6 +565,8 @@ int bench_pipeline(int argc, char **argv)
 			ds[arg[2] == 'c' ? 0 : 1].dir = argv[++a];
 		} else if (!strcmp(arg, "--direct")) {
 			direct = true;
+		} else if (!strcmp(arg, "--queue")) {
+			deliver = false;
 		} else if (!strcmp(arg, "--batches") || !strcmp(arg, "--workers") ||
 			   !strcmp(arg, "--repeat")) {
 			uint64_t *dst = arg[2] == 'b'	? &batches
@@ -487,7 +600,7 @@ int bench_pipeline(int argc, char **argv)
 	}
 	for (i = 0; i < 2 && rc == 0; i++) {
 		if (ds[i].dir)
-			rc = bench_dataset(&ds[i], pool, direct,
+			rc = bench_dataset(&ds[i], pool, direct, deliver,
 					   batches ? batches : ds[i].batches, (unsigned)repeat);
 	}
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);

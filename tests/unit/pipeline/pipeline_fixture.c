@@ -412,6 +412,35 @@ void stream_free(struct stream *s)
  * Take up to max batches (0: all) with pl_pipeline_next(-1), verifying and releasing each;
  * keep copies of the extents when copy is set. Thread-safe (no cmocka asserts).
  */
+void stream_add(struct stream *s, const struct pl_batch *b, bool copy)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 64;
+		s->b = realloc(s->b, s->cap * sizeof(*s->b));
+		if (!s->b)
+			abort();
+	}
+	struct bmeta *m = &s->b[s->n++];
+	memset(m, 0, sizeof(*m));
+	m->seq = b->seq;
+	m->epoch = b->epoch;
+	m->rows = b->rows;
+	m->flags = b->flags;
+	m->len = b->len;
+	m->index = ((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
+	m->first_id = s->n_ids;
+	if (!s->bad &&
+	    verify_batch(b, s->ids, &s->n_ids, sizeof(s->ids) / sizeof(s->ids[0]), s->why,
+			 sizeof(s->why)) < 0)
+		s->bad = true;
+	if (copy) {
+		m->copy = malloc(b->len);
+		if (!m->copy)
+			abort();
+		memcpy(m->copy, b->mem, b->len);
+	}
+}
+
 void drain(struct pl_pipeline *p, struct stream *s, size_t max, bool copy)
 {
 	for (;;) {
@@ -427,31 +456,7 @@ void drain(struct pl_pipeline *p, struct stream *s, size_t max, bool copy)
 			s->end = r;
 			return;
 		}
-		if (s->n == s->cap) {
-			s->cap = s->cap ? 2 * s->cap : 64;
-			s->b = realloc(s->b, s->cap * sizeof(*s->b));
-			if (!s->b)
-				abort();
-		}
-		struct bmeta *m = &s->b[s->n++];
-		memset(m, 0, sizeof(*m));
-		m->seq = b->seq;
-		m->epoch = b->epoch;
-		m->rows = b->rows;
-		m->flags = b->flags;
-		m->len = b->len;
-		m->index = ((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
-		m->first_id = s->n_ids;
-		if (!s->bad &&
-		    verify_batch(b, s->ids, &s->n_ids, sizeof(s->ids) / sizeof(s->ids[0]), s->why,
-				 sizeof(s->why)) < 0)
-			s->bad = true;
-		if (copy) {
-			m->copy = malloc(b->len);
-			if (!m->copy)
-				abort();
-			memcpy(m->copy, b->mem, b->len);
-		}
+		stream_add(s, b, copy);
 		pl_batch_release(p, b);
 	}
 }

@@ -136,6 +136,8 @@ struct stream {
 /* An empty stream (asserts on out-of-memory); stream_free frees it and its copies. */
 struct stream *stream_new(void);
 void stream_free(struct stream *s);
+/* Note batch b in s, verified; keep a copy of its extent when copy is set. No cmocka asserts. */
+void stream_add(struct stream *s, const struct pl_batch *b, bool copy);
 /*
  * Take up to max batches (0: all) with pl_pipeline_next(-1), verifying and releasing each;
  * keep copies of the extents when copy is set. Thread-safe (no cmocka asserts).

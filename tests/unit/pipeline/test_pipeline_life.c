@@ -473,6 +473,180 @@ static void test_next_timeouts(void **state)
 	ca_fini(&c);
 }
 
+/* ---- delivery to a callback (opts.deliver / opts.end) ---- */
+
+struct dl {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct pl_pipeline *p; /* set under lock once create returned */
+	struct stream *s;
+	pthread_t driver;
+	bool driver_set, other_thread; /* every batch came on one thread, not the caller's */
+	pthread_t caller;
+	int ends, end_rc;
+	struct io_error err;
+};
+
+static void dl_init(struct dl *d)
+{
+	memset(d, 0, sizeof(*d));
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	d->s = stream_new();
+	d->caller = pthread_self();
+}
+
+static void dl_fini(struct dl *d)
+{
+	stream_free(d->s);
+	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->lock);
+}
+
+static void dl_deliver(void *ctx, struct pl_batch *b)
+{
+	struct dl *d = ctx;
+	pthread_mutex_lock(&d->lock);
+	if (!d->driver_set) {
+		d->driver = pthread_self();
+		d->driver_set = true;
+	}
+	if (!pthread_equal(d->driver, pthread_self()) || pthread_equal(d->caller, pthread_self()))
+		d->other_thread = true;
+	stream_add(d->s, b, true);
+	struct pl_pipeline *p = d->p;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	pl_batch_release(p, b);
+}
+
+static void dl_end(void *ctx, int rc, const struct io_error *err)
+{
+	struct dl *d = ctx;
+	pthread_mutex_lock(&d->lock);
+	d->ends++;
+	d->end_rc = rc;
+	d->err = *err;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+}
+
+static struct pl_pipeline *dl_create(struct dl *d, const struct spec_args *a)
+{
+	struct pl_pipeline_opts o;
+	struct io_error err = { { 0 } };
+	struct pl_spec *spec = make_spec(a);
+	pl_pipeline_opts_init(&o);
+	o.deliver = dl_deliver;
+	o.end = dl_end;
+	o.deliver_ctx = d;
+	pthread_mutex_lock(&d->lock); /* the callbacks may run before create returns */
+	int r = pl_pipeline_create(spec, &o, &d->p, &err);
+	pthread_mutex_unlock(&d->lock);
+	pl_spec_destroy(spec);
+	if (r < 0)
+		fail_msg("create: %s", err.msg);
+	return d->p;
+}
+
+/* Wait until end was called, or (until > 0) that many batches came. */
+static void dl_wait(struct dl *d, size_t until)
+{
+	pthread_mutex_lock(&d->lock);
+	while (!d->ends && (!until || d->s->n < until))
+		pthread_cond_wait(&d->cond, &d->lock);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Delivered batches are the batches next() would give, in order, on the driver thread, and
+ * the end comes once, last, with 0; next() refuses a delivering pipeline.
+ */
+static void test_deliver_stream(void **state)
+{
+	struct spec_args a = spec_default();
+	a.epochs = "2";
+	a.shuffle = true;
+	a.batch = 50;
+	a.parses = 3;
+	struct stream *want = run_all(&a, NULL, true);
+	struct dl d;
+	dl_init(&d);
+	struct pl_pipeline *p = dl_create(&d, &a);
+	dl_wait(&d, 0);
+	struct pl_batch *b = NULL;
+	struct io_error err;
+	assert_int_equal(pl_pipeline_next(p, 0, &b, &err), -EINVAL);
+	assert_null(b);
+	assert_non_null(strstr(err.msg, "callback"));
+	struct pl_stats st;
+	pl_pipeline_get_stats(p, &st);
+	pl_pipeline_destroy(p);
+	assert_int_equal(d.ends, 1);
+	assert_int_equal(d.end_rc, 0);
+	assert_false(d.other_thread);
+	assert_stream_ok(d.s);
+	assert_int_equal(d.s->n, want->n);
+	assert_same_batches_(want, 0, d.s, true);
+	assert_int_equal(st.batches, want->n);
+	stream_free(want);
+	dl_fini(&d);
+}
+
+/* An error ends a delivering stream too: the batches before it, then end with the error. */
+static void test_deliver_error(void **state)
+{
+	char dir[PATH_MAX];
+	sub_dir("deliver_missing", dir);
+	assert_int_equal(make_dataset(dir, SPOIL_NO_ID, 2, 30, NULL), 0);
+	struct spec_args a = spec_default();
+	a.dir = dir;
+	a.batch = 16;
+	struct dl d;
+	dl_init(&d);
+	struct pl_pipeline *p = dl_create(&d, &a);
+	dl_wait(&d, 0);
+	pl_pipeline_destroy(p);
+	assert_int_equal(d.ends, 1);
+	assert_int_equal(d.end_rc, -EBADMSG);
+	assert_non_null(strstr(d.err.msg, "feature \"id\""));
+	assert_non_null(strstr(d.err.msg, "record 30"));
+	/* file order: files 0 and 1, then 30 records of file 2; the batch holding it is not sent */
+	size_t bad_pos = 250 + 300 + 30;
+	assert_int_equal(d.s->n, bad_pos / 16);
+	for (size_t i = 0; i < d.s->n_ids; i++)
+		assert_int_equal(d.s->ids[i], file_order_id(i));
+	dl_fini(&d);
+}
+
+/* Stopped by destroy while it delivers an endless stream: end says -ECANCELED, once. */
+static void test_deliver_destroy(void **state)
+{
+	struct spec_args a = spec_default();
+	a.epochs = "null";
+	a.shuffle = true;
+	struct dl d;
+	dl_init(&d);
+	struct pl_pipeline *p = dl_create(&d, &a);
+	dl_wait(&d, 5);
+	pl_pipeline_destroy(p);
+	assert_int_equal(d.ends, 1);
+	assert_int_equal(d.end_rc, -ECANCELED);
+	assert_true(d.s->n >= 5);
+	assert_stream_ok(d.s);
+	dl_fini(&d);
+
+	/* deliver and end go together */
+	struct pl_pipeline_opts o;
+	struct io_error err = { { 0 } };
+	struct pl_spec *spec = make_spec(&a);
+	pl_pipeline_opts_init(&o);
+	o.deliver = dl_deliver;
+	assert_int_equal(pl_pipeline_create(spec, &o, &p, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "deliver and end"));
+	pl_spec_destroy(spec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -487,6 +661,9 @@ int main(void)
 		cmocka_unit_test(test_custom_allocator),
 		cmocka_unit_test(test_allocator_out_of_memory),
 		cmocka_unit_test(test_next_timeouts),
+		cmocka_unit_test(test_deliver_stream),
+		cmocka_unit_test(test_deliver_error),
+		cmocka_unit_test(test_deliver_destroy),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
