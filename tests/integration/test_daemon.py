@@ -248,12 +248,13 @@ def test_budget(tmp, data):
 
 
 def stats_of(d, name):
+    """`sluicectl stats NAME --json`: the finished process and its stats ({} if not JSON)."""
     st = ctl(d, "stats", name, "--json")
     try:
         stats = json.loads(st.stdout)
-        return stats.get("stats", stats)
+        return st, stats.get("stats", stats) if isinstance(stats, dict) else {}
     except ValueError:
-        return {}
+        return st, {}
 
 
 def test_io_options(tmp, data):
@@ -267,7 +268,7 @@ def test_io_options(tmp, data):
     d = Daemon(tmp, conf, ["--direct-io"], env={"SLUICE_IO_ENGINE": "pread"})
     try:
         r, lines = drain_json(d, "io")
-        flat = stats_of(d, "io")
+        _, flat = stats_of(d, "io")
     finally:
         d.stop()
     check(r.returncode == 0 and sorted(ids_of(lines)) == list(range(200)),
@@ -304,16 +305,11 @@ def test_restart(tmp, conf):
     q = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d2.sock, "drain", "forever"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)
-    st = ctl(d2, "stats", "forever", "--json")
-    try:
-        stats = json.loads(st.stdout)
-        flat = stats.get("stats", stats)
-        taken = [v for k, v in flat.items() if k.startswith("reader.") and k.endswith(".taken")]
-        ok = st.returncode == 0 and flat.get("batches_published", 0) > 0 and taken and \
-            max(taken) > 0 and any(k.endswith(".wait_ns") for k in flat) and \
-            flat.get("io_uring") in (0, 1) and flat.get("direct_io") == 0
-    except (ValueError, AttributeError):
-        ok = False
+    st, flat = stats_of(d2, "forever")
+    taken = [v for k, v in flat.items() if k.startswith("reader.") and k.endswith(".taken")]
+    ok = st.returncode == 0 and flat.get("batches_published", 0) > 0 and bool(taken) and \
+        max(taken) > 0 and any(k.endswith(".wait_ns") for k in flat) and \
+        flat.get("io_uring") in (0, 1) and flat.get("direct_io") == 0
     check(ok, "stats: per pipeline and per reader (batches taken, time waited, lag): %s" %
           st.stdout.strip()[:300])
     rc = d2.stop(signal.SIGTERM)

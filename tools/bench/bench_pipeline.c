@@ -165,12 +165,57 @@ struct pl_run {
 	const char *engine;
 };
 
-/* The deliver callback's side of a run: counts, releases, and times from the driver thread. */
+/*
+ * What a run counts: a warm-up of n/10 + 1 batches (filling the shuffle buffer, first touch of
+ * the read buffers), then n timed ones (the steady state), whichever thread takes them.
+ */
+struct tally {
+	uint64_t warm, n, seen;
+	double t0, c0;
+	struct pl_run r;
+};
+
+static void tally_init(struct tally *t, uint64_t n)
+{
+	memset(t, 0, sizeof(*t));
+	t->warm = n / 10 + 1;
+	t->n = n;
+}
+
+/* Count batch b; true once the n timed batches are in (the clock then stops). */
+static bool tally_take(struct tally *t, const struct pl_batch *b)
+{
+	if (t->seen++ < t->warm) {
+		if (t->seen == t->warm) {
+			t->t0 = scan_now_s();
+			t->c0 = process_cpu_s();
+		}
+		return false;
+	}
+	if (t->r.batches == t->n)
+		return true;
+	t->r.batches++;
+	t->r.records += b->rows;
+	t->r.bytes += b->len;
+	if (t->r.batches < t->n)
+		return false;
+	t->r.wall_s = scan_now_s() - t->t0;
+	t->r.cpu_s = process_cpu_s() - t->c0;
+	return true;
+}
+
+static const char *engine_of(const struct pl_pipeline *p)
+{
+	struct pl_stats st;
+
+	pl_pipeline_get_stats(p, &st);
+	return st.io_engine && !strcmp(st.io_engine, "pread") ? "pread" : "io_uring";
+}
+
+/* The deliver callback's side of a run, on the driver thread. */
 struct dl_run {
 	struct pl_pipeline *p;
-	uint64_t warm, n, seen;
-	struct pl_run r;
-	double t0, c0;
+	struct tally t;
 	int end;	/* 1 once the callbacks are done with the run */
 	int rc;
 	struct io_error err;
@@ -196,21 +241,8 @@ static void dl_deliver(void *ctx, struct pl_batch *b)
 	struct dl_run *d = ctx;
 
 	pthread_mutex_lock(&d->lock);
-	if (d->seen == d->warm) {
-		d->t0 = scan_now_s();
-		d->c0 = process_cpu_s();
-	}
-	if (d->seen >= d->warm && d->r.batches < d->n) {
-		d->r.batches++;
-		d->r.records += b->rows;
-		d->r.bytes += b->len;
-		if (d->r.batches == d->n) {
-			d->r.wall_s = scan_now_s() - d->t0;
-			d->r.cpu_s = process_cpu_s() - d->c0;
-			dl_finish(d, 0, NULL);
-		}
-	}
-	d->seen++;
+	if (tally_take(&d->t, b))
+		dl_finish(d, 0, NULL);
 	struct pl_pipeline *p = d->p;
 	pthread_mutex_unlock(&d->lock);
 	pl_batch_release(p, b);
@@ -225,21 +257,16 @@ static void dl_end(void *ctx, int rc, const struct io_error *err)
 	pthread_mutex_unlock(&d->lock);
 }
 
-/*
- * One timed run: create the pipeline, take a warm-up of n/10 batches (filling the shuffle
- * buffer, first touch of the read buffers), then time n batches (steady state), destroy it.
- */
+/* One timed run with the batches delivered to dl_deliver (as sluiced takes them). */
 static int run_once_deliver(const struct pl_spec *spec, struct sched_pool *pool, bool direct,
 			    uint64_t n, struct pl_run *ret, struct io_error *err)
 {
 	struct pl_pipeline_opts po;
-	struct pl_stats st;
 	struct dl_run d;
 	int rc;
 
 	memset(&d, 0, sizeof(d));
-	d.warm = n / 10 + 1;
-	d.n = n;
+	tally_init(&d.t, n);
 	pthread_mutex_init(&d.lock, NULL);
 	pthread_cond_init(&d.cond, NULL);
 	pl_pipeline_opts_init(&po);
@@ -257,7 +284,7 @@ static int run_once_deliver(const struct pl_spec *spec, struct sched_pool *pool,
 		while (!d.end)
 			pthread_cond_wait(&d.cond, &d.lock);
 		pthread_mutex_unlock(&d.lock);
-		pl_pipeline_get_stats(d.p, &st);
+		d.t.r.engine = engine_of(d.p);
 		pl_pipeline_destroy(d.p);
 		rc = d.rc;
 		if (rc == -ENODATA)
@@ -269,43 +296,28 @@ static int run_once_deliver(const struct pl_spec *spec, struct sched_pool *pool,
 	pthread_mutex_destroy(&d.lock);
 	if (rc < 0)
 		return rc;
-	d.r.engine = st.io_engine && !strcmp(st.io_engine, "pread") ? "pread" : "io_uring";
-	*ret = d.r;
+	*ret = d.t.r;
 	return 0;
 }
 
+/* One timed run with the batches taken by pl_pipeline_next() on this thread (--queue). */
 static int run_once(const struct pl_spec *spec, struct sched_pool *pool, bool direct, uint64_t n,
 		    struct pl_run *ret, struct io_error *err)
 {
 	struct pl_pipeline_opts po;
 	struct pl_pipeline *p = NULL;
-	struct pl_run r;
-	struct pl_stats st;
-	double t0, c0;
+	struct tally t;
+	bool done = false;
 	int rc;
 
-	memset(&r, 0, sizeof(r));
+	tally_init(&t, n);
 	pl_pipeline_opts_init(&po);
 	po.pool = pool;
 	po.direct = direct;
 	rc = pl_pipeline_create(spec, &po, &p, err);
 	if (rc < 0)
 		return rc;
-	for (uint64_t w = 0; w < n / 10 + 1; w++) {
-		struct pl_batch *b;
-
-		rc = pl_pipeline_next(p, -1, &b, err);
-		if (rc <= 0) {
-			pl_pipeline_destroy(p);
-			if (rc == 0)
-				io_error_set(err, "the dataset ended during the warm-up");
-			return rc < 0 ? rc : -ENODATA;
-		}
-		pl_batch_release(p, b);
-	}
-	t0 = scan_now_s();
-	c0 = process_cpu_s();
-	while (r.batches < n) {
+	while (!done) {
 		struct pl_batch *b;
 
 		rc = pl_pipeline_next(p, -1, &b, err);
@@ -313,19 +325,22 @@ static int run_once(const struct pl_spec *spec, struct sched_pool *pool, bool di
 			pl_pipeline_destroy(p);
 			return rc;
 		}
-		if (rc == 0)
+		if (rc == 0 && t.seen < t.warm) {
+			pl_pipeline_destroy(p);
+			io_error_set(err, "the dataset ended during the warm-up");
+			return -ENODATA;
+		}
+		if (rc == 0) { /* ended early: what was timed so far */
+			t.r.wall_s = scan_now_s() - t.t0;
+			t.r.cpu_s = process_cpu_s() - t.c0;
 			break;
-		r.batches++;
-		r.records += b->rows;
-		r.bytes += b->len;
+		}
+		done = tally_take(&t, b);
 		pl_batch_release(p, b);
 	}
-	r.wall_s = scan_now_s() - t0;
-	r.cpu_s = process_cpu_s() - c0;
-	pl_pipeline_get_stats(p, &st);
-	r.engine = st.io_engine && !strcmp(st.io_engine, "pread") ? "pread" : "io_uring";
+	t.r.engine = engine_of(p);
 	pl_pipeline_destroy(p);
-	*ret = r;
+	*ret = t.r;
 	return 0;
 }
 

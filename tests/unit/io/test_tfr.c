@@ -98,6 +98,29 @@ struct result {
 	bool zero_copy_seen;
 };
 
+/*
+ * The reader's next result other than TFR_NEED_INPUT, feeding it b from *pos on in pieces of
+ * chunk bytes (and finishing the stream once b is used up).
+ */
+static int next_chunked(struct tfr_reader *r, const struct blob *b, size_t *pos, size_t chunk,
+			struct tfr_record *rec, struct io_error *err)
+{
+	for (;;) {
+		int rc = tfr_reader_next(r, rec, err);
+
+		if (rc != TFR_NEED_INPUT)
+			return rc;
+		size_t n = b->len - *pos < chunk ? b->len - *pos : chunk;
+
+		if (n == 0) {
+			tfr_reader_finish(r);
+		} else {
+			tfr_reader_feed(r, b->p + *pos, n);
+			*pos += n;
+		}
+	}
+}
+
 /* Read a whole buffer fed in chunks of chunk bytes; check every record's payload. */
 static struct result read_chunked(const struct blob *b, enum tfr_compression c, size_t chunk,
 				  bool check_payload, uint64_t max_len, bool tell_size)
@@ -120,19 +143,8 @@ static struct result read_chunked(const struct blob *b, enum tfr_compression c, 
 	for (;;) {
 		struct tfr_record rec;
 		struct io_error err;
-		int rc = tfr_reader_next(r, &rec, &err);
+		int rc = next_chunked(r, b, &pos, chunk, &rec, &err);
 
-		if (rc == TFR_NEED_INPUT) {
-			size_t n = b->len - pos < chunk ? b->len - pos : chunk;
-
-			if (n == 0) {
-				tfr_reader_finish(r);
-			} else {
-				tfr_reader_feed(r, b->p + pos, n);
-				pos += n;
-			}
-			continue;
-		}
 		if (rc == TFR_RECORD) {
 			assert_int_equal(rec.index, res.records);
 			if (check_payload) {
@@ -349,17 +361,8 @@ static void test_data_crc_recoverable(void **state)
 
 		assert_int_equal(tfr_reader_reset(r, "x"), 0);
 		for (;;) {
-			int rc = tfr_reader_next(r, &rec, &err);
+			int rc = next_chunked(r, &b, &pos, chunk, &rec, &err);
 
-			if (rc == TFR_NEED_INPUT) {
-				size_t n = b.len - pos < chunk ? b.len - pos : chunk;
-
-				if (n == 0)
-					tfr_reader_finish(r);
-				tfr_reader_feed(r, b.p + pos, n);
-				pos += n;
-				continue;
-			}
 			if (rc == TFR_END)
 				break;
 			assert_true(k < 3);
@@ -431,17 +434,7 @@ static void test_deferred_data_crc(void **state)
 	size_t pos = 0;
 	int k = 0;
 	for (;;) {
-		int rc = tfr_reader_next(r, &rec, &err);
-		if (rc == TFR_NEED_INPUT) {
-			size_t n = b.len - pos < 7 ? b.len - pos : 7;
-			if (n == 0) {
-				tfr_reader_finish(r);
-			} else {
-				tfr_reader_feed(r, b.p + pos, n);
-				pos += n;
-			}
-			continue;
-		}
+		int rc = next_chunked(r, &b, &pos, 7, &rec, &err);
 		if (rc == TFR_END)
 			break;
 		assert_int_equal(rc, TFR_RECORD);
