@@ -160,8 +160,6 @@ static void worker_park(struct sched_worker *w)
 	struct sched_pool *pool = w->pool;
 	unsigned e;
 
-	atomic_store_explicit(&w->ctr.cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID),
-			      memory_order_relaxed);
 	/* acq_rel: pairs with the RMW in pool_sleepers_after_publish (the TSan variant) */
 	atomic_fetch_add_explicit(&pool->sleepers, 1, memory_order_acq_rel);
 #if !POOL_TSAN
@@ -484,6 +482,10 @@ void *sched_worker_main(void *arg)
 	uint64_t spin_t0 = 0;
 
 	tls_worker = w;
+	/* Its CPU time is read from its clock when asked (sched_pool_stats), not sampled here:
+	 * CLOCK_THREAD_CPUTIME_ID is a system call, not a vDSO read. */
+	if (pthread_getcpuclockid(pthread_self(), &w->cpu_clock) == 0)
+		atomic_store_explicit(&w->cpu_clock_ok, true, memory_order_release);
 	snprintf(name, sizeof(name), "sluice-w%u", w->index);
 	pthread_setname_np(pthread_self(), name);
 	/* A binding failure is not fatal: the worker runs unpinned and says so in its stats. */
@@ -517,6 +519,8 @@ void *sched_worker_main(void *arg)
 	worker_settle(w);
 	atomic_store_explicit(&w->ctr.cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID),
 			      memory_order_relaxed);
+	/* release: a reader that sees the clock gone reads the value stored above */
+	atomic_store_explicit(&w->cpu_clock_ok, false, memory_order_release);
 	tls_worker = NULL;
 	return NULL;
 }

@@ -48,7 +48,7 @@ struct sched_worker_ctr {
 	atomic_uint_fast64_t injected;	  /* tasks taken from injection queues */
 	atomic_uint_fast64_t parks;	  /* futex waits */
 	atomic_uint_fast64_t parked_ns;	  /* time in those waits */
-	atomic_uint_fast64_t cpu_ns;	  /* thread CPU time, sampled at park and exit */
+	atomic_uint_fast64_t cpu_ns;	  /* thread CPU time at exit (while it runs: its clock) */
 	atomic_uint_fast64_t dropped;	  /* tasks dropped by a cancel */
 	/* The shutdown's termination count (see pool_quiescent in pool_lifecycle.c). */
 	atomic_uint_fast64_t spawned; /* tasks this worker created (relaxed stores) */
@@ -65,6 +65,8 @@ struct sched_worker {
 	unsigned node;	   /* its NUMA node (from the placement, pinned or not) */
 	unsigned place_pu; /* PU chosen by topo_place_workers */
 	pthread_t thread;
+	clockid_t cpu_clock;    /* the thread's CPU clock, read by sched_pool_stats */
+	atomic_bool cpu_clock_ok; /* set once it is known, cleared when the thread exits */
 	unsigned *near; /* other workers on the same node: first victims */
 	unsigned n_near;
 	unsigned *far; /* the rest */

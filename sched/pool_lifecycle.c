@@ -147,6 +147,7 @@ static int pool_place(struct sched_pool *pool, bool pin)
 		pu = topo_pu(pool->topo, w->place_pu);
 		w->node = pu ? pu->node : 0;
 		atomic_init(&w->pu, pin && topo_is_real(pool->topo) ? (int)w->place_pu : -1);
+		atomic_init(&w->cpu_clock_ok, false);
 		if (w->node != pool->workers[0].node)
 			pool->multi_node = true;
 	}
@@ -281,6 +282,22 @@ unsigned sched_pool_workers(const struct sched_pool *pool)
 	return pool->n_workers;
 }
 
+/*
+ * A running worker's CPU time from its clock; once it has exited (or if its clock failed), the
+ * value it stored on the way out. The clock of a thread that exits between the check and the read
+ * fails (EINVAL); the acquire load then orders the stored value before our read of it.
+ */
+static uint64_t worker_cpu_ns(const struct sched_worker *w)
+{
+	struct timespec ts;
+
+	if (atomic_load_explicit(&w->cpu_clock_ok, memory_order_acquire) &&
+	    clock_gettime(w->cpu_clock, &ts) == 0)
+		return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	(void)atomic_load_explicit(&w->cpu_clock_ok, memory_order_acquire);
+	return atomic_load_explicit(&w->ctr.cpu_ns, memory_order_relaxed);
+}
+
 unsigned sched_pool_stats(const struct sched_pool *pool, struct sched_worker_stats *stats,
 			  unsigned n)
 {
@@ -297,7 +314,7 @@ unsigned sched_pool_stats(const struct sched_pool *pool, struct sched_worker_sta
 			.injected = atomic_load_explicit(&c->injected, memory_order_relaxed),
 			.parks = atomic_load_explicit(&c->parks, memory_order_relaxed),
 			.parked_ns = atomic_load_explicit(&c->parked_ns, memory_order_relaxed),
-			.cpu_ns = atomic_load_explicit(&c->cpu_ns, memory_order_relaxed),
+			.cpu_ns = worker_cpu_ns(w),
 			.pu = atomic_load_explicit(&w->pu, memory_order_relaxed),
 			.node = (int)w->node,
 		};

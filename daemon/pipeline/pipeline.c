@@ -70,7 +70,9 @@ struct pl_pipeline {
 	struct io_error err;
 	struct pl_pos pos;   /* after the last batch next() returned */
 	struct pl_source_stats src_stats;
-	uint64_t driver_cpu_ns;
+	uint64_t driver_cpu_ns;	 /* at the driver's end; while it runs, its clock: */
+	clockid_t driver_clock;
+	bool driver_clock_ok;	 /* under lock: the driver runs and driver_clock is its clock */
 	uint64_t batches, rows;
 	uint64_t next_wait_ns;
 	const char *io_engine, *io_fallback;
@@ -96,35 +98,72 @@ static size_t size_class(size_t len)
 	return p * 2;
 }
 
+/*
+ * The default allocator keeps up to PL_CACHE_SLOTS freed batches for reuse. A block carries its
+ * size class in a header page before the batch, so that any request it fits takes it (the smallest
+ * such), not only one of the same class: batches of records of varying size (images) change class
+ * from one batch to the next, and a class-exact cache missed on them and went to malloc, whose
+ * large blocks are fresh mappings, faulted in page by page.
+ */
+#define PL_BLOCK_HDR IPC_BATCH_EXTENT_ALIGN
+
+static void block_free(void *mem)
+{
+	if (mem)
+		free((char *)mem - PL_BLOCK_HDR);
+}
+
 static void *default_alloc(void *ctx, size_t len)
 {
 	struct pl_mem_cache *c = ctx;
 	size_t cls = size_class(len);
 	pthread_mutex_lock(&c->lock);
-	for (unsigned i = 0; i < c->n; i++) {
-		if (c->cls[i] == cls) {
-			void *m = c->mem[i];
-			c->mem[i] = c->mem[--c->n];
-			c->cls[i] = c->cls[c->n];
-			pthread_mutex_unlock(&c->lock);
-			return m;
-		}
+	unsigned best = c->n;
+	for (unsigned i = 0; i < c->n; i++)
+		if (c->cls[i] >= cls && (best == c->n || c->cls[i] < c->cls[best]))
+			best = i;
+	if (best < c->n) {
+		void *m = c->mem[best];
+		c->n--;
+		c->mem[best] = c->mem[c->n];
+		c->cls[best] = c->cls[c->n];
+		pthread_mutex_unlock(&c->lock);
+		return m;
 	}
 	pthread_mutex_unlock(&c->lock);
-	return aligned_alloc(IPC_BATCH_EXTENT_ALIGN, cls);
+	char *base = aligned_alloc(IPC_BATCH_EXTENT_ALIGN, PL_BLOCK_HDR + cls);
+	if (!base)
+		return NULL;
+	memcpy(base, &cls, sizeof(cls));
+	return base + PL_BLOCK_HDR;
 }
 
+/* Back to the cache; when it is full, the smallest block goes (this one, or a cached one). */
 static void default_free(void *ctx, void *mem, size_t len)
 {
 	struct pl_mem_cache *c = ctx;
+	size_t cls;
+	(void)len;
+	memcpy(&cls, (char *)mem - PL_BLOCK_HDR, sizeof(cls));
 	pthread_mutex_lock(&c->lock);
 	if (c->n < PL_CACHE_SLOTS) {
 		c->mem[c->n] = mem;
-		c->cls[c->n++] = size_class(len);
+		c->cls[c->n++] = cls;
 		mem = NULL;
+	} else {
+		unsigned small = 0;
+		for (unsigned i = 1; i < c->n; i++)
+			if (c->cls[i] < c->cls[small])
+				small = i;
+		if (c->cls[small] < cls) {
+			void *evict = c->mem[small];
+			c->mem[small] = mem;
+			c->cls[small] = cls;
+			mem = evict;
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	free(mem);
+	block_free(mem);
 }
 
 void pl_pipeline_opts_init(struct pl_pipeline_opts *opts)
@@ -162,14 +201,21 @@ static void set_error(struct pl_pipeline *p, int code, const struct io_error *e)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static void publish_stats(struct pl_pipeline *p)
+/*
+ * The driver's CPU time is read from its clock by pl_pipeline_get_stats, not sampled per batch
+ * here (a thread CPU clock read is a system call); `last`: the driver's final sample, as it ends.
+ */
+static void publish_stats(struct pl_pipeline *p, bool last)
 {
 	struct pl_source_stats st;
 	pl_source_get_stats(p->src, &st);
-	uint64_t cpu = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t cpu = last ? now_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 	pthread_mutex_lock(&p->lock);
 	p->src_stats = st;
-	p->driver_cpu_ns = cpu;
+	if (last) {
+		p->driver_cpu_ns = cpu;
+		p->driver_clock_ok = false;
+	}
 	p->io_engine = pl_source_engine(p->src);
 	p->io_fallback = pl_source_fallback(p->src);
 	pthread_mutex_unlock(&p->lock);
@@ -316,7 +362,7 @@ static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t
 	pthread_mutex_unlock(&p->lock);
 	(*index)++;
 	(*seq)++;
-	publish_stats(p);
+	publish_stats(p, false);
 	return 0;
 }
 
@@ -413,6 +459,13 @@ static void *driver_main(void *arg)
 	struct pl_pipeline *p = arg;
 	const struct pl_spec *c = &p->plan->cfg;
 	struct pl_driver d = {.p = p, .cap = p->plan->prefetch};
+	clockid_t clk;
+	if (pthread_getcpuclockid(pthread_self(), &clk) == 0) {
+		pthread_mutex_lock(&p->lock);
+		p->driver_clock = clk;
+		p->driver_clock_ok = true;
+		pthread_mutex_unlock(&p->lock);
+	}
 	pthread_setname_np(pthread_self(), "sluice-driver"); /* for top and perf */
 	d.inflight = calloc(d.cap, sizeof(*d.inflight));
 	int r = d.inflight ? 0 : -ENOMEM;
@@ -448,7 +501,7 @@ static void *driver_main(void *arg)
 		pthread_mutex_unlock(&p->lock);
 	}
 	free(d.inflight);
-	publish_stats(p);
+	publish_stats(p, true);
 	pthread_mutex_lock(&p->lock);
 	p->eos = true;
 	pthread_cond_broadcast(&p->ready_cond);
@@ -628,7 +681,7 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	p->ax.free = p->free;
 	p->ax.alloc_ctx = p->alloc_ctx;
 	p->ax.scratch = calloc(p->ax.n_workers, sizeof(*p->ax.scratch));
-	atomic_init(&p->ax.parse_cpu_ns, 0);
+	atomic_init(&p->ax.parse_ns, 0);
 	atomic_init(&p->ax.skipped_records, 0);
 	if (!p->ax.scratch) {
 		r = -ENOMEM;
@@ -678,7 +731,7 @@ void pl_pipeline_destroy(struct pl_pipeline *p)
 	free(p->info);
 	pl_plan_destroy(p->plan);
 	for (unsigned i = 0; i < p->cache.n; i++)
-		free(p->cache.mem[i]);
+		block_free(p->cache.mem[i]);
 	pthread_mutex_destroy(&p->cache.lock);
 	pthread_cond_destroy(&p->ready_cond);
 	pthread_cond_destroy(&p->space_cond);
@@ -783,6 +836,13 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 	ret->batches = p->batches;
 	ret->rows = p->rows;
 	ret->driver_cpu_ns = p->driver_cpu_ns;
+	if (p->driver_clock_ok) {
+		/* under lock: the driver has not ended, so its clock is its own */
+		struct timespec ts;
+		if (clock_gettime(p->driver_clock, &ts) == 0)
+			ret->driver_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull +
+					     (uint64_t)ts.tv_nsec;
+	}
 	ret->next_wait_ns = p->next_wait_ns;
 	ret->io_engine = p->io_engine;
 	ret->io_fallback = p->io_fallback;
@@ -790,8 +850,8 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 	pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
 	ret->skipped_records += atomic_load_explicit(&((struct pl_pipeline *)p)->ax.skipped_records,
 						     memory_order_relaxed);
-	ret->parse_cpu_ns =
-		atomic_load_explicit(&((struct pl_pipeline *)p)->ax.parse_cpu_ns, memory_order_relaxed);
+	ret->parse_ns =
+		atomic_load_explicit(&((struct pl_pipeline *)p)->ax.parse_ns, memory_order_relaxed);
 }
 
 void pl_pipeline_fingerprint(const struct pl_pipeline *p, uint8_t ret_fp[16])

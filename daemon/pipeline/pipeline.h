@@ -37,7 +37,8 @@ struct pl_pipeline_opts {
 	size_t state_len;
 	/*
 	 * Batch memory: len bytes, IPC_BATCH_EXTENT_ALIGN-aligned, or NULL when out of memory.
-	 * NULL alloc: aligned_alloc/free. Called from the pipeline's threads.
+	 * NULL alloc: aligned_alloc, with up to 8 freed batches kept for reuse. Called from the
+	 * pipeline's threads.
 	 */
 	void *(*alloc)(void *ctx, size_t len);
 	void (*free)(void *ctx, void *mem, size_t len);
@@ -140,7 +141,7 @@ struct pl_stats {
 	uint64_t copied_bytes;     /* record bytes copied out of read buffers (others: zero-copy) */
 	uint64_t evacuations;      /* pinned read buffers emptied to let reading go on */
 	uint64_t driver_cpu_ns;    /* read, frame, interleave, shuffle, assemble */
-	uint64_t parse_cpu_ns;     /* parse tasks (thread CPU clock) */
+	uint64_t parse_ns;         /* time running parse tasks (monotonic clock around each) */
 	uint64_t next_wait_ns;     /* time pl_pipeline_next() waited */
 	const char *io_engine;     /* "io_uring" or "pread" */
 	const char *io_fallback;   /* why not io_uring, or NULL */

@@ -232,7 +232,7 @@ struct pl_asm_ctx {
 	struct pl_worker_scratch **scratch; /* per pool worker, created on first use */
 	struct pl_worker_scratch *drv_scratch; /* the driver's, for the tasks it runs itself */
 	unsigned behind; /* driver only: batches left in which every fill task wakes a worker */
-	atomic_uint_fast64_t parse_cpu_ns;
+	atomic_uint_fast64_t parse_ns;
 	atomic_uint_fast64_t skipped_records;
 };
 
