@@ -100,10 +100,12 @@ static size_t size_class(size_t len)
 
 /*
  * The default allocator keeps up to PL_CACHE_SLOTS freed batches for reuse. A block carries its
- * size class in a header page before the batch, so that any request it fits takes it (the smallest
- * such), not only one of the same class: batches of records of varying size (images) change class
- * from one batch to the next, and a class-exact cache missed on them and went to malloc, whose
- * large blocks are fresh mappings, faulted in page by page.
+ * size class in a header page before the batch, so that any request it fits takes it, not only one
+ * of the same class: batches of records of varying size (images) change class from one batch to
+ * the next, and a class-exact cache missed on them and went to malloc, whose large blocks are
+ * fresh mappings, faulted in page by page. Of the blocks that fit, the most recently freed is
+ * taken: part of it may still be cached, and a store to an uncached line reads it from memory
+ * first (4% less CPU on the image benchmark than the smallest fitting block).
  */
 #define PL_BLOCK_HDR IPC_BATCH_EXTENT_ALIGN
 
@@ -113,20 +115,29 @@ static void block_free(void *mem)
 		free((char *)mem - PL_BLOCK_HDR);
 }
 
+/* Take entry i out of the cache, keeping the others in the order they were freed. */
+static void *cache_take(struct pl_mem_cache *c, unsigned i)
+{
+	void *m = c->mem[i];
+	c->n--;
+	memmove(&c->mem[i], &c->mem[i + 1], (c->n - i) * sizeof(c->mem[0]));
+	memmove(&c->cls[i], &c->cls[i + 1], (c->n - i) * sizeof(c->cls[0]));
+	return m;
+}
+
 static void *default_alloc(void *ctx, size_t len)
 {
 	struct pl_mem_cache *c = ctx;
 	size_t cls = size_class(len);
 	pthread_mutex_lock(&c->lock);
 	unsigned best = c->n;
-	for (unsigned i = 0; i < c->n; i++)
-		if (c->cls[i] >= cls && (best == c->n || c->cls[i] < c->cls[best]))
+	for (unsigned i = c->n; i-- > 0;) /* the most recently freed first: its lines may be cached */
+		if (c->cls[i] >= cls) {
 			best = i;
+			break;
+		}
 	if (best < c->n) {
-		void *m = c->mem[best];
-		c->n--;
-		c->mem[best] = c->mem[c->n];
-		c->cls[best] = c->cls[c->n];
+		void *m = cache_take(c, best);
 		pthread_mutex_unlock(&c->lock);
 		return m;
 	}
@@ -138,7 +149,10 @@ static void *default_alloc(void *ctx, size_t len)
 	return base + PL_BLOCK_HDR;
 }
 
-/* Back to the cache; when it is full, the smallest block goes (this one, or a cached one). */
+/*
+ * Back to the cache, as its most recent entry; when it is full, the smallest block goes (this
+ * one, or a cached one).
+ */
 static void default_free(void *ctx, void *mem, size_t len)
 {
 	struct pl_mem_cache *c = ctx;
@@ -146,21 +160,21 @@ static void default_free(void *ctx, void *mem, size_t len)
 	(void)len;
 	memcpy(&cls, (char *)mem - PL_BLOCK_HDR, sizeof(cls));
 	pthread_mutex_lock(&c->lock);
-	if (c->n < PL_CACHE_SLOTS) {
-		c->mem[c->n] = mem;
-		c->cls[c->n++] = cls;
-		mem = NULL;
-	} else {
+	if (c->n == PL_CACHE_SLOTS) {
 		unsigned small = 0;
 		for (unsigned i = 1; i < c->n; i++)
 			if (c->cls[i] < c->cls[small])
 				small = i;
 		if (c->cls[small] < cls) {
-			void *evict = c->mem[small];
-			c->mem[small] = mem;
-			c->cls[small] = cls;
+			void *evict = cache_take(c, small);
+			c->mem[c->n] = mem;
+			c->cls[c->n++] = cls;
 			mem = evict;
 		}
+	} else {
+		c->mem[c->n] = mem;
+		c->cls[c->n++] = cls;
+		mem = NULL;
 	}
 	pthread_mutex_unlock(&c->lock);
 	block_free(mem);
