@@ -92,6 +92,9 @@ static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 	memcpy(job->feats + row * plan->n_ctx, ws->ctx, plan->n_ctx * sizeof(*ws->ctx));
 	memcpy(job->lists + row * plan->n_lists, ws->lists, plan->n_lists * sizeof(*ws->lists));
 	r = pl_row_shapes(plan, ws, err);
+	if (r == 0) /* and its checked shapes: the fill pass does not walk the record again */
+		memcpy(job->rdims + row * plan->n_out, ws->rec_dims,
+		       plan->n_out * sizeof(*ws->rec_dims));
 	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
 		if (!o->measure)
@@ -193,6 +196,28 @@ static bool view_contiguous(const struct pl_view *v, const int64_t *dst_stride)
 	return true;
 }
 
+/*
+ * A list_direct output: each step's values straight into the row's stretch of values (the
+ * measuring pass checked every step's kind and count), without gathering them first.
+ */
+static void fill_list_direct(const struct pl_out *o, const struct pbex_feature_list *l,
+			     uint8_t *dst)
+{
+	struct pbex_list_iter it;
+	struct pbex_feature step;
+	size_t at = 0;
+	pl_list_iter_begin(&it, l);
+	while (pbex_list_iter_next(&it, &step)) {
+		if (step.kind == PBEX_KIND_NONE || step.count == 0)
+			continue;
+		if (o->feat->deser == MANIFEST_DESER_INT)
+			pbex_feature_int64s(&step, (int64_t *)dst + at);
+		else
+			pbex_feature_floats(&step, (float *)dst + at);
+		at += step.count;
+	}
+}
+
 /* A direct output: the record's values straight into the row (counts were checked). */
 static int fill_direct(const struct pl_plan *plan, size_t i, struct pl_worker_scratch *ws,
 		       uint8_t *dst, size_t n)
@@ -238,17 +263,19 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 		r = pl_window_assemble(plan, ws, rec, err);
 	} else {
 		pl_crcur_begin(&cc, rec); /* the data CRC, fused with the copies below */
-		if (job->feats) { /* measured: decoded there already (and it succeeded) */
+		if (job->feats) { /* measured: decoded and checked there already (it succeeded) */
 			memcpy(ws->ctx, job->feats + row * plan->n_ctx, plan->n_ctx * sizeof(*ws->ctx));
 			memcpy(ws->lists, job->lists + row * plan->n_lists,
 			       plan->n_lists * sizeof(*ws->lists));
+			memcpy(ws->rec_dims, job->rdims + row * plan->n_out,
+			       plan->n_out * sizeof(*ws->rec_dims));
 			r = 0;
 		} else {
 			r = pl_row_decode(plan, ws, rec, false, err);
+			if (r < 0)
+				return crc_first(&cc, plan, rec, r, err);
+			r = pl_row_shapes(plan, ws, err);
 		}
-		if (r < 0)
-			return crc_first(&cc, plan, rec, r, err);
-		r = pl_row_shapes(plan, ws, err);
 	}
 	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
@@ -257,6 +284,13 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 			r = fill_direct(plan, i, ws,
 					job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size,
 					(size_t)t->row_elems);
+			continue;
+		}
+		if (o->list_direct && !win && job->feats) {
+			const int64_t *splits = (const int64_t *)(job->mem + t->splits_off);
+			fill_list_direct(o, &ws->lists[o->slot],
+					 job->mem + t->data_off +
+						 (size_t)(splits[pos] * t->inner) * o->elem_size);
 			continue;
 		}
 		struct pl_view v;
@@ -435,6 +469,7 @@ static void bjob_free(struct pl_bjob *job)
 	free(job->sbytes);
 	free(job->feats);
 	free(job->lists);
+	free(job->rdims);
 	free(job->bad);
 	free(job->outpos);
 	free(job->lay);
@@ -504,7 +539,8 @@ int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uin
 		if (plan->cfg.type == PL_LOADER_INDEPENDENT) { /* windows decode per record */
 			job->feats = calloc(n_rows * plan->n_ctx + 1, sizeof(*job->feats));
 			job->lists = calloc(n_rows * plan->n_lists + 1, sizeof(*job->lists));
-			if (!job->feats || !job->lists)
+			job->rdims = calloc(n_rows * plan->n_out + 1, sizeof(*job->rdims));
+			if (!job->feats || !job->lists || !job->rdims)
 				goto fail;
 		}
 		if (!job->dims || !job->sbytes)

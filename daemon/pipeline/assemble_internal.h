@@ -48,6 +48,7 @@ struct pl_bjob {
 	/* measure results: per row, per measured output */
 	struct pbex_feature *feats;       /* per row: the decoded context features (n_ctx) */
 	struct pbex_feature_list *lists;  /* per row: the decoded feature lists (n_lists) */
+	int64_t (*rdims)[PL_MAX_RANK];    /* per row: ws->rec_dims (n_out), checked */
 	int64_t *dims;   /* n_rows * n_out * PL_MAX_RANK */
 	uint64_t *sbytes; /* n_rows * n_out */
 	uint8_t *bad;    /* per row */

@@ -458,6 +458,12 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 		o->direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
 			    !o->in_lists && o->n_steps == 0 && !o->pad && !o->measure &&
 			    o->dtype != MANIFEST_DTYPE_STRING;
+		o->list_direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
+				 o->in_lists && o->n_steps == 0 && o->ragged && o->step_elems > 0 &&
+				 ((o->feat->deser == MANIFEST_DESER_INT &&
+				   o->dtype == MANIFEST_DTYPE_INT64) ||
+				  (o->feat->deser == MANIFEST_DESER_FLOAT &&
+				   o->dtype == MANIFEST_DTYPE_FLOAT32));
 		plan->measure |= o->measure;
 	}
 	plan->n_ctx = n_ctx;

@@ -88,6 +88,7 @@ SEQ_FEATURES = [
     {"name": "tok", "dtype": "int32", "shape": [], "var_len": True, "deserialize_type": "int"},
     {"name": "vec", "dtype": "float32", "shape": [2], "var_len": True,
      "deserialize_type": "float"},
+    {"name": "pos", "dtype": "int64", "shape": [2], "var_len": True, "deserialize_type": "int"},
     {"name": "word", "dtype": "string", "shape": [], "var_len": True,
      "deserialize_type": "string"},
     {"name": "rawv", "dtype": "int16", "shape": [2], "var_len": True, "deserialize_type": "raw",
@@ -163,6 +164,7 @@ def seq_record(i):
     for s in range(t):
         lists["tok"].feature.add().int64_list.value.append(i * 10 + s)
         lists["vec"].feature.add().float_list.value.extend([i + s / 4.0, -s])
+        lists["pos"].feature.add().int64_list.value.extend([(i << 33) + s, -i * 1000 - s])
         lists["word"].feature.add().bytes_list.value.append(b"w%d.%d" % (i, s) + b"\xe9" * s)
         lists["rawv"].feature.add().bytes_list.value.append(struct.pack(">2h", i, -s))
     if t == 0 and i % 2:  # an absent list is zero steps; so is an empty one
@@ -535,7 +537,7 @@ def test_cases(tmp, ds):
     case(tmp, "shard 0 of 3, shuffled", spec(main, ["id", "f64"], shard={"index": 0, "count": 3},
                                              shuffle=True, seed=1, epochs=2))
     seq = ds["seq"]
-    seqf = ["id", "tok", "vec", "word", "rawv"]
+    seqf = ["id", "tok", "vec", "pos", "word", "rawv"]
     case(tmp, "ragged var_len", spec(seq, seqf, target_batch_size=3))
     case(tmp, "ragged var_len, shuffled", spec(seq, seqf, shuffle=True, seed=3, epochs=2,
                                                num_mix_files=3))
