@@ -422,6 +422,8 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{"skipped_files", (int64_t)st.skipped_files},
 		{"driver_cpu_ns", (int64_t)st.driver_cpu_ns},
 		{"parse_ns", (int64_t)st.parse_ns},
+		{"read_wait_ns", (int64_t)st.read_wait_ns},
+		{"lazy_fills", (int64_t)st.lazy_fills},
 		/* the read engine (once a file was opened): 1 io_uring, 0 the pread fallback */
 		{"io_uring", st.io_engine ? strcmp(st.io_engine, "io_uring") == 0 : -1},
 		{"direct_io", d->cfg.direct_io},

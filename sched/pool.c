@@ -723,6 +723,25 @@ static void outside_exec(struct sched_pool *pool, struct sched_task *t)
 	atomic_fetch_add(&pool->out_done, 1);
 }
 
+int sched_queue_help_one(struct sched_queue *q)
+{
+	struct sched_pool *pool;
+	struct sched_task *t;
+
+	if (!q)
+		return -EINVAL;
+	pool = q->pool;
+	if (pool_worker(pool))
+		return 0;
+	/* registered while it touches the pool, as in sched_group_help */
+	atomic_fetch_add(&pool->helpers, 1);
+	t = inj_take_queue(pool, q);
+	if (t)
+		outside_exec(pool, t);
+	atomic_fetch_sub(&pool->helpers, 1);
+	return t != NULL;
+}
+
 int sched_group_help(struct sched_group *g)
 {
 	struct sched_pool *pool;

@@ -123,6 +123,15 @@ int sched_group_wait(struct sched_group *g);
 int sched_group_help(struct sched_group *g);
 
 /*
+ * From a thread outside the pool: run the oldest task waiting in q's injection FIFO, if there is
+ * one, on the calling thread, as sched_group_help would (the same rules for what the task may
+ * do). Returns 1 if it ran (or, while cancelling, dropped) a task, 0 if none was waiting or the
+ * caller is a worker, -EINVAL. For a thread with time on its hands (waiting for I/O) that would
+ * rather do its queue's work itself than have a worker woken for it.
+ */
+int sched_queue_help_one(struct sched_queue *q);
+
+/*
  * Run fn(arg, lo, hi) over [begin, end) in chunks of at least grain (0: pick one), split
  * recursively on the pool; returns when all are done. Callable from workers and other threads.
  */

@@ -17,9 +17,7 @@
  */
 static uint64_t mono_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return pl_clock_ns(CLOCK_MONOTONIC);
 }
 
 static void row_fail(struct pl_bjob *job, size_t row, int code, const struct io_error *e)
@@ -505,6 +503,48 @@ static int bjob_tasks(struct pl_bjob *job)
 	return 0;
 }
 
+int pl_asm_idle(void *ctx)
+{
+	struct pl_asm_ctx *ax = ctx;
+	return sched_queue_help_one(ax->q);
+}
+
+/*
+ * The driver's slack: the share of its time, since the last batch, that it spent blocked (for
+ * reads, for room, in alloc), smoothed over about PL_SLACK_BATCHES batches. Above PL_LAZY_ON a
+ * fill pass wakes no worker (the driver has the time to run it, and a wake-up is two system
+ * calls and, in a VM, an interrupt between processors: in the image benchmark, reading with
+ * O_DIRECT from a disk slower than one thread, 12% of the CPU); below PL_LAZY_OFF the driver is
+ * busy, and workers are woken as before. With a ring of unread batches (sluiced) or a consumer
+ * slower than the pipeline, the driver waits for room and the pool stays asleep; a consumer
+ * that the pipeline cannot keep up with takes the workers.
+ */
+#define PL_SLACK_BATCHES 32
+#define PL_LAZY_ON 0.15
+#define PL_LAZY_OFF 0.05
+
+static void note_slack(struct pl_asm_ctx *ax)
+{
+	uint64_t now = pl_clock_ns(CLOCK_MONOTONIC);
+	uint64_t blocked = ax->blocked_ns + ax->alloc_ns;
+	if (ax->last_t_ns && now > ax->last_t_ns) {
+		/*
+		 * Weighted by time, not by batch: the waits come few and long (a read of several
+		 * MiB behind), so an average of per-batch shares would see almost none of them.
+		 */
+		ax->slack_blocked += ((double)(blocked - ax->last_blocked_ns) - ax->slack_blocked) /
+				     PL_SLACK_BATCHES;
+		ax->slack_total += ((double)(now - ax->last_t_ns) - ax->slack_total) / PL_SLACK_BATCHES;
+		ax->spare = ax->slack_blocked / ax->slack_total;
+		if (ax->spare > PL_LAZY_ON)
+			ax->lazy = true;
+		else if (ax->spare < PL_LAZY_OFF)
+			ax->lazy = false;
+	}
+	ax->last_t_ns = now;
+	ax->last_blocked_ns = blocked;
+}
+
 int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
 		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags,
 		  struct pl_bjob **ret_job, struct io_error *err)
@@ -579,9 +619,15 @@ int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uin
 	 * While the pool keeps up (every batch was done when the driver came to finish it), one
 	 * woken worker is enough: the other tasks wait for it, or for workers awake anyway, and a
 	 * parked worker is not woken (the driver runs what is left if it has to wait). Once it
-	 * falls behind, each task wakes a worker, for PL_BEHIND_BATCHES batches.
+	 * falls behind, each task wakes a worker, for PL_BEHIND_BATCHES batches. And while the
+	 * driver has time to spare (it waits for reads, for room, in alloc), none is woken: it
+	 * runs the tasks itself, while it waits or when it next helps (see note_slack).
 	 */
-	r = spawn_pass(job, false, 0, ax->behind ? 0 : SCHED_SPAWN_NO_WAKE);
+	note_slack(ax);
+	unsigned first = ax->lazy && !ax->behind ? SCHED_SPAWN_NO_WAKE : 0;
+	if (first)
+		atomic_fetch_add_explicit(&ax->lazy_fills, 1, memory_order_relaxed);
+	r = spawn_pass(job, false, first, ax->behind ? 0 : SCHED_SPAWN_NO_WAKE);
 	if (r < 0) {
 		sched_group_help(&job->group);
 		io_error_set(err, "the parse pool is stopping");

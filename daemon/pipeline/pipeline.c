@@ -187,13 +187,6 @@ void pl_pipeline_opts_init(struct pl_pipeline_opts *opts)
 	opts->engine = IOX_ENGINE_AUTO;
 }
 
-static uint64_t now_ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- driver ---- */
 
 struct pl_driver {
@@ -202,6 +195,7 @@ struct pl_driver {
 	size_t head, count, cap;
 	struct io_error err;
 	bool job_failed; /* a batch failed: nothing after it may be delivered */
+	uint64_t room_wait_ns; /* blocked in make_room, for the consumer */
 };
 
 static void set_error(struct pl_pipeline *p, int code, const struct io_error *e)
@@ -223,7 +217,7 @@ static void publish_stats(struct pl_pipeline *p, bool last)
 {
 	struct pl_source_stats st;
 	pl_source_get_stats(p->src, &st);
-	uint64_t cpu = last ? now_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+	uint64_t cpu = last ? pl_clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 	pthread_mutex_lock(&p->lock);
 	p->src_stats = st;
 	if (last) {
@@ -329,8 +323,10 @@ static int make_room(struct pl_driver *d)
 				return r;
 			continue;
 		}
+		uint64_t t0 = pl_clock_ns(CLOCK_MONOTONIC);
 		pthread_cond_wait(&p->space_cond, &p->lock);
 		pthread_mutex_unlock(&p->lock);
+		d->room_wait_ns += pl_clock_ns(CLOCK_MONOTONIC) - t0;
 	}
 }
 
@@ -363,6 +359,9 @@ static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t
 		if (c->epochs != PL_NULL && epoch + 1 >= (uint64_t)c->epochs)
 			flags |= IPC_BATCH_F_END_STREAM;
 	}
+	struct pl_source_stats st;
+	pl_source_get_stats(p->src, &st);
+	p->ax.blocked_ns = st.wait_ns + d->room_wait_ns; /* with ax.alloc_ns: the driver's slack */
 	struct pl_bjob *job;
 	r = pl_bjob_start(&p->ax, rows, n, *seq, epoch, *index, flags, &job, &d->err);
 	if (r < 0) {
@@ -697,6 +696,8 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	p->ax.scratch = calloc(p->ax.n_workers, sizeof(*p->ax.scratch));
 	atomic_init(&p->ax.parse_ns, 0);
 	atomic_init(&p->ax.skipped_records, 0);
+	atomic_init(&p->ax.lazy_fills, 0);
+	pl_source_set_idle(p->src, pl_asm_idle, &p->ax);
 	if (!p->ax.scratch) {
 		r = -ENOMEM;
 		goto fail;
@@ -773,7 +774,7 @@ int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **re
 			io_error_set(err, "this pipeline delivers its batches to a callback");
 		return -EINVAL;
 	}
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	uint64_t t0 = pl_clock_ns(CLOCK_MONOTONIC);
 	struct timespec dl;
 	if (timeout_ms >= 0) {
 		clock_gettime(CLOCK_REALTIME, &dl);
@@ -813,7 +814,7 @@ int pl_pipeline_next(struct pl_pipeline *p, int timeout_ms, struct pl_batch **re
 	} else if (err) {
 		io_error_set(err, "no batch within %d ms", timeout_ms);
 	}
-	p->next_wait_ns += now_ns(CLOCK_MONOTONIC) - t0;
+	p->next_wait_ns += pl_clock_ns(CLOCK_MONOTONIC) - t0;
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
@@ -847,6 +848,7 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 	ret->skipped_files = p->src_stats.skipped_files;
 	ret->copied_bytes = p->src_stats.copied_bytes;
 	ret->evacuations = p->src_stats.evacuations;
+	ret->read_wait_ns = p->src_stats.wait_ns;
 	ret->batches = p->batches;
 	ret->rows = p->rows;
 	ret->driver_cpu_ns = p->driver_cpu_ns;
@@ -866,6 +868,8 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 						     memory_order_relaxed);
 	ret->parse_ns =
 		atomic_load_explicit(&((struct pl_pipeline *)p)->ax.parse_ns, memory_order_relaxed);
+	ret->lazy_fills =
+		atomic_load_explicit(&((struct pl_pipeline *)p)->ax.lazy_fills, memory_order_relaxed);
 }
 
 void pl_pipeline_fingerprint(const struct pl_pipeline *p, uint8_t ret_fp[16])

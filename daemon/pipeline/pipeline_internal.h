@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "io/dataset.h"
 #include "io/iox.h"
@@ -17,6 +18,15 @@
 #include "pipeline.h"
 #include "sched/sched.h"
 #include "spec.h"
+
+/* A clock for the pipeline's time stats and its drivers' slack (CLOCK_THREAD_CPUTIME_ID is a
+ * system call; CLOCK_MONOTONIC a vDSO read). */
+static inline uint64_t pl_clock_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- random numbers (docs/pipeline-semantics.md) ---- */
 
@@ -202,6 +212,7 @@ struct pl_source_stats {
 	uint64_t direct_bytes; /* of file_bytes, read with O_DIRECT */
 	uint64_t copied_bytes;   /* record bytes copied out of the read buffers */
 	uint64_t evacuations;    /* times pinned read buffers were emptied (evacuate()) */
+	uint64_t wait_ns;        /* time next() was blocked waiting for reads */
 };
 
 int pl_source_create(const struct pl_plan *plan, enum iox_engine engine, bool direct,
@@ -215,6 +226,11 @@ int pl_source_begin_epoch(struct pl_source *src, uint64_t epoch, struct io_error
  */
 int pl_source_next(struct pl_source *src, struct pl_rec *ret_rec, struct io_error *err);
 void pl_source_stop(struct pl_source *src); /* makes a blocked next() return -ECANCELED */
+/*
+ * Before next() blocks for reads it calls idle(ctx) while that returns > 0 (it did some work),
+ * polling the reads between calls: the driver runs its queued parse tasks there (NULL: none).
+ */
+void pl_source_set_idle(struct pl_source *src, int (*idle)(void *ctx), void *ctx);
 void pl_source_get_stats(const struct pl_source *src, struct pl_source_stats *ret);
 const char *pl_source_engine(const struct pl_source *src);
 const char *pl_source_fallback(const struct pl_source *src);
@@ -234,6 +250,16 @@ struct pl_asm_ctx {
 	struct pl_worker_scratch **scratch; /* per pool worker, created on first use */
 	struct pl_worker_scratch *drv_scratch; /* the driver's, for the tasks it runs itself */
 	unsigned behind; /* driver only: batches left in which every fill task wakes a worker */
+	/*
+	 * Driver only: how much of its time the driver spends blocked (for reads, for room, in
+	 * alloc), which decides whether a fill pass wakes a worker (pl_asm_idle, pl_bjob_start).
+	 * blocked_ns is kept up to date by the driver (the source's wait_ns, its waits for room)
+	 * and by the layout (alloc); spare is its share of the driver's time, smoothed.
+	 */
+	uint64_t blocked_ns, alloc_ns, last_blocked_ns, last_t_ns;
+	double slack_blocked, slack_total, spare;
+	bool lazy;
+	atomic_uint_fast64_t lazy_fills; /* fill passes that woke no worker (lazy) */
 	atomic_uint_fast64_t parse_ns;
 	atomic_uint_fast64_t skipped_records;
 };
@@ -244,6 +270,8 @@ struct pl_asm_ctx {
  * a worker is free to take some); the fill pass runs on the pool afterwards. The driver thread
  * only: start and finish run parse tasks on it (sched_group_help, with ax->drv_scratch).
  */
+/* The driver's idle hook for pl_source_set_idle (ctx: the struct pl_asm_ctx): one queued task. */
+int pl_asm_idle(void *ctx);
 int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
 		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags,
 		  struct pl_bjob **ret_job, struct io_error *err);

@@ -83,6 +83,8 @@ struct pl_source {
 	bool direct;                  /* O_DIRECT reads */
 	uint64_t epoch;
 	atomic_bool stop;
+	int (*idle)(void *ctx); /* see pl_source_set_idle */
+	void *idle_ctx;
 	struct pl_source_stats st;
 	const char *engine_name;
 	char fallback[160];
@@ -411,13 +413,20 @@ static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct
 			pin = s->ix->chunks < PL_PIN_CHUNKS;
 		}
 		struct iox_chunk ch;
+		bool idle_done = !src->idle; /* poll between idle work; block once there is none */
 		for (;;) {
 			if (atomic_load_explicit(&src->stop, memory_order_relaxed))
 				return -ECANCELED;
-			r = iox_next(s->ix->iox, wait ? PL_POLL_MS : 0, &ch, err);
+			bool block = wait && idle_done;
+			uint64_t t0 = block ? pl_clock_ns(CLOCK_MONOTONIC) : 0;
+			r = iox_next(s->ix->iox, block ? PL_POLL_MS : 0, &ch, err);
+			if (block)
+				src->st.wait_ns += pl_clock_ns(CLOCK_MONOTONIC) - t0;
 			if (r == -ETIMEDOUT) {
 				if (!wait)
 					return -EAGAIN;
+				if (!idle_done && src->idle(src->idle_ctx) <= 0)
+					idle_done = true;
 				continue;
 			}
 			break;
@@ -458,6 +467,12 @@ static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct
 		if (ch.last)
 			s->finishing = true;
 	}
+}
+
+void pl_source_set_idle(struct pl_source *src, int (*idle)(void *ctx), void *ctx)
+{
+	src->idle = idle;
+	src->idle_ctx = ctx;
 }
 
 int pl_source_create(const struct pl_plan *plan, enum iox_engine engine, bool direct,

@@ -256,6 +256,27 @@ static void test_parallelism_identical(void **state)
 	assert_int_equal(ca_live(&c), 0);
 	ca_fini(&c);
 
+	/*
+	 * A slow allocator (a ring full of unread batches): the driver has time to spare, fill
+	 * passes wake no worker and the driver runs them itself. The same batches.
+	 */
+	ca_init(&c);
+	c.delay_us = 3000;
+	opts_with(&o, &c);
+	struct pl_pipeline *lp = create(&a, &o);
+	s = stream_new();
+	drain(lp, s, 0, true);
+	assert_stream_ok(s);
+	struct pl_stats lst;
+	pl_pipeline_get_stats(lp, &lst);
+	assert_true(lst.lazy_fills > 0);
+	assert_true(lst.lazy_fills < lst.batches);
+	pl_pipeline_destroy(lp);
+	assert_same_batches(ref, 0, s);
+	stream_free(s);
+	assert_int_equal(ca_live(&c), 0);
+	ca_fini(&c);
+
 	for (unsigned w = 1; w <= 4; w += 3) {
 		struct sched_pool_opts po;
 		struct sched_pool *pool;

@@ -3,6 +3,7 @@
 #include "sched/sched.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -374,6 +375,73 @@ static void test_help_runs_on_caller(void **state)
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 }
 
+/*
+ * sched_queue_help_one: one queued task per call, oldest first, on the caller; 0 once the queue
+ * is empty (or from a worker); the group then finishes as usual.
+ */
+struct one_arg {
+	struct sched_pool *pool;
+	atomic_uint *order; /* a ticket: the order tasks ran in */
+	unsigned ran_at;
+	int index;
+	int from_worker; /* sched_queue_help_one called on a worker */
+	struct sched_queue *q;
+};
+
+static void one_task(void *arg)
+{
+	struct one_arg *a = arg;
+
+	a->ran_at = atomic_fetch_add(a->order, 1);
+	a->index = sched_worker_index(a->pool);
+	a->from_worker = sched_queue_help_one(a->q);
+}
+
+static void test_help_one(void **state)
+{
+	enum { N = 50 };
+	struct sched_pool *pool = pool_new(2);
+	struct sched_queue *q = queue_new(pool, 1), *other = queue_new(pool, 1);
+	struct one_arg args[N];
+	atomic_uint order = 0;
+	struct sched_group g;
+	unsigned mine = 0, calls = 0;
+	int r;
+
+	(void)state;
+	assert_int_equal(sched_queue_help_one(NULL), -EINVAL);
+	assert_int_equal(sched_queue_help_one(q), 0); /* nothing queued */
+	sched_group_init(&g, q);
+	assert_true(wait_all_parked(pool));
+	for (unsigned i = 0; i < N; i++) {
+		args[i] = (struct one_arg){ pool, &order, UINT_MAX, -2, -2, q };
+		assert_int_equal(sched_spawn_flags(&g, one_task, &args[i], SCHED_SPAWN_NO_WAKE), 0);
+	}
+	assert_int_equal(sched_queue_help_one(other), 0); /* another queue's tasks are not its */
+	while ((r = sched_queue_help_one(q)) == 1)
+		calls++;
+	assert_int_equal(r, 0);
+	assert_int_equal(sched_group_help(&g), 0);
+	assert_int_equal(atomic_load(&order), N);
+	for (unsigned i = 0; i < N; i++) {
+		assert_true(args[i].ran_at < N);
+		if (args[i].index == -1) {
+			mine++;
+			/* on the caller, in the order they were queued: the same call ran it */
+			if (i > 0 && args[i - 1].index == -1)
+				assert_true(args[i - 1].ran_at < args[i].ran_at);
+		} else {
+			assert_int_equal(args[i].from_worker, 0); /* a worker is not helped so */
+		}
+	}
+	/* every call ran one task (a task's own nested call may have run one more) */
+	assert_true(calls <= mine);
+	assert_true(mine >= N / 2); /* the workers were parked, none woken */
+	sched_queue_destroy(other);
+	sched_queue_destroy(q);
+	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
+}
+
 /* Plain spawns, workers awake: the caller and the workers share the tasks, each runs once. */
 static void test_help_shares_with_workers(void **state)
 {
@@ -515,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_parallel_for_inside),
 		cmocka_unit_test(test_worker_index),
 		cmocka_unit_test(test_help_runs_on_caller),
+		cmocka_unit_test(test_help_one),
 		cmocka_unit_test(test_help_shares_with_workers),
 		cmocka_unit_test(test_help_inside),
 		cmocka_unit_test(test_help_cancelled),
