@@ -76,6 +76,21 @@ static int measure_window(struct pl_bjob *job, struct pl_worker_scratch *ws, siz
 	return r;
 }
 
+/* The bytes of a bytes feature's values, all of them. */
+static uint64_t str_bytes(const struct pbex_feature *pf)
+{
+	struct pbex_bytes_iter it;
+	const uint8_t *p;
+	size_t len;
+	uint64_t total = 0;
+	if (pf->kind == PBEX_KIND_NONE)
+		return 0;
+	pbex_bytes_iter_init(&it, pf);
+	while (pbex_bytes_iter_next(&it, &p, &len))
+		total += len;
+	return total;
+}
+
 static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
 		       struct io_error *err)
 {
@@ -97,6 +112,13 @@ static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 		const struct pl_out *o = &plan->out[i];
 		if (!o->measure)
 			continue;
+		if (o->str_direct) { /* its shape is its record shape: only its bytes to count */
+			int64_t *d = job->dims + (row * plan->n_out + i) * PL_MAX_RANK;
+			memset(d, 0, sizeof(int64_t) * PL_MAX_RANK);
+			memcpy(d, o->rec_shape, sizeof(int64_t) * o->rec_rank);
+			job->sbytes[row * plan->n_out + i] = str_bytes(&ws->ctx[o->slot]);
+			continue;
+		}
 		struct pl_view v;
 		r = pl_row_view(plan, ws, i, &v, err);
 		if (r < 0)
@@ -195,6 +217,30 @@ static bool view_contiguous(const struct pl_view *v, const int64_t *dst_stride)
 }
 
 /*
+ * A str_direct output: the feature's values, in order, are the row's elements (their count was
+ * checked): each one's bytes copied with the data CRC, and its end offset.
+ */
+static void fill_str_direct(const struct pl_tlay *t, uint8_t *mem, const struct pbex_feature *pf,
+			    size_t pos, struct pl_crcur *cc)
+{
+	int64_t *offs = (int64_t *)(mem + t->offsets_off) + (int64_t)pos * t->row_elems;
+	uint8_t *bytes = mem + t->data_off;
+	uint64_t at = t->byte_start[pos];
+	struct pbex_bytes_iter it;
+	const uint8_t *p;
+	size_t len;
+	if (pf->kind == PBEX_KIND_NONE)
+		return;
+	pbex_bytes_iter_init(&it, pf);
+	while (pbex_bytes_iter_next(&it, &p, &len)) {
+		if (len)
+			pl_crcur_copy(cc, bytes + at, p, len);
+		at += len;
+		*++offs = (int64_t)at;
+	}
+}
+
+/*
  * A list_direct output: each step's values straight into the row's stretch of values (the
  * measuring pass checked every step's kind and count), without gathering them first.
  */
@@ -282,6 +328,10 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 			r = fill_direct(plan, i, ws,
 					job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size,
 					(size_t)t->row_elems);
+			continue;
+		}
+		if (o->str_direct && !win) {
+			fill_str_direct(t, job->mem, &ws->ctx[o->slot], pos, &cc);
 			continue;
 		}
 		if (o->list_direct && !win && job->feats) {

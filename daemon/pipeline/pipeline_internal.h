@@ -124,6 +124,8 @@ struct pl_out {
 	bool measure; /* the batch layout needs each row's shape (or string bytes) first */
 	bool direct;  /* a fixed-shape numeric feature without steps or padding: decoded straight
 		       * into its row, no view; ws->rec_dims is not kept for it */
+	bool str_direct;  /* a fixed-shape string feature of the context without steps or
+			   * padding: its bytes values in order are the row's elements */
 	bool list_direct; /* a ragged numeric feature list without steps, in its native dtype
 			   * (int64, float32): each step's values straight into the row's values */
 	int64_t rec_elems; /* elements of the record shape (when it has no -1) */

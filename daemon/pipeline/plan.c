@@ -458,6 +458,10 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 		o->direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
 			    !o->in_lists && o->n_steps == 0 && !o->pad && !o->measure &&
 			    o->dtype != MANIFEST_DTYPE_STRING;
+		o->str_direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
+				!o->in_lists && o->n_steps == 0 && !o->pad &&
+				o->dtype == MANIFEST_DTYPE_STRING &&
+				o->feat->deser == MANIFEST_DESER_STRING;
 		o->list_direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
 				 o->in_lists && o->n_steps == 0 && o->ragged && o->step_elems > 0 &&
 				 ((o->feat->deser == MANIFEST_DESER_INT &&
