@@ -10,16 +10,6 @@
 
 #include "ipc/batch.h"
 
-/*
- * Parse time is the monotonic clock around each task (a vDSO read), not the thread CPU clock (a
- * system call, twice per task: 3% of the image benchmark's CPU). A task never blocks, so the two
- * differ only when its thread is preempted.
- */
-static uint64_t mono_ns(void)
-{
-	return pl_clock_ns(CLOCK_MONOTONIC);
-}
-
 static void row_fail(struct pl_bjob *job, size_t row, int code, const struct io_error *e)
 {
 	job->bad[row] = 1;
@@ -330,11 +320,12 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 					(size_t)t->row_elems);
 			continue;
 		}
-		if (o->str_direct && !win) {
+		/* str_direct, list_direct: independent loaders, measured (no windows) */
+		if (o->str_direct) {
 			fill_str_direct(t, job->mem, &ws->ctx[o->slot], pos, &cc);
 			continue;
 		}
-		if (o->list_direct && !win && job->feats) {
+		if (o->list_direct) {
 			const int64_t *splits = (const int64_t *)(job->mem + t->splits_off);
 			fill_list_direct(o, &ws->lists[o->slot],
 					 job->mem + t->data_off +
@@ -433,7 +424,12 @@ static void task_run(void *arg)
 	struct pl_task *t = arg;
 	struct pl_bjob *job = t->job;
 	struct pl_asm_ctx *ax = job->ax;
-	uint64_t c0 = mono_ns();
+	/*
+	 * Parse time is the monotonic clock around the task (a vDSO read), not the thread CPU clock
+	 * (a system call, twice per task: 3% of the image benchmark's CPU). A task never blocks, so
+	 * the two differ only when its thread is preempted.
+	 */
+	uint64_t c0 = pl_clock_ns(CLOCK_MONOTONIC);
 	struct pl_worker_scratch *ws = scratch_get(ax);
 	struct io_error e;
 	if (t->measure) {
@@ -475,7 +471,7 @@ static void task_run(void *arg)
 		if (r < 0)
 			row_fail(job, row, r, &e);
 	}
-	atomic_fetch_add_explicit(&ax->parse_ns, mono_ns() - c0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ax->parse_ns, pl_clock_ns(CLOCK_MONOTONIC) - c0, memory_order_relaxed);
 }
 
 /*
@@ -585,10 +581,10 @@ static void note_slack(struct pl_asm_ctx *ax)
 		ax->slack_blocked += ((double)(blocked - ax->last_blocked_ns) - ax->slack_blocked) /
 				     PL_SLACK_BATCHES;
 		ax->slack_total += ((double)(now - ax->last_t_ns) - ax->slack_total) / PL_SLACK_BATCHES;
-		ax->spare = ax->slack_blocked / ax->slack_total;
-		if (ax->spare > PL_LAZY_ON)
+		double spare = ax->slack_blocked / ax->slack_total;
+		if (spare > PL_LAZY_ON)
 			ax->lazy = true;
-		else if (ax->spare < PL_LAZY_OFF)
+		else if (spare < PL_LAZY_OFF)
 			ax->lazy = false;
 	}
 	ax->last_t_ns = now;

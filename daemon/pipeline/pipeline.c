@@ -852,13 +852,8 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 	ret->batches = p->batches;
 	ret->rows = p->rows;
 	ret->driver_cpu_ns = p->driver_cpu_ns;
-	if (p->driver_clock_ok) {
-		/* under lock: the driver has not ended, so its clock is its own */
-		struct timespec ts;
-		if (clock_gettime(p->driver_clock, &ts) == 0)
-			ret->driver_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull +
-					     (uint64_t)ts.tv_nsec;
-	}
+	if (p->driver_clock_ok) /* under lock: the driver has not ended, its clock is its own */
+		ret->driver_cpu_ns = pl_clock_ns(p->driver_clock);
 	ret->next_wait_ns = p->next_wait_ns;
 	ret->io_engine = p->io_engine;
 	ret->io_fallback = p->io_fallback;

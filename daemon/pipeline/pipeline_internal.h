@@ -256,10 +256,10 @@ struct pl_asm_ctx {
 	 * Driver only: how much of its time the driver spends blocked (for reads, for room, in
 	 * alloc), which decides whether a fill pass wakes a worker (pl_asm_idle, pl_bjob_start).
 	 * blocked_ns is kept up to date by the driver (the source's wait_ns, its waits for room)
-	 * and by the layout (alloc); spare is its share of the driver's time, smoothed.
+	 * and by the layout (alloc); slack_blocked / slack_total, both smoothed, is its share.
 	 */
 	uint64_t blocked_ns, alloc_ns, last_blocked_ns, last_t_ns;
-	double slack_blocked, slack_total, spare;
+	double slack_blocked, slack_total;
 	bool lazy;
 	atomic_uint_fast64_t lazy_fills; /* fill passes that woke no worker (lazy) */
 	atomic_uint_fast64_t parse_ns;
