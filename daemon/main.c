@@ -40,25 +40,28 @@ void dmn_log(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sluiced [--socket PATH] [--config-dir DIR] [--workers N]\n"
-		"               [--pipeline-memory BYTES] [--memory BYTES]\n"
-		"               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
-		"               [--direct-io]\n"
-		"\n"
-		"Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
-		"  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
-		"                       $RUNTIME_DIRECTORY/sluice.sock, else\n"
-		"                       $XDG_RUNTIME_DIR/sluice/sluice.sock, else /run/sluice/sluice.sock)\n"
-		"  --config-dir DIR     start every DIR/*.json pipeline spec at start\n"
-		"  --workers N          parse pool workers (default: every CPU)\n"
-		"  --pipeline-memory B  shared memory of one pipeline's ring (default 256M)\n"
-		"  --memory B           all rings together (default 4G)\n"
-		"  --max-pipelines N    (default 64)   --max-readers N  per pipeline (default 64)\n"
-		"  --ring-slots N       batches a ring holds, a power of two (default 64)\n"
-		"  --direct-io          read the files with O_DIRECT: no page cache and no kernel\n"
-		"                       copy (for datasets on NVMe that do not fit in memory; where\n"
-		"                       the file system refuses it, reads stay buffered)\n");
+	fprintf(f, "usage: sluiced [--socket PATH] [--config-dir DIR] [--workers N]\n"
+		   "               [--pipeline-memory BYTES] [--memory BYTES]\n"
+		   "               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
+		   "               [--direct-io]\n"
+		   "\n"
+		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
+		   "  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
+		   "                       $RUNTIME_DIRECTORY/sluice.sock, else\n"
+		   "                       $XDG_RUNTIME_DIR/sluice/sluice.sock, else "
+		   "/run/sluice/sluice.sock)\n"
+		   "  --config-dir DIR     start every DIR/*.json pipeline spec at start\n"
+		   "  --workers N          parse pool workers (default: every CPU)\n"
+		   "  --pipeline-memory B  shared memory of one pipeline's ring (default 256M)\n"
+		   "  --memory B           all rings together (default 4G)\n"
+		   "  --max-pipelines N    (default 64)   --max-readers N  per pipeline (default "
+		   "64)\n"
+		   "  --ring-slots N       batches a ring holds, a power of two (default 64)\n"
+		   "  --direct-io          read the files with O_DIRECT: no page cache and no "
+		   "kernel\n"
+		   "                       copy (for datasets on NVMe that do not fit in memory; "
+		   "where\n"
+		   "                       the file system refuses it, reads stay buffered)\n");
 }
 
 static int parse_size(const char *s, uint64_t *ret)
@@ -117,7 +120,8 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 		} else if (!strcmp(a, "--max-pipelines")) {
 			cfg->max_pipelines = (unsigned)n;
 		} else if (!strcmp(a, "--max-readers")) {
-			cfg->max_readers = (unsigned)(n > IPC_RING_MAX_READERS ? IPC_RING_MAX_READERS : n);
+			cfg->max_readers =
+				(unsigned)(n > IPC_RING_MAX_READERS ? IPC_RING_MAX_READERS : n);
 		} else if (!strcmp(a, "--ring-slots")) {
 			cfg->ring_slots = (unsigned)n;
 		} else {
@@ -154,7 +158,7 @@ static const char *socket_path(const struct dmn_config *cfg, char *buf, size_t c
 /* Bind and listen; a stale socket (nobody accepts on it) is replaced, a live one is an error. */
 static int listen_on(const char *path)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		dmn_log("%s: socket path too long", path);
 		return -ENAMETOOLONG;
@@ -210,7 +214,7 @@ static void notify(const char *state)
 	const char *p = getenv("NOTIFY_SOCKET");
 	if (!p || !*p)
 		return;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t len = strlen(p);
 	if (len >= sizeof(sa.sun_path))
 		return;
@@ -234,7 +238,7 @@ static uint64_t now_ms(void)
 
 static void shutdown_clients(struct dmn *d, const char *why)
 {
-	struct ipc_ctl_shutdown m = {.flags = 0};
+	struct ipc_ctl_shutdown m = { .flags = 0 };
 	snprintf(m.reason, sizeof(m.reason), "%s", why);
 	uint8_t buf[IPC_CTL_HDR_SIZE + IPC_CTL_TEXT_MAX + 64];
 	size_t len;
@@ -292,7 +296,7 @@ int main(int argc, char **argv)
 		sched_pool_destroy(d.pool, SCHED_SHUTDOWN_CANCEL);
 		return 1;
 	}
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &d.listen_fd};
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &d.listen_fd };
 	epoll_ctl(d.epoll_fd, EPOLL_CTL_ADD, d.listen_fd, &ev);
 	ev.data.ptr = &d.signal_fd;
 	epoll_ctl(d.epoll_fd, EPOLL_CTL_ADD, d.signal_fd, &ev);
@@ -301,8 +305,8 @@ int main(int argc, char **argv)
 		if (dmn_load_config_dir(&d, msg, sizeof(msg)) < 0)
 			dmn_log("%s", msg);
 	}
-	dmn_log("listening on %s (pid %d, %u parse workers)", path ? path : "the socket systemd passed",
-		(int)getpid(),
+	dmn_log("listening on %s (pid %d, %u parse workers)",
+		path ? path : "the socket systemd passed", (int)getpid(),
 		sched_pool_workers(d.pool));
 	notify("READY=1\nSTATUS=serving");
 

@@ -30,7 +30,7 @@ static uint64_t now_ns(void)
 
 static void sleep_ns(long ns)
 {
-	struct timespec ts = {0, ns};
+	struct timespec ts = { 0, ns };
 	nanosleep(&ts, NULL);
 }
 
@@ -55,8 +55,8 @@ static void *ring_alloc(void *ctx, size_t len)
 		 * Without readers the ring would reclaim its oldest batches to make room: hold
 		 * instead, so that a reader attaching late finds the stream from its start.
 		 */
-		bool hold = info.n_readers == 0 &&
-			    (info.n_free_slots == 0 || info.data_size - info.data_used < len + 4096);
+		bool hold = info.n_readers == 0 && (info.n_free_slots == 0 ||
+						    info.data_size - info.data_used < len + 4096);
 		int r = -EAGAIN;
 		struct ipc_ring_extent ext;
 		if (!hold) {
@@ -87,8 +87,10 @@ static void *ring_alloc(void *ctx, size_t len)
 		if (r != -EAGAIN) {
 			if (r == -E2BIG)
 				snprintf(pl->error, sizeof(pl->error),
-					 "a batch of %zu bytes does not fit the ring's %llu bytes (raise "
-					 "--pipeline-memory)", len, (unsigned long long)info.data_size);
+					 "a batch of %zu bytes does not fit the ring's %llu bytes "
+					 "(raise "
+					 "--pipeline-memory)",
+					 len, (unsigned long long)info.data_size);
 			pthread_mutex_unlock(&pl->lock);
 			return NULL;
 		}
@@ -187,10 +189,12 @@ static void capture_moved(struct dmn_pipeline *pl)
 		pl->moved_seen |= 1ull << id;
 		m->state = malloc(PL_STATE_MAX);
 		m->len = !m->state ? -ENOMEM
-			 : ipc_ring_reader_lag(pl->ring, id, &lag) < 0 ? -ENOENT
-			 : state_at(pl, info.head - lag, m->state, PL_STATE_MAX);
+			 : ipc_ring_reader_lag(pl->ring, id, &lag) < 0
+				 ? -ENOENT
+				 : state_at(pl, info.head - lag, m->state, PL_STATE_MAX);
 		dmn_log("pipeline %s: reader %u is %llu batches behind: moved off the shared "
-			"stream to catch up on its own", pl->name, id, (unsigned long long)lag);
+			"stream to catch up on its own",
+			pl->name, id, (unsigned long long)lag);
 	}
 }
 
@@ -235,7 +239,8 @@ static void pub_deliver(void *ctx, struct pl_batch *b)
 			struct dmn_hist *h = &pl->hist[rseq % DMN_HIST];
 			h->ring_seq = rseq;
 			h->pos.epoch = b->epoch;
-			h->pos.index_in_epoch = ((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
+			h->pos.index_in_epoch =
+				((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
 			h->pos.seq = b->seq;
 			h->pos.flags = b->flags;
 		}
@@ -409,20 +414,23 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 		if (pl->private_ || memcmp(pl->fp, fp, 16) == 0)
 			continue;
 		if (strcmp(pl->name, name) == 0) {
-			snprintf(msg, msg_cap, "a different pipeline is already called \"%s\"", name);
+			snprintf(msg, msg_cap, "a different pipeline is already called \"%s\"",
+				 name);
 			pl_spec_destroy(spec);
 			return -EEXIST;
 		}
 	}
 	if (d->cfg.max_pipelines && d->n_pipelines >= d->cfg.max_pipelines) {
-		snprintf(msg, msg_cap, "sluiced runs its limit of %u pipelines", d->cfg.max_pipelines);
+		snprintf(msg, msg_cap, "sluiced runs its limit of %u pipelines",
+			 d->cfg.max_pipelines);
 		pl_spec_destroy(spec);
 		return -EUSERS;
 	}
 	if (d->bytes_used + d->cfg.pipeline_bytes > d->cfg.total_bytes) {
-		snprintf(msg, msg_cap, "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
-			 "(--memory, --pipeline-memory)", (unsigned long long)d->bytes_used,
-			 (unsigned long long)d->cfg.total_bytes,
+		snprintf(msg, msg_cap,
+			 "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
+			 "(--memory, --pipeline-memory)",
+			 (unsigned long long)d->bytes_used, (unsigned long long)d->cfg.total_bytes,
 			 (unsigned long long)d->cfg.pipeline_bytes);
 		pl_spec_destroy(spec);
 		return -ENOSPC;
@@ -574,8 +582,9 @@ int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap)
 			struct dmn_pipeline *pl;
 			bool created;
 			if (r == 0)
-				r = dmn_pipeline_get(d, text, len, path, (uid_t)-1, IPC_RING_BROADCAST, 0,
-						     NULL, 0, &pl, &created, emsg, sizeof(emsg));
+				r = dmn_pipeline_get(d, text, len, path, (uid_t)-1,
+						     IPC_RING_BROADCAST, 0, NULL, 0, &pl, &created,
+						     emsg, sizeof(emsg));
 			else
 				snprintf(emsg, sizeof(emsg), "%s: %s", path, strerror(-r));
 			if (r == 0) {
@@ -609,7 +618,8 @@ void dmn_pipeline_collect(struct dmn *d, struct dmn_pipeline *pl)
 				pthread_mutex_lock(&pl->lock);
 				const char *why = ipc_ring_reader_problem(pl->ring, r->ring_id);
 				dmn_log("evicting reader %llu of %s (pid %d): %s",
-					(unsigned long long)r->id, pl->name, (int)c->pid, why ? why : "?");
+					(unsigned long long)r->id, pl->name, (int)c->pid,
+					why ? why : "?");
 				pthread_mutex_unlock(&pl->lock);
 				dmn_conn_remove_reader(d, r);
 			}

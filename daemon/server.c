@@ -33,7 +33,7 @@ static int reply_error(struct dmn_conn *c, uint32_t req_id, int code, const char
 
 static int reply_error(struct dmn_conn *c, uint32_t req_id, int code, const char *fmt, ...)
 {
-	struct ipc_ctl_error m = {.code = code};
+	struct ipc_ctl_error m = { .code = code };
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(m.text, sizeof(m.text), fmt, ap);
@@ -61,7 +61,7 @@ int dmn_conn_accept(struct dmn *d)
 		free(c);
 		return 0;
 	}
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 	if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		close(fd);
 		free(c);
@@ -149,15 +149,15 @@ static int on_register(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_m
 		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
 	struct dmn_pipeline *pl;
 	bool created;
-	int r = dmn_pipeline_get(d, m.spec, m.spec_len, "<spec>", c->uid, IPC_RING_BROADCAST, 0, NULL,
-				 0, &pl, &created, emsg, sizeof(emsg));
+	int r = dmn_pipeline_get(d, m.spec, m.spec_len, "<spec>", c->uid, IPC_RING_BROADCAST, 0,
+				 NULL, 0, &pl, &created, emsg, sizeof(emsg));
 	if (r < 0)
 		return reply_error(c, msg->req_id, r, "%s", emsg);
 	if (!may_read(c, pl)) /* the same spec, registered by someone else */
 		return reply_error(c, msg->req_id, -EACCES, "permission denied");
 	if (created)
 		dmn_log("pipeline %s registered by uid %u", pl->name, (unsigned)c->uid);
-	struct ipc_ctl_registered out = {.created = created};
+	struct ipc_ctl_registered out = { .created = created };
 	snprintf(out.name, sizeof(out.name), "%s", pl->name);
 	memcpy(out.fingerprint, pl->fp, 16);
 	uint8_t buf[512];
@@ -188,7 +188,8 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		pl = dmn_pipeline_find(d, m.name);
 		if (!pl || !may_read(c, pl)) /* EACCES would tell that the name exists */
 			return reply_error(c, msg->req_id, pl ? -EACCES : -ENOENT,
-					   pl ? "permission denied" : "no pipeline named \"%s\"", m.name);
+					   pl ? "permission denied" : "no pipeline named \"%s\"",
+					   m.name);
 	}
 	if (!may_read(c, pl))
 		return reply_error(c, msg->req_id, -EACCES, "permission denied");
@@ -198,14 +199,15 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				   pl->name, mode_name(pl->mode),
 				   pl->mode == IPC_RING_RANK ? " with another rank count" : "");
 	if (m.lag_policy != IPC_CTL_LAG_HOLD && mode != IPC_RING_BROADCAST)
-		return reply_error(c, msg->req_id, -EINVAL, "pipeline \"%s\": a lag policy is for "
-				   "broadcast readers; a %s reader never lags the others", pl->name,
-				   mode_name(mode));
+		return reply_error(c, msg->req_id, -EINVAL,
+				   "pipeline \"%s\": a lag policy is for "
+				   "broadcast readers; a %s reader never lags the others",
+				   pl->name, mode_name(mode));
 	if (!m.spec && m.state_len) {
 		/* Resuming by name: the named pipeline if it starts there, else a private one. */
 		bool created;
-		r = dmn_pipeline_get(d, pl->spec_json, strlen(pl->spec_json), pl->name, c->uid, mode,
-				     pl->rank_n, m.state, m.state_len, &pl, &created, emsg,
+		r = dmn_pipeline_get(d, pl->spec_json, strlen(pl->spec_json), pl->name, c->uid,
+				     mode, pl->rank_n, m.state, m.state_len, &pl, &created, emsg,
 				     sizeof(emsg));
 		if (r < 0)
 			return reply_error(c, msg->req_id, r, "%s", emsg);
@@ -214,8 +216,9 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		dmn_log("private pipeline %s started for uid %u at a saved state", pl->name,
 			(unsigned)c->uid);
 	if (d->cfg.max_readers && pl->n_readers >= d->cfg.max_readers)
-		return reply_error(c, msg->req_id, -EUSERS, "pipeline \"%s\" has its limit of %u readers",
-				   pl->name, d->cfg.max_readers);
+		return reply_error(c, msg->req_id, -EUSERS,
+				   "pipeline \"%s\" has its limit of %u readers", pl->name,
+				   d->cfg.max_readers);
 	struct dmn_reader *rd = calloc(1, sizeof(*rd));
 	if (!rd)
 		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
@@ -233,7 +236,8 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	}
 	if (r == 0) {
 		pl->n_readers++;
-		pthread_cond_broadcast(&pl->attach_cond); /* a producer holding for readers goes on */
+		pthread_cond_broadcast(
+			&pl->attach_cond); /* a producer holding for readers goes on */
 	}
 	struct ipc_ring_info info;
 	ipc_ring_get_info(pl->ring, &info);
@@ -248,8 +252,9 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 					   strerror(-r));
 		}
 		return reply_error(c, msg->req_id, r, "pipeline \"%s\": %s", pl->name,
-				   r == -EBUSY ? "that rank is taken"
-				   : r == -EUSERS ? "too many readers" : strerror(-r));
+				   r == -EBUSY	  ? "that rank is taken"
+				   : r == -EUSERS ? "too many readers"
+						  : strerror(-r));
 	}
 	rd->id = ++d->next_reader_id;
 	rd->pl = pl;
@@ -285,7 +290,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	r = buf ? ipc_ctl_encode_attached(buf, IPC_CTL_MAX_MSG, msg->req_id, &out, &len) : -ENOMEM;
 	free(ti);
 	if (r == 0) {
-		int fds[2] = {ipc_ring_data_fd(pl->ring), cb_fd};
+		int fds[2] = { ipc_ring_data_fd(pl->ring), cb_fd };
 		r = send_msg(c, buf, len, fds, 2);
 	}
 	free(buf);
@@ -319,7 +324,8 @@ static int on_detach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	dmn_conn_remove_reader(d, r);
 	uint8_t buf[128];
 	size_t len;
-	if (ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_DETACHED, msg->req_id, &m, &len) < 0)
+	if (ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_DETACHED, msg->req_id, &m, &len) <
+	    0)
 		return -EINVAL;
 	return send_msg(c, buf, len, NULL, 0);
 }
@@ -337,12 +343,15 @@ static int on_save_state(struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 	uint8_t state[PL_STATE_MAX];
 	int n = dmn_pipeline_reader_state(rd->pl, rd->ring_id, state, sizeof(state));
 	if (n == -EOPNOTSUPP)
-		return reply_error(c, msg->req_id, n, "a %s reader sees part of the stream: save the "
-				   "position of a broadcast reader", mode_name(rd->pl->mode));
+		return reply_error(c, msg->req_id, n,
+				   "a %s reader sees part of the stream: save the "
+				   "position of a broadcast reader",
+				   mode_name(rd->pl->mode));
 	if (n < 0)
 		return reply_error(c, msg->req_id, n, "cannot tell the reader's position");
-	struct ipc_ctl_state out = {.reader_id = m.reader_id, .state = state,
-				    .state_len = (uint32_t)n};
+	struct ipc_ctl_state out = { .reader_id = m.reader_id,
+				     .state = state,
+				     .state_len = (uint32_t)n };
 	uint8_t buf[IPC_CTL_HDR_SIZE + PL_STATE_MAX + 64];
 	size_t len;
 	int r = ipc_ctl_encode_state(buf, sizeof(buf), msg->req_id, &out, &len);
@@ -378,7 +387,7 @@ static int on_list(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *
 		pthread_mutex_unlock(&pl->lock);
 		k++;
 	}
-	struct ipc_ctl_list_reply out = {.pipelines = pi, .n_pipelines = (uint32_t)k};
+	struct ipc_ctl_list_reply out = { .pipelines = pi, .n_pipelines = (uint32_t)k };
 	size_t len;
 	int r = ipc_ctl_encode_list_reply(buf, IPC_CTL_MAX_MSG, msg->req_id, &out, &len);
 	if (r == 0)
@@ -406,28 +415,29 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	pthread_mutex_lock(&pl->lock);
 	ipc_ring_get_info(pl->ring, &info);
 	struct ipc_ctl_stat s[] = {
-		{"status", pl->status},
-		{"readers", pl->n_readers},
-		{"batches_published", (int64_t)pl->published},
-		{"ring_slots_used", (int64_t)(info.n_slots - info.n_free_slots)},
-		{"ring_slots", info.n_slots},
-		{"ring_bytes_used", (int64_t)info.data_used},
-		{"ring_bytes", (int64_t)info.data_size},
-		{"producer_waits", (int64_t)pl->reserve_waits},
-		{"producer_wait_ns", (int64_t)pl->wait_ns},
-		{"records", (int64_t)st.records},
-		{"record_bytes", (int64_t)st.record_bytes},
-		{"copied_bytes", (int64_t)st.copied_bytes},
-		{"skipped_records", (int64_t)st.skipped_records},
-		{"skipped_files", (int64_t)st.skipped_files},
-		{"driver_cpu_ns", (int64_t)st.driver_cpu_ns},
-		{"parse_ns", (int64_t)st.parse_ns},
-		{"read_wait_ns", (int64_t)st.read_wait_ns},
-		{"lazy_fills", (int64_t)st.lazy_fills},
+		{ "status", pl->status },
+		{ "readers", pl->n_readers },
+		{ "batches_published", (int64_t)pl->published },
+		{ "ring_slots_used", (int64_t)(info.n_slots - info.n_free_slots) },
+		{ "ring_slots", info.n_slots },
+		{ "ring_bytes_used", (int64_t)info.data_used },
+		{ "ring_bytes", (int64_t)info.data_size },
+		{ "producer_waits", (int64_t)pl->reserve_waits },
+		{ "producer_wait_ns", (int64_t)pl->wait_ns },
+		{ "records", (int64_t)st.records },
+		{ "record_bytes", (int64_t)st.record_bytes },
+		{ "copied_bytes", (int64_t)st.copied_bytes },
+		{ "skipped_records", (int64_t)st.skipped_records },
+		{ "skipped_files", (int64_t)st.skipped_files },
+		{ "driver_cpu_ns", (int64_t)st.driver_cpu_ns },
+		{ "parse_ns", (int64_t)st.parse_ns },
+		{ "read_wait_ns", (int64_t)st.read_wait_ns },
+		{ "lazy_fills", (int64_t)st.lazy_fills },
 		/* the read engine (once a file was opened): 1 io_uring, 0 the pread fallback */
-		{"io_uring", st.io_engine ? strcmp(st.io_engine, "io_uring") == 0 : -1},
-		{"direct_io", d->cfg.direct_io},
-		{"direct_io_bytes", (int64_t)st.direct_bytes}, /* 0 where the fs refuses O_DIRECT */
+		{ "io_uring", st.io_engine ? strcmp(st.io_engine, "io_uring") == 0 : -1 },
+		{ "direct_io", d->cfg.direct_io },
+		{ "direct_io_bytes",
+		  (int64_t)st.direct_bytes }, /* 0 where the fs refuses O_DIRECT */
 	};
 	/* then per reader: batches taken, time waited in next, lag (batches behind) */
 	enum { N_PIPE = sizeof(s) / sizeof(s[0]), MAX_RD = 3 * IPC_RING_MAX_READERS };
@@ -441,8 +451,8 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 			    ipc_ring_reader_counters(pl->ring, rd->ring_id, &taken, &wait_ns) < 0)
 				continue;
 			ipc_ring_reader_lag(pl->ring, rd->ring_id, &lag);
-			const char *what[3] = {"taken", "wait_ns", "lag"};
-			uint64_t val[3] = {taken, wait_ns, lag};
+			const char *what[3] = { "taken", "wait_ns", "lag" };
+			uint64_t val[3] = { taken, wait_ns, lag };
 			for (int k = 0; k < 3; k++) {
 				snprintf(all[n].key, sizeof(all[n].key), "reader.%llu.%s",
 					 (unsigned long long)rd->id, what[k]);
@@ -451,7 +461,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		}
 	}
 	pthread_mutex_unlock(&pl->lock);
-	struct ipc_ctl_stats_reply out = {.stats = all, .n_stats = (uint32_t)n};
+	struct ipc_ctl_stats_reply out = { .stats = all, .n_stats = (uint32_t)n };
 	snprintf(out.name, sizeof(out.name), "%s", pl->name);
 	uint8_t buf[32768];
 	size_t len;
@@ -484,8 +494,9 @@ int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
 		size_t len = (size_t)r;
 		r = ipc_ctl_msg_parse(buf, len, &msg, emsg, sizeof(emsg));
 		if (r == -EPROTONOSUPPORT) {
-			reply_error(c, msg.req_id, r, "client speaks protocol %u, sluiced speaks %u",
-				    msg.version, IPC_CTL_VERSION);
+			reply_error(c, msg.req_id, r,
+				    "client speaks protocol %u, sluiced speaks %u", msg.version,
+				    IPC_CTL_VERSION);
 			break;
 		}
 		if (r < 0) {

@@ -21,14 +21,14 @@ struct sched_pool;
 /* Daemon-wide settings (command line). */
 struct dmn_config {
 	const char *socket_path;
-	const char *config_dir;      /* pipeline specs loaded at start, or NULL */
-	unsigned workers;            /* the shared parse pool; 0: every CPU */
-	uint64_t pipeline_bytes;     /* a pipeline's ring data area */
-	uint64_t total_bytes;        /* all rings together */
+	const char *config_dir;	 /* pipeline specs loaded at start, or NULL */
+	unsigned workers;	 /* the shared parse pool; 0: every CPU */
+	uint64_t pipeline_bytes; /* a pipeline's ring data area */
+	uint64_t total_bytes;	 /* all rings together */
 	unsigned max_pipelines;
-	unsigned max_readers;        /* per pipeline (<= IPC_RING_MAX_READERS) */
+	unsigned max_readers; /* per pipeline (<= IPC_RING_MAX_READERS) */
 	unsigned ring_slots;
-	bool direct_io;              /* every pipeline reads with O_DIRECT (no page cache) */
+	bool direct_io; /* every pipeline reads with O_DIRECT (no page cache) */
 };
 
 /* Why a pipeline stopped producing. */
@@ -47,10 +47,10 @@ enum dmn_status {
 struct dmn_pipeline {
 	char name[IPC_CTL_NAME_MAX + 1];
 	uint8_t fp[16];
-	uid_t owner;      /* who registered it; (uid_t)-1: the host's config dir (anyone) */
+	uid_t owner; /* who registered it; (uid_t)-1: the host's config dir (anyone) */
 	bool from_config;
-	bool private_;    /* started at a reader's saved state: not shared by fingerprint, not
-			     found by name, stopped when its last reader goes */
+	bool private_; /* started at a reader's saved state: not shared by fingerprint, not
+			  found by name, stopped when its last reader goes */
 	char *spec_json;
 	uint8_t *start_state; /* the state it was started at (NULL: the beginning) */
 	size_t start_state_len;
@@ -69,15 +69,15 @@ struct dmn_pipeline {
 	struct dmn_resv {
 		void *mem;
 		struct ipc_ring_extent ext;
-	} *resv;
+	} * resv;
 	size_t n_resv, cap_resv;
 
 	/* under lock */
 	enum dmn_status status;
 	char error[IPC_CTL_TEXT_MAX + 1];
 	uint64_t published;
-	uint64_t reserve_waits;   /* times the engine waited for readers to release */
-	uint64_t wait_ns;         /* time it waited */
+	uint64_t reserve_waits; /* times the engine waited for readers to release */
+	uint64_t wait_ns;	/* time it waited */
 	unsigned n_readers;
 	/* where each published batch sits in the stream, by ring seq (for SAVE_STATE) */
 	struct dmn_hist {
@@ -88,14 +88,14 @@ struct dmn_pipeline {
 	uint64_t moved_seen;
 	struct dmn_moved {
 		uint8_t *state;
-		int len;  /* or -errno */
+		int len; /* or -errno */
 	} moved[IPC_RING_MAX_READERS];
 
 	struct dmn_pipeline *next;
 };
 
 struct dmn_reader {
-	uint64_t id;               /* in the protocol: unique in the daemon */
+	uint64_t id; /* in the protocol: unique in the daemon */
 	struct dmn_pipeline *pl;
 	unsigned ring_id;
 	struct dmn_reader *next;

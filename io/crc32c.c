@@ -21,7 +21,7 @@
 static uint32_t table[8][256];
 
 /* Blocks of the interleaved SSE4.2 loop, and the operator that moves a register past them. */
-#define BLK_LONG 2048
+#define BLK_LONG  2048
 #define BLK_SHORT 256
 /* Below this the three crc32 streams win over the carry-less multiply set-up. */
 #define FOLD_MIN_LEN 256
@@ -157,7 +157,7 @@ static void crc32c_init(void)
 }
 
 #ifdef CRC32C_HAVE_X86
-#define HW_TARGET __attribute__((target("sse4.2")))
+#define HW_TARGET     __attribute__((target("sse4.2")))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /*
@@ -264,15 +264,15 @@ HW_TARGET static uint32_t raw_hw(uint32_t crc, const uint8_t *p, size_t len)
 	return hw_run(crc, NULL, p, len);
 }
 
-HW_TARGET static uint32_t raw_copy_hw(uint32_t crc, uint8_t *restrict d,
-				      const uint8_t *restrict p, size_t len)
+HW_TARGET static uint32_t raw_copy_hw(uint32_t crc, uint8_t *restrict d, const uint8_t *restrict p,
+				      size_t len)
 {
 	return hw_run(crc, d, p, len);
 }
 
 /* How far ahead of its loads crc32c_copy prefetches the source (4-8 KiB measured alike). */
 #define COPY_PREFETCH 4096
-#define FOLD_TARGET __attribute__((target("sse4.2,pclmul,avx512f,vpclmulqdq")))
+#define FOLD_TARGET   __attribute__((target("sse4.2,pclmul,avx512f,vpclmulqdq")))
 
 FOLD_TARGET static inline __m128i fold128(__m128i v, struct fold_k k)
 {

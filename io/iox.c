@@ -33,8 +33,8 @@
 /* A buffer index plus a generation in the public chunk's buf_, so that a stale release is
  * ignored instead of freeing someone else's buffer. IOX_MAX_BUFFERS is 1 << 14. */
 #define IOX_BUF_BITS 14u
-#define IOX_GEN_MAX ((1u << (32 - IOX_BUF_BITS)) - 2) /* keeps buf_ != IOX_NO_BUF */
-#define IOX_NONE UINT32_MAX
+#define IOX_GEN_MAX  ((1u << (32 - IOX_BUF_BITS)) - 2) /* keeps buf_ != IOX_NO_BUF */
+#define IOX_NONE     UINT32_MAX
 
 _Static_assert(IOX_MAX_BUFFERS == (1u << IOX_BUF_BITS), "buf_ encoding");
 
@@ -228,8 +228,8 @@ int iox_create(const struct iox_opts *opts, struct iox **ret_iox, struct io_erro
 	 * pages where the kernel has them (THP "madvise", the default), the walks through them
 	 * take no TLB misses (image pipeline, O_DIRECT: -11% CPU; docs/BENCHMARKS.md).
 	 */
-	if (posix_memalign((void **)&iox->mem, total >= IOX_HUGE ? IOX_HUGE : IOX_ALIGN,
-			   total) != 0) {
+	if (posix_memalign((void **)&iox->mem, total >= IOX_HUGE ? IOX_HUGE : IOX_ALIGN, total) !=
+	    0) {
 		iox->mem = NULL;
 		goto fail_free;
 	}

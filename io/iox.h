@@ -31,14 +31,14 @@ enum iox_engine {
 };
 
 struct iox_opts {
-	size_t size;               /* sizeof(struct iox_opts), set by _init */
-	enum iox_engine engine;    /* default AUTO */
-	unsigned queue_depth;      /* reads in flight, default 32 */
-	unsigned max_open_files;   /* files being read at once, default 8 */
-	size_t chunk_len;          /* bytes per read, default 1 MiB (rounded up to 4096) */
-	unsigned num_buffers;      /* 0 (default): queue_depth + max_open_files */
-	bool direct;               /* O_DIRECT where the file system takes it (else buffered) */
-	unsigned pread_threads;    /* pread engine threads, default 4 */
+	size_t size;		 /* sizeof(struct iox_opts), set by _init */
+	enum iox_engine engine;	 /* default AUTO */
+	unsigned queue_depth;	 /* reads in flight, default 32 */
+	unsigned max_open_files; /* files being read at once, default 8 */
+	size_t chunk_len;	 /* bytes per read, default 1 MiB (rounded up to 4096) */
+	unsigned num_buffers;	 /* 0 (default): queue_depth + max_open_files */
+	bool direct;		 /* O_DIRECT where the file system takes it (else buffered) */
+	unsigned pread_threads;	 /* pread engine threads, default 4 */
 };
 
 void iox_opts_init(struct iox_opts *opts);
@@ -56,7 +56,8 @@ void iox_destroy(struct iox *iox);
 /* IOX_ENGINE_URING or IOX_ENGINE_PREAD. */
 enum iox_engine iox_engine_used(const struct iox *iox);
 const char *iox_engine_name(enum iox_engine e);
-/* Why io_uring is not used ("forced by SLUICE_IO_ENGINE=pread", "io_uring_queue_init: ..."), or NULL. */
+/* Why io_uring is not used ("forced by SLUICE_IO_ENGINE=pread", "io_uring_queue_init: ..."), or
+ * NULL. */
 const char *iox_fallback_reason(const struct iox *iox);
 
 /*
@@ -72,16 +73,17 @@ struct iox_chunk {
 	const uint8_t *data;
 	size_t len;
 	uint64_t offset; /* of data[0] in the file */
-	bool last;       /* the file's last chunk (len may be 0) */
-	bool direct;     /* read with O_DIRECT (asked for, and the file system took it) */
-	int error;       /* 0, or negative errno: the file failed at offset (last is true) */
-	uint32_t buf_;   /* private */
+	bool last;	 /* the file's last chunk (len may be 0) */
+	bool direct;	 /* read with O_DIRECT (asked for, and the file system took it) */
+	int error;	 /* 0, or negative errno: the file failed at offset (last is true) */
+	uint32_t buf_;	 /* private */
 };
 
 /*
  * Wait up to timeout_ms (-1: forever) for the next chunk. Returns 1 and *ret_chunk; 0 when every
  * added file has been delivered to its last chunk; -ETIMEDOUT; -ENOBUFS when the consumer holds
- * every buffer; or a negative errno for an engine failure. A chunk with error set also fills err ("path: open: No such file or directory").
+ * every buffer; or a negative errno for an engine failure. A chunk with error set also fills err
+ * ("path: open: No such file or directory").
  */
 int iox_next(struct iox *iox, int timeout_ms, struct iox_chunk *ret_chunk, struct io_error *err);
 /*
@@ -91,10 +93,10 @@ int iox_next(struct iox *iox, int timeout_ms, struct iox_chunk *ret_chunk, struc
 void iox_release(struct iox *iox, const struct iox_chunk *chunk);
 
 struct iox_stats {
-	uint64_t reads;        /* read requests completed */
-	uint64_t bytes;        /* bytes read */
+	uint64_t reads; /* read requests completed */
+	uint64_t bytes; /* bytes read */
 	uint64_t files_done;
-	uint64_t waits;        /* times iox_next had to block */
+	uint64_t waits; /* times iox_next had to block */
 };
 void iox_get_stats(const struct iox *iox, struct iox_stats *ret_stats);
 

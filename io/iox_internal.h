@@ -19,14 +19,14 @@
  * queues (under the backend's mutex).
  */
 
-#define IOX_NO_BUF UINT32_MAX
-#define IOX_ALIGN 4096u
-#define IOX_HUGE (2u << 20) /* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
+#define IOX_NO_BUF	    UINT32_MAX
+#define IOX_ALIGN	    4096u
+#define IOX_HUGE	    (2u << 20) /* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
 #define IOX_MAX_QUEUE_DEPTH 4096u
-#define IOX_MAX_BUFFERS 16384u /* io_uring's limit on registered buffers */
-#define IOX_MAX_CHUNK (1u << 30) /* io_uring's limit on one registered buffer */
-#define IOX_MAX_OPEN_FILES 65536u
-#define IOX_MAX_THREADS 1024u
+#define IOX_MAX_BUFFERS	    16384u     /* io_uring's limit on registered buffers */
+#define IOX_MAX_CHUNK	    (1u << 30) /* io_uring's limit on one registered buffer */
+#define IOX_MAX_OPEN_FILES  65536u
+#define IOX_MAX_THREADS	    1024u
 
 /* One read handed to a backend: fill addr[0..len) from fd at off. */
 struct iox_rd {
@@ -65,74 +65,74 @@ enum iox_buf_state {
 	IOX_BUF_FREE = 0,
 	IOX_BUF_INFLIGHT, /* a read into it is queued or running */
 	IOX_BUF_PENDING,  /* read complete, waiting for its turn in the file's order */
-	IOX_BUF_HELD,     /* delivered; the consumer has it until iox_release() */
+	IOX_BUF_HELD,	  /* delivered; the consumer has it until iox_release() */
 };
 
 struct iox_buf {
-	uint64_t off;     /* the chunk's offset in its file */
+	uint64_t off; /* the chunk's offset in its file */
 	uint32_t file_id;
-	uint32_t next;    /* free list or the file's pending list */
-	uint32_t want;    /* bytes the chunk should hold */
-	uint32_t filled;  /* bytes read so far */
-	uint32_t gen_;    /* bumped at each delivery; part of the chunk's buf_ */
-	uint8_t state;    /* enum iox_buf_state */
+	uint32_t next;	 /* free list or the file's pending list */
+	uint32_t want;	 /* bytes the chunk should hold */
+	uint32_t filled; /* bytes read so far */
+	uint32_t gen_;	 /* bumped at each delivery; part of the chunk's buf_ */
+	uint8_t state;	 /* enum iox_buf_state */
 };
 
 struct iox_file {
-	char *path;       /* freed once the last chunk is delivered */
+	char *path; /* freed once the last chunk is delivered */
 	void *user;
-	int fd;           /* -1 when not open */
-	bool opened;      /* open was tried */
-	bool closed;      /* done reading: no more reads will be issued */
-	bool delivered;   /* the last chunk went to the consumer */
-	bool direct;      /* the fd is O_DIRECT */
-	bool in_ready;    /* on the ready list */
-	bool term;        /* the last delivery is a terminal pseudo-chunk (empty or error) */
-	int term_err;     /* 0 or -errno for the terminal chunk */
+	int fd;		     /* -1 when not open */
+	bool opened;	     /* open was tried */
+	bool closed;	     /* done reading: no more reads will be issued */
+	bool delivered;	     /* the last chunk went to the consumer */
+	bool direct;	     /* the fd is O_DIRECT */
+	bool in_ready;	     /* on the ready list */
+	bool term;	     /* the last delivery is a terminal pseudo-chunk (empty or error) */
+	int term_err;	     /* 0 or -errno for the terminal chunk */
 	const char *term_op; /* the syscall that failed: "open", "fstat", "read" */
 	uint64_t term_off;
-	uint64_t size;    /* from fstat; UINT64_MAX when not a regular file */
-	uint64_t next_k;  /* next chunk to issue */
-	uint64_t deliver_k; /* next chunk to deliver */
-	uint64_t last_k;  /* the final chunk index, UINT64_MAX while unknown */
-	uint32_t inflight; /* reads in flight */
-	uint32_t pending; /* head of the list of completed chunks, sorted by offset */
+	uint64_t size;	     /* from fstat; UINT64_MAX when not a regular file */
+	uint64_t next_k;     /* next chunk to issue */
+	uint64_t deliver_k;  /* next chunk to deliver */
+	uint64_t last_k;     /* the final chunk index, UINT64_MAX while unknown */
+	uint32_t inflight;   /* reads in flight */
+	uint32_t pending;    /* head of the list of completed chunks, sorted by offset */
 	uint32_t ready_next; /* next file id on the ready list, or UINT32_MAX */
 };
 
 struct iox {
-	struct iox_opts opts;     /* normalized */
+	struct iox_opts opts; /* normalized */
 	enum iox_engine engine;
 	const struct iox_backend_ops *ops;
-	void *be;                 /* backend state */
-	char reason[160];         /* why io_uring is not used; empty when it is */
-	bool fixed;               /* buffers registered with io_uring */
-	char fixed_note[160];     /* why registration failed, empty otherwise */
+	void *be;	      /* backend state */
+	char reason[160];     /* why io_uring is not used; empty when it is */
+	bool fixed;	      /* buffers registered with io_uring */
+	char fixed_note[160]; /* why registration failed, empty otherwise */
 
-	uint8_t *mem;             /* num_buffers * chunk_len, 4096-aligned */
+	uint8_t *mem; /* num_buffers * chunk_len, 4096-aligned */
 	struct iox_buf *bufs;
 	uint32_t free_head;
 	uint32_t nfree;
-	uint32_t inflight;        /* reads in flight, all files */
-	uint32_t unstarted;       /* of those, queued but not yet flushed to the backend */
-	int failed;               /* -errno once the engine failed; iox_next returns it */
+	uint32_t inflight;  /* reads in flight, all files */
+	uint32_t unstarted; /* of those, queued but not yet flushed to the backend */
+	int failed;	    /* -errno once the engine failed; iox_next returns it */
 
-	struct iox_file *files;   /* files[i] has id base + i */
+	struct iox_file *files; /* files[i] has id base + i */
 	uint32_t base;
-	uint32_t nfiles;          /* live entries in files[] */
+	uint32_t nfiles; /* live entries in files[] */
 	uint32_t cap;
-	uint32_t next_open;       /* id of the next file to open */
-	uint32_t nadded;          /* ids handed out */
-	uint32_t ndelivered;      /* files whose last chunk went out */
+	uint32_t next_open;  /* id of the next file to open */
+	uint32_t nadded;     /* ids handed out */
+	uint32_t ndelivered; /* files whose last chunk went out */
 
-	uint32_t *open_ids;       /* files reading now (opened, not closed) */
+	uint32_t *open_ids; /* files reading now (opened, not closed) */
 	uint32_t nopen;
-	uint32_t rr;              /* round-robin cursor into open_ids */
+	uint32_t rr; /* round-robin cursor into open_ids */
 
-	uint32_t ready_head;      /* files with a chunk ready to deliver, FIFO */
+	uint32_t ready_head; /* files with a chunk ready to deliver, FIFO */
 	uint32_t ready_tail;
 
-	struct iox_cqe *cqes;     /* scratch for reap, num_buffers entries */
+	struct iox_cqe *cqes; /* scratch for reap, num_buffers entries */
 	struct iox_stats stats;
 };
 

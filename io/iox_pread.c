@@ -30,7 +30,7 @@ struct iox_pread {
 	uint32_t wcount;
 	struct iox_cqe *done; /* finished reads, in order of completion */
 	uint32_t dcount;
-	uint32_t cap;         /* num_buffers */
+	uint32_t cap; /* num_buffers */
 
 	struct iox_rd *stage; /* consumer-only: queued, not yet flushed */
 	uint32_t nstage;

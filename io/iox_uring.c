@@ -66,7 +66,8 @@ static unsigned iox_uring_peek(struct iox_uring *u, struct iox_cqe *out, unsigne
 	struct io_uring_cqe *cqe;
 	unsigned head, seen = 0, n = 0;
 
-	io_uring_for_each_cqe(&u->ring, head, cqe) {
+	io_uring_for_each_cqe(&u->ring, head, cqe)
+	{
 		uint64_t data;
 
 		if (n == max)

@@ -24,7 +24,7 @@ void jsonmsg_path_key(char *out, size_t n, const char *path, const char *key);
 
 /* Where a JSON document came from and where its errors go. */
 struct jsonmsg_ctx {
-	const char *origin; /* a path, or "<spec>" */
+	const char *origin;   /* a path, or "<spec>" */
 	struct io_error *err; /* may be NULL */
 };
 

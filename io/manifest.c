@@ -158,8 +158,6 @@ int manifest_feature_record_shape(const struct manifest_feature *f, int64_t dims
 
 /* ---- messages ---- */
 
-
-
 static int check_keys(const struct jsonmsg_ctx *c, const json_t *obj, const char *path,
 		      const char *const *keys, size_t n_keys, const char *what)
 {
@@ -221,7 +219,7 @@ static int parse_shape(const struct jsonmsg_ctx *c, const json_t *v, const char 
 
 	if (!json_is_array(v))
 		return jsonmsg_fail(c, path, "expected an array of integers, got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 	n = json_array_size(v);
 	for (i = 0; i < n; i++) {
 		const json_t *e = json_array_get(v, i);
@@ -230,7 +228,7 @@ static int parse_shape(const struct jsonmsg_ctx *c, const json_t *v, const char 
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
 		if (!get_int(e, &d))
 			return jsonmsg_fail(c, sub, "expected an integer, got %s",
-				    jsonmsg_describe(e, buf, sizeof(buf)));
+					    jsonmsg_describe(e, buf, sizeof(buf)));
 		if (i < MANIFEST_MAX_RANK)
 			ret->dims[i] = d;
 	}
@@ -254,9 +252,9 @@ static int check_shape(const struct jsonmsg_ctx *c, const char *fpath, const str
 		extra++;
 	if (n_given + extra > MANIFEST_MAX_RANK - 1)
 		return jsonmsg_fail(c, path, "expected at most %u dimensions%s, got %zu",
-			    MANIFEST_MAX_RANK - 1 - extra,
-			    extra ? " (var_len and deserialize_args.len add one each)" : "",
-			    n_given);
+				    MANIFEST_MAX_RANK - 1 - extra,
+				    extra ? " (var_len and deserialize_args.len add one each)" : "",
+				    n_given);
 	for (i = 0; i < s->rank; i++) {
 		int64_t d = s->dims[i];
 
@@ -264,35 +262,39 @@ static int check_shape(const struct jsonmsg_ctx *c, const char *fpath, const str
 		if (raw && d == -1) {
 			if (n_inferred++)
 				return jsonmsg_fail(c, sub,
-					    "expected at most one -1 (inferred dimension), got a "
-					    "second one");
+						    "expected at most one -1 (inferred dimension), "
+						    "got a "
+						    "second one");
 			continue;
 		}
 		if (d < 0)
-			return jsonmsg_fail(c, sub, "expected an integer >= %d, got %" PRId64, raw ? -1 : 0,
-				    d);
+			return jsonmsg_fail(c, sub, "expected an integer >= %d, got %" PRId64,
+					    raw ? -1 : 0, d);
 		if (d > MANIFEST_MAX_VALUES)
 			return jsonmsg_fail(c, sub, "expected at most %lld, got %" PRId64,
-				    MANIFEST_MAX_VALUES, d);
+					    MANIFEST_MAX_VALUES, d);
 		values *= d;
 		if (values > MANIFEST_MAX_VALUES)
 			return jsonmsg_fail(c, path,
-				    "expected at most %lld values per record (protobuf's limit), "
-				    "got more",
-				    MANIFEST_MAX_VALUES);
+					    "expected at most %lld values per record (protobuf's "
+					    "limit), "
+					    "got more",
+					    MANIFEST_MAX_VALUES);
 	}
 	if (raw) {
 		bytes = values * (int64_t)dtype_sizes[f->dtype];
 		if (bytes > MANIFEST_MAX_VALUES)
 			return jsonmsg_fail(c, path,
-				    "expected at most %lld bytes per raw value (protobuf's limit), "
-				    "got %" PRId64,
-				    MANIFEST_MAX_VALUES, bytes);
+					    "expected at most %lld bytes per raw value (protobuf's "
+					    "limit), "
+					    "got %" PRId64,
+					    MANIFEST_MAX_VALUES, bytes);
 		if (!f->var_len && f->raw_len > 1 && values * f->raw_len > MANIFEST_MAX_VALUES)
 			return jsonmsg_fail(c, path,
-				    "expected at most %lld values per record (protobuf's limit), "
-				    "got more",
-				    MANIFEST_MAX_VALUES);
+					    "expected at most %lld values per record (protobuf's "
+					    "limit), "
+					    "got more",
+					    MANIFEST_MAX_VALUES);
 	}
 	return 0;
 }
@@ -314,7 +316,8 @@ static int parse_raw_args(const struct jsonmsg_ctx *c, const json_t *args, const
 	snprintf(sub, sizeof(sub), "%s.endian", apath);
 	v = args ? json_object_get(args, "endian") : NULL;
 	if (!v)
-		return jsonmsg_fail(c, sub, "required key is missing (deserialize_type \"raw\" needs it)");
+		return jsonmsg_fail(c, sub,
+				    "required key is missing (deserialize_type \"raw\" needs it)");
 	s = json_string_value(v);
 	if (s && strcmp(s, "little") == 0)
 		f->raw_big_endian = false;
@@ -322,25 +325,26 @@ static int parse_raw_args(const struct jsonmsg_ctx *c, const json_t *args, const
 		f->raw_big_endian = true;
 	else
 		return jsonmsg_fail(c, sub, "expected \"little\" or \"big\", got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	snprintf(sub, sizeof(sub), "%s.len", apath);
 	v = args ? json_object_get(args, "len") : NULL;
 	f->raw_len = -1;
 	if (f->var_len) {
 		if (v && !json_is_null(v))
-			return jsonmsg_fail(c, sub, "expected null or no key when var_len is true, got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
+			return jsonmsg_fail(c, sub,
+					    "expected null or no key when var_len is true, got %s",
+					    jsonmsg_describe(v, buf, sizeof(buf)));
 		return 0;
 	}
 	if (!v)
 		return 0;
 	if (!get_int(v, &len) || len < 1)
 		return jsonmsg_fail(c, sub, "expected an integer >= 1, got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 	if (len > MANIFEST_MAX_VALUES)
-		return jsonmsg_fail(c, sub, "expected at most %lld, got %" PRId64, MANIFEST_MAX_VALUES,
-			    len);
+		return jsonmsg_fail(c, sub, "expected at most %lld, got %" PRId64,
+				    MANIFEST_MAX_VALUES, len);
 	f->raw_len = len;
 	return 0;
 }
@@ -349,8 +353,8 @@ static int parse_raw_args(const struct jsonmsg_ctx *c, const json_t *args, const
  * Validate features[i] into *f. On success f->name is a copy the caller owns; on failure
  * nothing is allocated.
  */
-static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i, bool allow_var_len,
-			 struct manifest_feature *f)
+static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i,
+			 bool allow_var_len, struct manifest_feature *f)
 {
 	char path[64], sub[128], buf[DESCRIBE_MAX + 8], buf2[DESCRIBE_MAX + 8];
 	const json_t *v, *args;
@@ -363,7 +367,8 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	f->raw_len = -1;
 	snprintf(path, sizeof(path), "features[%zu]", i);
 	if (!json_is_object(jf))
-		return jsonmsg_fail(c, path, "expected an object, got %s", jsonmsg_describe(jf, buf, sizeof(buf)));
+		return jsonmsg_fail(c, path, "expected an object, got %s",
+				    jsonmsg_describe(jf, buf, sizeof(buf)));
 	r = check_keys(c, jf, path, feature_keys, ARRAY_LEN(feature_keys),
 		       "name, dtype, shape, var_len, deserialize_type, deserialize_args");
 	if (r < 0)
@@ -376,7 +381,7 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	snprintf(sub, sizeof(sub), "%s.name", path);
 	if (!json_is_string(v) || json_string_length(v) == 0)
 		return jsonmsg_fail(c, sub, "expected a non-empty string, got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* dtype */
 	v = json_object_get(jf, "dtype");
@@ -386,7 +391,7 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	s = json_string_value(v);
 	if (!s || manifest_dtype_parse(s, &f->dtype) < 0)
 		return jsonmsg_fail(c, sub, "expected one of " DTYPE_LIST ", got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* shape (types now, values once deserialize_type and var_len are known) */
 	v = json_object_get(jf, "shape");
@@ -404,16 +409,18 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	if (!v) {
 		if (allow_var_len)
 			return jsonmsg_fail(c, sub,
-				    "required key is missing (required when allow_var_len is "
-				    "true)");
+					    "required key is missing (required when allow_var_len "
+					    "is "
+					    "true)");
 	} else if (!json_is_boolean(v)) {
 		return jsonmsg_fail(c, sub, "expected true or false, got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 	} else {
 		f->var_len = json_is_true(v);
 		if (f->var_len && !allow_var_len)
 			return jsonmsg_fail(c, sub,
-				    "expected false because allow_var_len is false, got true");
+					    "expected false because allow_var_len is false, got "
+					    "true");
 	}
 
 	/* deserialize_type */
@@ -423,14 +430,16 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	snprintf(sub, sizeof(sub), "%s.deserialize_type", path);
 	s = json_string_value(v);
 	if (!s || manifest_deser_parse(s, &f->deser) < 0)
-		return jsonmsg_fail(c, sub, "expected \"int\", \"float\", \"string\" or \"raw\", got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+		return jsonmsg_fail(c, sub,
+				    "expected \"int\", \"float\", \"string\" or \"raw\", got %s",
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	/* deserialize_args: an object, default {}; only raw takes arguments */
 	args = json_object_get(jf, "deserialize_args");
 	snprintf(sub, sizeof(sub), "%s.deserialize_args", path);
 	if (args && !json_is_object(args))
-		return jsonmsg_fail(c, sub, "expected an object, got %s", jsonmsg_describe(args, buf, sizeof(buf)));
+		return jsonmsg_fail(c, sub, "expected an object, got %s",
+				    jsonmsg_describe(args, buf, sizeof(buf)));
 	if (f->deser == MANIFEST_DESER_RAW) {
 		r = parse_raw_args(c, args, sub, f);
 		if (r < 0)
@@ -440,8 +449,9 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 		char kpath[300];
 
 		jsonmsg_path_key(kpath, sizeof(kpath), sub, key);
-		return jsonmsg_fail(c, kpath, "unexpected: deserialize_type \"%s\" takes no arguments",
-			    deser_names[f->deser]);
+		return jsonmsg_fail(c, kpath,
+				    "unexpected: deserialize_type \"%s\" takes no arguments",
+				    deser_names[f->deser]);
 	}
 
 	/* what each deserialize_type can be cast or decoded to */
@@ -450,12 +460,13 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 		snprintf(buf2, sizeof(buf2), "\"%s\"", manifest_dtype_name(f->dtype));
 		if (f->deser == MANIFEST_DESER_STRING)
 			return jsonmsg_fail(c, sub,
-				    "expected \"string\" for deserialize_type \"string\", got %s",
-				    buf2);
+					    "expected \"string\" for deserialize_type \"string\", "
+					    "got %s",
+					    buf2);
 		return jsonmsg_fail(c, sub,
-			    "expected a numeric or bool dtype for deserialize_type \"%s\", "
-			    "got %s",
-			    deser_names[f->deser], buf2);
+				    "expected a numeric or bool dtype for deserialize_type \"%s\", "
+				    "got %s",
+				    deser_names[f->deser], buf2);
 	}
 
 	r = check_shape(c, path, &shape, f, n_given);
@@ -524,7 +535,7 @@ static int check_duplicates(const struct jsonmsg_ctx *c, const struct manifest *
 		json_t *s = json_string(m->features[dup].name);
 		char buf[DESCRIBE_MAX + 8];
 		int r = jsonmsg_fail(c, path, "duplicate feature name %s (also features[%zu].name)",
-			     s ? jsonmsg_describe(s, buf, sizeof(buf)) : "?", orig);
+				     s ? jsonmsg_describe(s, buf, sizeof(buf)) : "?", orig);
 
 		json_decref(s);
 		return r;
@@ -540,7 +551,7 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 
 	if (!json_is_object(root))
 		return jsonmsg_fail(c, NULL, "expected a JSON object at the top level, got %s",
-			    jsonmsg_describe(root, buf, sizeof(buf)));
+				    jsonmsg_describe(root, buf, sizeof(buf)));
 	r = check_keys(c, root, "", top_keys, ARRAY_LEN(top_keys),
 		       "compression, allow_var_len, features");
 	if (r < 0)
@@ -557,14 +568,14 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 		m->compression = TFR_COMPRESSION_GZIP;
 	else
 		return jsonmsg_fail(c, "compression", "expected \"zlib\", \"gzip\" or null, got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 
 	v = json_object_get(root, "allow_var_len");
 	if (!v)
 		return missing(c, "", "allow_var_len");
 	if (!json_is_boolean(v))
 		return jsonmsg_fail(c, "allow_var_len", "expected true or false, got %s",
-			    jsonmsg_describe(v, buf, sizeof(buf)));
+				    jsonmsg_describe(v, buf, sizeof(buf)));
 	m->allow_var_len = json_is_true(v);
 
 	feats = json_object_get(root, "features");
@@ -572,7 +583,7 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 		return missing(c, "", "features");
 	if (!json_is_array(feats))
 		return jsonmsg_fail(c, "features", "expected an array of objects, got %s",
-			    jsonmsg_describe(feats, buf, sizeof(buf)));
+				    jsonmsg_describe(feats, buf, sizeof(buf)));
 	n = json_array_size(feats);
 	if (n) {
 		m->features = calloc(n, sizeof(*m->features));

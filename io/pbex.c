@@ -158,8 +158,10 @@ static int skip_group(const struct dctx *c, const uint8_t **pp, const uint8_t *e
 			return rc;
 		if (wt == WT_EGROUP) {
 			if (f != stack[n - 1])
-				return fail(c, tp, "end-group tag for field %u does not match "
-					    "start-group for field %u", f, stack[n - 1]);
+				return fail(c, tp,
+					    "end-group tag for field %u does not match "
+					    "start-group for field %u",
+					    f, stack[n - 1]);
 			n--;
 		} else if (wt == WT_SGROUP) {
 			if (depth + n + 1 > PBEX_MAX_DEPTH)
@@ -178,8 +180,7 @@ static int skip_group(const struct dctx *c, const uint8_t **pp, const uint8_t *e
 /* ---- Feature validation -------------------------------------------------------------- */
 
 /* Count the varints of a packed int64 run [p, end), checking each. */
-static int count_varints(const struct dctx *c, const uint8_t *p, const uint8_t *end,
-			 uint32_t *ret)
+static int count_varints(const struct dctx *c, const uint8_t *p, const uint8_t *end, uint32_t *ret)
 {
 	uint32_t n = 0, run = 0;
 
@@ -224,8 +225,10 @@ static int scan_list(const struct dctx *c, struct fscan *fs, enum pbex_kind k, c
 				fs->bytes_len += l;
 			} else if (k == PBEX_KIND_FLOAT) {
 				if (l % 4)
-					return fail(c, tp, "packed float_list length %u is not a "
-						    "multiple of 4", l);
+					return fail(c, tp,
+						    "packed float_list length %u is not a "
+						    "multiple of 4",
+						    l);
 				fs->count += l / 4;
 			} else {
 				rc = count_varints(c, p, p + l, &n);
@@ -256,7 +259,7 @@ static int scan_list(const struct dctx *c, struct fscan *fs, enum pbex_kind k, c
 			fs->count++;
 			continue;
 		}
-unknown:
+	unknown:
 		rc = pbex_skip_field(c, &p, end, tp, f, wt, depth);
 		if (rc < 0)
 			return rc;
@@ -460,11 +463,11 @@ const char *pbex_kind_name(enum pbex_kind k)
 
 /* A map entry of a Features or FeatureLists message, as next_entry() finds it. */
 struct map_entry {
-	const uint8_t *q, *e;  /* the entry */
+	const uint8_t *q, *e; /* the entry */
 	const uint8_t *key;
 	uint32_t klen;
 	const uint8_t *v, *ve; /* its value when entry_key() found the common layout, else NULL */
-	long idx;              /* its index in the schema; -1 without a schema */
+	long idx;	       /* its index in the schema; -1 without a schema */
 };
 
 /*
@@ -794,7 +797,8 @@ static int walk_sequence(const struct pbex_schema *ctx, const struct pbex_schema
 
 /* An empty schema: decode validates the framing of a part nobody asked for, no entry. */
 static const struct pbex_slot empty_slots[1];
-static const struct pbex_schema empty_schema = { .n = 0, .mask = 0,
+static const struct pbex_schema empty_schema = { .n = 0,
+						 .mask = 0,
 						 .slots = (struct pbex_slot *)empty_slots };
 
 int pbex_decode_sequence_example(const struct pbex_schema *ctx, const struct pbex_schema *lists,
@@ -818,4 +822,3 @@ int pbex_sequence_example_foreach(const uint8_t *rec, size_t len, pbex_feature_f
 {
 	return walk_sequence(NULL, NULL, rec, len, NULL, NULL, true, ctx_fn, list_fn, ctx, err);
 }
-

@@ -50,16 +50,16 @@ const char *pbex_kind_name(enum pbex_kind k); /* "none", "bytes_list", "float_li
  * accessors below cannot fail.
  */
 struct pbex_feature {
-	bool present;        /* the key was in the record */
+	bool present;	     /* the key was in the record */
 	enum pbex_kind kind; /* PBEX_KIND_NONE when absent or Feature{} */
-	uint32_t count;      /* number of values */
+	uint32_t count;	     /* number of values */
 	uint64_t bytes_len;  /* PBEX_KIND_BYTES: sum of the values' lengths */
 	/* private to io/pbex*.c: where the values are */
 	const uint8_t *src_; /* the map entry (or FeatureList element) the values live in */
 	uint32_t src_len_;
-	uint32_t start_;   /* offset in src_ of the first field that holds values of `kind` */
-	uint32_t end_;     /* offset in src_ of the end of the Feature message holding start_ */
-	uint32_t flags_;   /* PBEX_F_PACKED_RUN: the values are src_[start_ .. end_), packed */
+	uint32_t start_; /* offset in src_ of the first field that holds values of `kind` */
+	uint32_t end_;	 /* offset in src_ of the end of the Feature message holding start_ */
+	uint32_t flags_; /* PBEX_F_PACKED_RUN: the values are src_[start_ .. end_), packed */
 };
 
 /* Copy the values out. out must hold f->count values; the kind must match (asserted). */
@@ -151,7 +151,7 @@ struct pbex_enc {
 	int depth_;
 	bool sequence_;
 	bool failed_;
-	int err_; /* the first error: -ENOMEM or -EINVAL */
+	int err_;      /* the first error: -ENOMEM or -EINVAL */
 	bool in_list_; /* between _list_begin and _list_end */
 	bool lists_;   /* the feature_lists field is open */
 };

@@ -25,11 +25,11 @@ struct vwalk {
 static const struct dctx quiet = { .rec = NULL };
 
 /* A step of a walk over validated bytes: it cannot fail, a failure is our bug. */
-#define MUST(call)                          \
-	do {                                \
-		int must_rc_ = (call);      \
-		assert(must_rc_ == 0);      \
-		(void)must_rc_;             \
+#define MUST(call)                     \
+	do {                           \
+		int must_rc_ = (call); \
+		assert(must_rc_ == 0); \
+		(void)must_rc_;        \
 	} while (0)
 
 static void vwalk_init(struct vwalk *w, const struct pbex_feature *f)
@@ -60,9 +60,9 @@ static bool vwalk_next(struct vwalk *w, unsigned *ret_wt, const uint8_t **ret_p,
 			p = s + w->lpos;
 			end = s + w->lend;
 			MUST(get_tag(&quiet, &p, end, &f, &wt));
-			if (f == 1 && (wt == WT_LEN ||
-				       (w->kind == PBEX_KIND_INT64 && wt == WT_VARINT) ||
-				       (w->kind == PBEX_KIND_FLOAT && wt == WT_I32))) {
+			if (f == 1 &&
+			    (wt == WT_LEN || (w->kind == PBEX_KIND_INT64 && wt == WT_VARINT) ||
+			     (w->kind == PBEX_KIND_FLOAT && wt == WT_I32))) {
 				if (wt == WT_LEN) {
 					MUST(get_len(&quiet, &p, end, p, &l));
 					*ret_p = p;
@@ -164,8 +164,8 @@ void pbex_feature_int64s(const struct pbex_feature *f, int64_t *out)
 
 static inline float load_f32(const uint8_t *p)
 {
-	uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-		     (uint32_t)p[3] << 24;
+	uint32_t u =
+		(uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 	float v;
 
 	memcpy(&v, &u, 4);

@@ -118,7 +118,7 @@ static void close_msg(struct pbex_enc *e, bool drop_empty)
 		enc_fail(e, -EINVAL); /* the decoder's length limit */
 		return;
 	}
-	for (uint64_t v = l; ; v >>= 7) {
+	for (uint64_t v = l;; v >>= 7) {
 		tmp[k++] = (uint8_t)(v >= 0x80 ? (v | 0x80) : v);
 		if (v < 0x80)
 			break;
@@ -313,7 +313,7 @@ void pbex_enc_list_begin(struct pbex_enc *e, const char *name)
 	}
 	if (!e->lists_) {
 		close_msg(e, true); /* the context */
-		open_msg(e, 2);     /* feature_lists */
+		open_msg(e, 2);	    /* feature_lists */
 		e->lists_ = true;
 	}
 	open_msg(e, 1); /* the map entry */

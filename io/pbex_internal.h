@@ -54,7 +54,7 @@ struct dctx {
 	const char *label; /* "feature", "context feature", "feature_list" or NULL */
 	const uint8_t *name;
 	size_t name_len;
-	long step; /* index of the step in a feature list, or -1 */
+	long step;	   /* index of the step in a feature list, or -1 */
 	const char *where; /* the message type being read */
 };
 
@@ -201,8 +201,8 @@ struct fscan {
 	enum pbex_kind kind;
 	uint32_t count;
 	uint64_t bytes_len;
-	uint32_t start, end; /* see pbex_feature */
-	uint32_t nlists;     /* *List fields of `kind` since the kind was last set */
+	uint32_t start, end;	     /* see pbex_feature */
+	uint32_t nlists;	     /* *List fields of `kind` since the kind was last set */
 	uint32_t run_start, run_end; /* the packed run when the one list is one packed field */
 	bool run;
 };
@@ -318,7 +318,7 @@ static inline bool pbex_fast_feature(const uint8_t *q, const uint8_t *v, const u
 struct pbex_slot {
 	uint32_t hash; /* upper half of the key's hash */
 	uint32_t len;
-	uint64_t word; /* tail_word() of the key: with len, the whole key when len <= 8 */
+	uint64_t word;	     /* tail_word() of the key: with len, the whole key when len <= 8 */
 	const uint8_t *name; /* NULL: empty slot */
 	long idx;
 };

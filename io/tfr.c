@@ -35,8 +35,8 @@ struct tfr_reader {
 	/* inflate state (compressed streams) */
 	z_stream zs;
 	bool zs_ready;
-	bool zs_ended;  /* the current member/stream reached its end */
-	bool zs_any;    /* at least one input byte has gone into inflate */
+	bool zs_ended; /* the current member/stream reached its end */
+	bool zs_any;   /* at least one input byte has gone into inflate */
 	uint8_t *win;
 	size_t win_len, win_pos;
 
@@ -283,11 +283,12 @@ static int inflate_more(struct tfr_reader *r, struct io_error *err)
 		case Z_BUF_ERROR:
 			break;
 		case Z_MEM_ERROR:
-			return fail(r, -ENOMEM, true, err, "%s: out of memory in inflate", name_of(r));
+			return fail(r, -ENOMEM, true, err, "%s: out of memory in inflate",
+				    name_of(r));
 		default:
 			return fail(r, -EBADMSG, true, err,
-				    "%s: corrupt %s stream at compressed offset %llu: %s", name_of(r),
-				    kind, (unsigned long long)tfr_reader_input_bytes(r),
+				    "%s: corrupt %s stream at compressed offset %llu: %s",
+				    name_of(r), kind, (unsigned long long)tfr_reader_input_bytes(r),
 				    r->zs.msg ? r->zs.msg : "inflate error");
 		}
 		if (r->win_len > 0)
@@ -339,20 +340,23 @@ static int check_header(struct tfr_reader *r, const uint8_t *h, uint64_t off, ui
 
 		if (want != stored)
 			return fail(r, -EBADMSG, true, err,
-				    "%s: record %llu at %s %llu: header CRC mismatch (stored 0x%08x, "
+				    "%s: record %llu at %s %llu: header CRC mismatch (stored "
+				    "0x%08x, "
 				    "computed 0x%08x over length field %llu)",
 				    name_of(r), (unsigned long long)r->index, where(r),
 				    (unsigned long long)off, stored, want, (unsigned long long)len);
 	}
 	if (len > r->opts.max_record_len)
 		return fail(r, -EMSGSIZE, true, err,
-			    "%s: record %llu at %s %llu: length %llu exceeds the limit of %llu bytes",
+			    "%s: record %llu at %s %llu: length %llu exceeds the limit of %llu "
+			    "bytes",
 			    name_of(r), (unsigned long long)r->index, where(r),
 			    (unsigned long long)off, (unsigned long long)len,
 			    (unsigned long long)r->opts.max_record_len);
 	if (r->opts.compression == TFR_COMPRESSION_NONE && r->input_size) {
-		uint64_t left = r->input_size > off + TFR_HEADER_LEN ?
-					r->input_size - off - TFR_HEADER_LEN : 0;
+		uint64_t left = r->input_size > off + TFR_HEADER_LEN
+					? r->input_size - off - TFR_HEADER_LEN
+					: 0;
 
 		if (len > left || left - len < TFR_FOOTER_LEN)
 			return fail(r, -EBADMSG, true, err,
@@ -506,8 +510,7 @@ int tfr_reader_next(struct tfr_reader *r, struct tfr_record *ret_rec, struct io_
 				    n - TFR_HEADER_LEN - len >= TFR_FOOTER_LEN) {
 					/* Zero-copy: the whole record is at hand. */
 					src_consume(r, TFR_HEADER_LEN + len + TFR_FOOTER_LEN);
-					return emit(r, p + TFR_HEADER_LEN, len, off, ret_rec,
-						    err);
+					return emit(r, p + TFR_HEADER_LEN, len, off, ret_rec, err);
 				}
 				r->asm_need = TFR_HEADER_LEN + len + TFR_FOOTER_LEN;
 			} else {

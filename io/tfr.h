@@ -37,7 +37,7 @@ struct tfr_record {
 	const uint8_t *data; /* the payload; see tfr_reader_next() for how long it stays valid */
 	size_t len;
 	uint64_t offset;     /* byte offset of the record's header in the (decompressed) stream */
-	uint64_t index;      /* 0-based index of the record in the file */
+	uint64_t index;	     /* 0-based index of the record in the file */
 	uint32_t masked_crc; /* the data CRC stored in the file (masked); 0 with defer_data_crc,
 			      * which leaves the footer unread: tfr_record_stored_crc() */
 	bool decompressed;   /* offset is in a decompressed stream */
@@ -63,12 +63,12 @@ static inline uint32_t tfr_record_stored_crc(const uint8_t *data, size_t len)
 }
 
 struct tfr_reader_opts {
-	size_t size;                      /* sizeof(struct tfr_reader_opts), set by _init */
-	const char *path;                 /* for messages only; copied; may be NULL */
+	size_t size;			  /* sizeof(struct tfr_reader_opts), set by _init */
+	const char *path;		  /* for messages only; copied; may be NULL */
 	enum tfr_compression compression; /* of the whole stream */
-	uint64_t max_record_len;          /* records longer than this are an error (-EMSGSIZE) */
-	bool verify_crc;                  /* check both CRCs (default true) */
-	bool defer_data_crc;              /* leave the data CRC to tfr_record_verify(), and the
+	uint64_t max_record_len;	  /* records longer than this are an error (-EMSGSIZE) */
+	bool verify_crc;		  /* check both CRCs (default true) */
+	bool defer_data_crc;		  /* leave the data CRC to tfr_record_verify(), and the
 					   * footer unread: only prefetched, with the next header
 					   * (a caller that frames other files meanwhile then finds
 					   * it in cache) */
@@ -106,8 +106,8 @@ void tfr_reader_finish(struct tfr_reader *r);
 
 enum {
 	TFR_NEED_INPUT = 0, /* feed the next chunk, or finish */
-	TFR_RECORD = 1,     /* *ret_rec holds a record */
-	TFR_END = 2,        /* clean end of the file after the last record */
+	TFR_RECORD = 1,	    /* *ret_rec holds a record */
+	TFR_END = 2,	    /* clean end of the file after the last record */
 };
 
 /*
@@ -148,8 +148,7 @@ void tfr_frame_footer(uint8_t out[TFR_FOOTER_LEN], const void *data, size_t len)
 struct tfr_writer;
 
 /* Creates or truncates path (mode 0644). */
-int tfr_writer_open(const char *path, enum tfr_compression c, int level,
-		    struct tfr_writer **ret_w);
+int tfr_writer_open(const char *path, enum tfr_compression c, int level, struct tfr_writer **ret_w);
 /* Takes fd; it is closed by tfr_writer_close(). */
 int tfr_writer_fdopen(int fd, enum tfr_compression c, int level, struct tfr_writer **ret_w);
 int tfr_writer_write(struct tfr_writer *w, const void *data, size_t len);

@@ -36,7 +36,6 @@ int tfr_compression_parse(const char *s, enum tfr_compression *ret_c)
 	return 0;
 }
 
-
 static uint32_t load_le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

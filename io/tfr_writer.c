@@ -115,8 +115,7 @@ int tfr_writer_fdopen(int fd, enum tfr_compression c, int level, struct tfr_writ
 	return 0;
 }
 
-int tfr_writer_open(const char *path, enum tfr_compression c, int level,
-		    struct tfr_writer **ret_w)
+int tfr_writer_open(const char *path, enum tfr_compression c, int level, struct tfr_writer **ret_w)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int rc;

@@ -23,25 +23,25 @@
 #endif
 
 static const uint8_t dtype_sizes[IPC_DTYPE_COUNT_] = {
-	[IPC_DTYPE_INT8] = 1,    [IPC_DTYPE_INT16] = 2,   [IPC_DTYPE_INT32] = 4,
-	[IPC_DTYPE_INT64] = 8,   [IPC_DTYPE_UINT8] = 1,   [IPC_DTYPE_UINT16] = 2,
-	[IPC_DTYPE_UINT32] = 4,  [IPC_DTYPE_UINT64] = 8,  [IPC_DTYPE_FLOAT16] = 2,
+	[IPC_DTYPE_INT8] = 1,	 [IPC_DTYPE_INT16] = 2,	  [IPC_DTYPE_INT32] = 4,
+	[IPC_DTYPE_INT64] = 8,	 [IPC_DTYPE_UINT8] = 1,	  [IPC_DTYPE_UINT16] = 2,
+	[IPC_DTYPE_UINT32] = 4,	 [IPC_DTYPE_UINT64] = 8,  [IPC_DTYPE_FLOAT16] = 2,
 	[IPC_DTYPE_FLOAT32] = 4, [IPC_DTYPE_FLOAT64] = 8, [IPC_DTYPE_BOOL] = 1,
 	[IPC_DTYPE_STRING] = 0,
 };
 
 static const char *const dtype_names[IPC_DTYPE_COUNT_] = {
-	[IPC_DTYPE_INT8] = "int8",       [IPC_DTYPE_INT16] = "int16",
-	[IPC_DTYPE_INT32] = "int32",     [IPC_DTYPE_INT64] = "int64",
-	[IPC_DTYPE_UINT8] = "uint8",     [IPC_DTYPE_UINT16] = "uint16",
-	[IPC_DTYPE_UINT32] = "uint32",   [IPC_DTYPE_UINT64] = "uint64",
+	[IPC_DTYPE_INT8] = "int8",	 [IPC_DTYPE_INT16] = "int16",
+	[IPC_DTYPE_INT32] = "int32",	 [IPC_DTYPE_INT64] = "int64",
+	[IPC_DTYPE_UINT8] = "uint8",	 [IPC_DTYPE_UINT16] = "uint16",
+	[IPC_DTYPE_UINT32] = "uint32",	 [IPC_DTYPE_UINT64] = "uint64",
 	[IPC_DTYPE_FLOAT16] = "float16", [IPC_DTYPE_FLOAT32] = "float32",
 	[IPC_DTYPE_FLOAT64] = "float64", [IPC_DTYPE_BOOL] = "bool",
 	[IPC_DTYPE_STRING] = "string",
 };
 
 #define KNOWN_FLAGS (IPC_BATCH_F_END_EPOCH | IPC_BATCH_F_END_STREAM | IPC_BATCH_F_ERROR)
-#define TABLE_OFF ((uint64_t)sizeof(struct ipc_batch_hdr))
+#define TABLE_OFF   ((uint64_t)sizeof(struct ipc_batch_hdr))
 
 size_t ipc_dtype_size(unsigned t)
 {
@@ -93,8 +93,10 @@ int ipc_batch_view(const void *mem, uint64_t len, struct ipc_batch_view *ret_vie
 		return -EINVAL;
 	}
 	if (len < sizeof(h))
-		return bad(msg, msg_cap, "batch: extent of %llu bytes is shorter than the %zu-byte "
-			   "header", (unsigned long long)len, sizeof(h));
+		return bad(msg, msg_cap,
+			   "batch: extent of %llu bytes is shorter than the %zu-byte "
+			   "header",
+			   (unsigned long long)len, sizeof(h));
 	memcpy(&h, mem, sizeof(h));
 	if (h.magic != IPC_BATCH_MAGIC)
 		return bad(msg, msg_cap, "batch: magic: expected 0x%08x, got 0x%08x",
@@ -103,9 +105,10 @@ int ipc_batch_view(const void *mem, uint64_t len, struct ipc_batch_view *ret_vie
 		return bad(msg, msg_cap, "batch: version: expected %d, got %u", IPC_BATCH_VERSION,
 			   (unsigned)h.version);
 	if (h.total_bytes < sizeof(h) || h.total_bytes > len)
-		return bad(msg, msg_cap, "batch: total_bytes: expected %zu..%llu (the extent), "
-			   "got %llu", sizeof(h), (unsigned long long)len,
-			   (unsigned long long)h.total_bytes);
+		return bad(msg, msg_cap,
+			   "batch: total_bytes: expected %zu..%llu (the extent), "
+			   "got %llu",
+			   sizeof(h), (unsigned long long)len, (unsigned long long)h.total_bytes);
 	if (h.flags & ~(uint32_t)KNOWN_FLAGS)
 		return bad(msg, msg_cap, "batch: flags: unknown bits 0x%x",
 			   h.flags & ~(uint32_t)KNOWN_FLAGS);
@@ -124,15 +127,18 @@ int ipc_batch_view(const void *mem, uint64_t len, struct ipc_batch_view *ret_vie
 	memset(&v, 0, sizeof(v));
 	if (h.flags & IPC_BATCH_F_ERROR) {
 		if (h.n_tensors)
-			return bad(msg, msg_cap, "batch: n_tensors: an error batch has no tensors, "
-				   "got %u", (unsigned)h.n_tensors);
+			return bad(msg, msg_cap,
+				   "batch: n_tensors: an error batch has no tensors, "
+				   "got %u",
+				   (unsigned)h.n_tensors);
 		if (h.error >= 0)
 			return bad(msg, msg_cap, "batch: error: expected a negative errno, got %d",
 				   (int)h.error);
 		if (!block_ok(h.msg_off, h.msg_len, h.total_bytes, table_end))
-			return bad(msg, msg_cap, "batch: msg_off %u + msg_len %u: outside bytes "
-				   "%llu..%llu of the extent", h.msg_off, h.msg_len,
-				   (unsigned long long)table_end,
+			return bad(msg, msg_cap,
+				   "batch: msg_off %u + msg_len %u: outside bytes "
+				   "%llu..%llu of the extent",
+				   h.msg_off, h.msg_len, (unsigned long long)table_end,
 				   (unsigned long long)h.total_bytes);
 		v.msg = (const char *)mem + h.msg_off;
 		v.msg_len = h.msg_len;
@@ -180,15 +186,17 @@ static int check_int64s(const struct ipc_batch_view *v, unsigned i, const char *
 		return bad(msg, cap, "tensor %u: %s_off: %llu is not 8-byte aligned", i, what,
 			   (unsigned long long)off);
 	if (n >= v->len_ / 8)
-		return bad(msg, cap, "tensor %u: %s_off: %llu entries cannot fit in the extent "
-			   "(%llu bytes)", i, what, (unsigned long long)n + 1,
-			   (unsigned long long)v->len_);
+		return bad(msg, cap,
+			   "tensor %u: %s_off: %llu entries cannot fit in the extent "
+			   "(%llu bytes)",
+			   i, what, (unsigned long long)n + 1, (unsigned long long)v->len_);
 	bytes = (n + 1) * 8;
 	if (!block_ok(off, bytes, v->len_, table_end))
-		return bad(msg, cap, "tensor %u: %s_off: %llu + %llu bytes is outside bytes "
-			   "%llu..%llu of the extent", i, what, (unsigned long long)off,
-			   (unsigned long long)bytes, (unsigned long long)table_end,
-			   (unsigned long long)v->len_);
+		return bad(msg, cap,
+			   "tensor %u: %s_off: %llu + %llu bytes is outside bytes "
+			   "%llu..%llu of the extent",
+			   i, what, (unsigned long long)off, (unsigned long long)bytes,
+			   (unsigned long long)table_end, (unsigned long long)v->len_);
 	a = (const int64_t *)(v->base_ + off);
 	prev = a[0];
 	if (prev != 0)
@@ -241,8 +249,10 @@ int ipc_batch_tensor(const struct ipc_batch_view *v, unsigned i, struct ipc_tens
 			   (unsigned long long)v->rows, (long long)e.shape[0]);
 	if (e.kind == IPC_TENSOR_RAGGED) {
 		if (e.rank < 2)
-			return bad(msg, msg_cap, "tensor %u: rank: a ragged tensor has rank >= 2, "
-				   "got %u", i, (unsigned)e.rank);
+			return bad(msg, msg_cap,
+				   "tensor %u: rank: a ragged tensor has rank >= 2, "
+				   "got %u",
+				   i, (unsigned)e.rank);
 		if (e.shape[1] != -1)
 			return bad(msg, msg_cap,
 				   "tensor %u: shape[1]: expected -1 (ragged), got %lld", i,
@@ -275,18 +285,21 @@ int ipc_batch_tensor(const struct ipc_batch_view *v, unsigned i, struct ipc_tens
 			return bad(msg, msg_cap, "tensor %u: shape: the element count overflows",
 				   i);
 		if (e.splits_off)
-			return bad(msg, msg_cap, "tensor %u: splits_off: expected 0 for a dense "
-				   "tensor, got %llu", i, (unsigned long long)e.splits_off);
+			return bad(msg, msg_cap,
+				   "tensor %u: splits_off: expected 0 for a dense "
+				   "tensor, got %llu",
+				   i, (unsigned long long)e.splits_off);
 	}
 
 	if (e.data_off % IPC_BATCH_ALIGN)
 		return bad(msg, msg_cap, "tensor %u: data_off: %llu is not %d-byte aligned", i,
 			   (unsigned long long)e.data_off, IPC_BATCH_ALIGN);
 	if (!block_ok(e.data_off, e.data_len, v->len_, table_end))
-		return bad(msg, msg_cap, "tensor %u: data_off %llu + data_len %llu: outside bytes "
-			   "%llu..%llu of the extent", i, (unsigned long long)e.data_off,
-			   (unsigned long long)e.data_len, (unsigned long long)table_end,
-			   (unsigned long long)v->len_);
+		return bad(msg, msg_cap,
+			   "tensor %u: data_off %llu + data_len %llu: outside bytes "
+			   "%llu..%llu of the extent",
+			   i, (unsigned long long)e.data_off, (unsigned long long)e.data_len,
+			   (unsigned long long)table_end, (unsigned long long)v->len_);
 
 	if (e.dtype == IPC_DTYPE_STRING) {
 		r = check_int64s(v, i, "offsets", e.offsets_off, n_elems, table_end, &last, msg,

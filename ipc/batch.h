@@ -28,10 +28,10 @@
  * (ipc_batch_view() does it for them).
  */
 
-#define IPC_BATCH_MAGIC 0x54424c53u /* "SLBT" */
-#define IPC_BATCH_VERSION 1
-#define IPC_BATCH_MAX_RANK 8
-#define IPC_BATCH_ALIGN 64     /* every data block */
+#define IPC_BATCH_MAGIC	       0x54424c53u /* "SLBT" */
+#define IPC_BATCH_VERSION      1
+#define IPC_BATCH_MAX_RANK     8
+#define IPC_BATCH_ALIGN	       64   /* every data block */
 #define IPC_BATCH_EXTENT_ALIGN 4096 /* a whole batch, so that it can be registered for DMA */
 
 /* Element types; the numbering equals io/manifest.h's enum manifest_dtype (checked there). */
@@ -55,7 +55,7 @@ enum ipc_dtype {
 enum ipc_batch_flags {
 	IPC_BATCH_F_END_EPOCH = 1u << 0,  /* the last batch of its epoch */
 	IPC_BATCH_F_END_STREAM = 1u << 1, /* no batch follows (the last epoch ended) */
-	IPC_BATCH_F_ERROR = 1u << 2,      /* no tensors; msg holds the pipeline's error */
+	IPC_BATCH_F_ERROR = 1u << 2,	  /* no tensors; msg holds the pipeline's error */
 };
 
 enum ipc_tensor_kind {
@@ -64,25 +64,25 @@ enum ipc_tensor_kind {
 };
 
 struct ipc_batch_hdr {
-	uint32_t magic;      /* IPC_BATCH_MAGIC */
-	uint16_t version;    /* IPC_BATCH_VERSION */
+	uint32_t magic;	  /* IPC_BATCH_MAGIC */
+	uint16_t version; /* IPC_BATCH_VERSION */
 	uint16_t n_tensors;
-	uint64_t seq;        /* batch sequence number in the stream, from 0 */
-	uint64_t epoch;      /* from 0 */
+	uint64_t seq;	/* batch sequence number in the stream, from 0 */
+	uint64_t epoch; /* from 0 */
 	uint64_t rows;
-	uint32_t flags;      /* enum ipc_batch_flags */
-	int32_t error;       /* IPC_BATCH_F_ERROR: the negative errno */
+	uint32_t flags;	      /* enum ipc_batch_flags */
+	int32_t error;	      /* IPC_BATCH_F_ERROR: the negative errno */
 	uint64_t total_bytes; /* the extent's length */
-	uint32_t msg_off;    /* IPC_BATCH_F_ERROR: the message (not NUL-terminated) */
+	uint32_t msg_off;     /* IPC_BATCH_F_ERROR: the message (not NUL-terminated) */
 	uint32_t msg_len;
 	uint64_t index_in_epoch; /* batches before this one in its epoch */
 };
 
 struct ipc_batch_tensor {
 	uint32_t schema_index; /* the tensor's index in the pipeline's output schema */
-	uint8_t dtype;         /* enum ipc_dtype */
-	uint8_t rank;          /* 1 .. IPC_BATCH_MAX_RANK, the batch dimension included */
-	uint8_t kind;          /* enum ipc_tensor_kind */
+	uint8_t dtype;	       /* enum ipc_dtype */
+	uint8_t rank;	       /* 1 .. IPC_BATCH_MAX_RANK, the batch dimension included */
+	uint8_t kind;	       /* enum ipc_tensor_kind */
 	uint8_t reserved0;
 	int64_t shape[IPC_BATCH_MAX_RANK]; /* shape[0] = rows; -1 for the ragged dimension */
 	uint64_t data_off;
@@ -115,11 +115,11 @@ struct ipc_tensor_view {
 	enum ipc_tensor_kind kind;
 	unsigned rank;
 	int64_t shape[IPC_BATCH_MAX_RANK];
-	uint64_t n_elems;        /* elements in data (for RAGGED: splits[rows] * inner) */
+	uint64_t n_elems; /* elements in data (for RAGGED: splits[rows] * inner) */
 	const void *data;
 	uint64_t data_len;
-	const int64_t *splits;   /* RAGGED, else NULL */
-	const int64_t *offsets;  /* strings, else NULL */
+	const int64_t *splits;	/* RAGGED, else NULL */
+	const int64_t *offsets; /* strings, else NULL */
 };
 
 struct ipc_batch_view {

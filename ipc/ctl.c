@@ -79,23 +79,40 @@ static void st64(uint8_t *p, uint64_t v)
 const char *ipc_ctl_type_name(unsigned type)
 {
 	switch (type) {
-	case IPC_CTL_HELLO: return "HELLO";
-	case IPC_CTL_REGISTER: return "REGISTER";
-	case IPC_CTL_ATTACH: return "ATTACH";
-	case IPC_CTL_DETACH: return "DETACH";
-	case IPC_CTL_SAVE_STATE: return "SAVE_STATE";
-	case IPC_CTL_LIST: return "LIST";
-	case IPC_CTL_STATS: return "STATS";
-	case IPC_CTL_ERROR: return "ERROR";
-	case IPC_CTL_HELLO_OK: return "HELLO_OK";
-	case IPC_CTL_REGISTERED: return "REGISTERED";
-	case IPC_CTL_ATTACHED: return "ATTACHED";
-	case IPC_CTL_DETACHED: return "DETACHED";
-	case IPC_CTL_STATE: return "STATE";
-	case IPC_CTL_LIST_REPLY: return "LIST_REPLY";
-	case IPC_CTL_STATS_REPLY: return "STATS_REPLY";
-	case IPC_CTL_SHUTDOWN: return "SHUTDOWN";
-	default: return "?";
+	case IPC_CTL_HELLO:
+		return "HELLO";
+	case IPC_CTL_REGISTER:
+		return "REGISTER";
+	case IPC_CTL_ATTACH:
+		return "ATTACH";
+	case IPC_CTL_DETACH:
+		return "DETACH";
+	case IPC_CTL_SAVE_STATE:
+		return "SAVE_STATE";
+	case IPC_CTL_LIST:
+		return "LIST";
+	case IPC_CTL_STATS:
+		return "STATS";
+	case IPC_CTL_ERROR:
+		return "ERROR";
+	case IPC_CTL_HELLO_OK:
+		return "HELLO_OK";
+	case IPC_CTL_REGISTERED:
+		return "REGISTERED";
+	case IPC_CTL_ATTACHED:
+		return "ATTACHED";
+	case IPC_CTL_DETACHED:
+		return "DETACHED";
+	case IPC_CTL_STATE:
+		return "STATE";
+	case IPC_CTL_LIST_REPLY:
+		return "LIST_REPLY";
+	case IPC_CTL_STATS_REPLY:
+		return "STATS_REPLY";
+	case IPC_CTL_SHUTDOWN:
+		return "SHUTDOWN";
+	default:
+		return "?";
 	}
 }
 
@@ -139,9 +156,8 @@ int ipc_ctl_msg_parse(const void *buf, size_t len, struct ipc_ctl_msg *ret_msg, 
 			    IPC_CTL_VERSION);
 	}
 	if (len > IPC_CTL_MAX_MSG)
-		return fail(-EBADMSG, emsg, emsg_cap,
-			    "ctl %s: message of %zu bytes, at most %u", ipc_ctl_type_name(m.type),
-			    len, IPC_CTL_MAX_MSG);
+		return fail(-EBADMSG, emsg, emsg_cap, "ctl %s: message of %zu bytes, at most %u",
+			    ipc_ctl_type_name(m.type), len, IPC_CTL_MAX_MSG);
 	if (m.body_len != len - IPC_CTL_HDR_SIZE)
 		return fail(-EBADMSG, emsg, emsg_cap,
 			    "ctl %s: header says %u body bytes, the message has %zu",
@@ -279,8 +295,8 @@ int ipc_ctl_builder_finish(struct ipc_ctl_builder *b, size_t *ret_len)
 
 /* ---- reader ---- */
 
-void ipc_ctl_reader_init(struct ipc_ctl_reader *r, const void *body, size_t len,
-			 uint64_t repeated, const char *what)
+void ipc_ctl_reader_init(struct ipc_ctl_reader *r, const void *body, size_t len, uint64_t repeated,
+			 const char *what)
 {
 	r->base = body;
 	r->p = body;
@@ -302,13 +318,15 @@ int ipc_ctl_reader_next(struct ipc_ctl_reader *r, struct ipc_ctl_field *ret_fiel
 	if (left < IPC_CTL_FIELD_HDR)
 		return fail(-EBADMSG, emsg, emsg_cap,
 			    "%s: truncated field header at byte %zu: %zu bytes left, a field "
-			    "header takes %d", r->what, at, left, IPC_CTL_FIELD_HDR);
+			    "header takes %d",
+			    r->what, at, left, IPC_CTL_FIELD_HDR);
 	tag = ld16(r->p);
 	len = ld32(r->p + 2);
 	if (len > left - IPC_CTL_FIELD_HDR)
 		return fail(-EBADMSG, emsg, emsg_cap,
 			    "%s: field %u at byte %zu: length %u runs past the end "
-			    "(%zu bytes left)", r->what, tag, at, len, left - IPC_CTL_FIELD_HDR);
+			    "(%zu bytes left)",
+			    r->what, tag, at, len, left - IPC_CTL_FIELD_HDR);
 	if (tag == 0)
 		return fail(-EBADMSG, emsg, emsg_cap, "%s: field at byte %zu: tag 0 is reserved",
 			    r->what, at);
@@ -373,8 +391,8 @@ int ipc_ctl_field_i64(const struct ipc_ctl_field *f, int64_t *ret, char *emsg, s
 	return r;
 }
 
-int ipc_ctl_field_str(const struct ipc_ctl_field *f, size_t max_len, const char **ret,
-		      char *emsg, size_t emsg_cap)
+int ipc_ctl_field_str(const struct ipc_ctl_field *f, size_t max_len, const char **ret, char *emsg,
+		      size_t emsg_cap)
 {
 	const void *nul;
 
@@ -411,8 +429,8 @@ int ipc_ctl_send(int fd, const void *msg, size_t len, const int *fds, size_t n_f
 		return -EINVAL;
 	if (len > IPC_CTL_MAX_MSG)
 		return -EMSGSIZE;
-	if (n_fds > ipc_ctl_type_fds(ld16((const uint8_t *)msg + offsetof(struct ipc_ctl_hdr,
-									   type))))
+	if (n_fds >
+	    ipc_ctl_type_fds(ld16((const uint8_t *)msg + offsetof(struct ipc_ctl_hdr, type))))
 		return -EINVAL;
 	memset(&mh, 0, sizeof(mh));
 	iov.iov_base = (void *)msg;

@@ -26,19 +26,19 @@
  * when the message does not fit the buffer or IPC_CTL_MAX_MSG.
  */
 
-#define IPC_CTL_MAGIC 0x4c434c53u /* "SLCL" */
-#define IPC_CTL_VERSION 1
-#define IPC_CTL_HDR_SIZE 20
-#define IPC_CTL_MAX_MSG 65536u /* header included */
-#define IPC_CTL_MAX_BODY (IPC_CTL_MAX_MSG - IPC_CTL_HDR_SIZE)
-#define IPC_CTL_MAX_FDS 4      /* the most fds one message may carry (ATTACHED carries 2) */
-#define IPC_CTL_FIELD_HDR 6    /* u16 tag, u32 length */
+#define IPC_CTL_MAGIC	  0x4c434c53u /* "SLCL" */
+#define IPC_CTL_VERSION	  1
+#define IPC_CTL_HDR_SIZE  20
+#define IPC_CTL_MAX_MSG	  65536u /* header included */
+#define IPC_CTL_MAX_BODY  (IPC_CTL_MAX_MSG - IPC_CTL_HDR_SIZE)
+#define IPC_CTL_MAX_FDS	  4 /* the most fds one message may carry (ATTACHED carries 2) */
+#define IPC_CTL_FIELD_HDR 6 /* u16 tag, u32 length */
 
-#define IPC_CTL_NAME_MAX 255   /* pipeline and client names, bytes without the NUL */
-#define IPC_CTL_TEXT_MAX 1023  /* error and shutdown text */
-#define IPC_CTL_KEY_MAX 63     /* a statistics key */
+#define IPC_CTL_NAME_MAX  255  /* pipeline and client names, bytes without the NUL */
+#define IPC_CTL_TEXT_MAX  1023 /* error and shutdown text */
+#define IPC_CTL_KEY_MAX	  63   /* a statistics key */
 #define IPC_CTL_STATE_MAX 4096 /* a reader's saved state */
-#define IPC_CTL_FP_LEN 16      /* a pipeline fingerprint (128 bits) */
+#define IPC_CTL_FP_LEN	  16   /* a pipeline fingerprint (128 bits) */
 
 /* Header flags: bits 0-15 may be ignored by a receiver that does not know them, bits 16-31 may
  * not (an unknown one makes the message malformed). Version 1 defines none. */
@@ -47,9 +47,9 @@
 /* The header as it is on the wire (little-endian fields). Its layout is the same in every
  * protocol version, so that a peer can always read the version and answer a mismatch. */
 struct ipc_ctl_hdr {
-	uint32_t magic;    /* IPC_CTL_MAGIC */
-	uint16_t version;  /* IPC_CTL_VERSION of the sender */
-	uint16_t type;     /* enum ipc_ctl_type */
+	uint32_t magic;	  /* IPC_CTL_MAGIC */
+	uint16_t version; /* IPC_CTL_VERSION of the sender */
+	uint16_t type;	  /* enum ipc_ctl_type */
 	uint32_t flags;
 	uint32_t req_id;   /* chosen by the client, echoed in the reply (0 in notices) */
 	uint32_t body_len; /* bytes after the header: the datagram is exactly 20 + body_len */
@@ -132,13 +132,13 @@ int ipc_ctl_msg_parse(const void *buf, size_t len, struct ipc_ctl_msg *ret_msg, 
 /* HELLO (frozen), the first request on a connection. */
 struct ipc_ctl_hello {
 	uint32_t version; /* the client's IPC_CTL_VERSION; required, not 0 */
-	uint32_t pid;     /* the client's pid (informational: SO_PEERCRED is the truth) */
+	uint32_t pid;	  /* the client's pid (informational: SO_PEERCRED is the truth) */
 	char client[IPC_CTL_NAME_MAX + 1]; /* optional: a name for logs ("sluicectl", "python") */
 };
 
 /* HELLO_OK: the server's version and limits. */
 struct ipc_ctl_hello_ok {
-	uint32_t version;     /* the server's IPC_CTL_VERSION */
+	uint32_t version; /* the server's IPC_CTL_VERSION */
 	uint32_t server_pid;
 	uint32_t max_msg;     /* the largest datagram the server accepts */
 	uint32_t max_readers; /* readers per pipeline; 0: no limit */
@@ -159,13 +159,13 @@ struct ipc_ctl_registered {
 
 enum ipc_ctl_mode {
 	IPC_CTL_MODE_BROADCAST = 0, /* every reader sees every batch */
-	IPC_CTL_MODE_SPLIT = 1,     /* each batch goes to one reader, first come first served */
-	IPC_CTL_MODE_RANK = 2,      /* batch k to the reader with rank_index k mod rank_count */
+	IPC_CTL_MODE_SPLIT = 1,	    /* each batch goes to one reader, first come first served */
+	IPC_CTL_MODE_RANK = 2,	    /* batch k to the reader with rank_index k mod rank_count */
 	IPC_CTL_MODE_COUNT_ = 3,
 };
 
 enum ipc_ctl_lag {
-	IPC_CTL_LAG_HOLD = 0,     /* a slow broadcast reader holds the others back (default) */
+	IPC_CTL_LAG_HOLD = 0,	  /* a slow broadcast reader holds the others back (default) */
 	IPC_CTL_LAG_CATCH_UP = 1, /* past max_lag it is moved off the shared stream */
 	IPC_CTL_LAG_COUNT_ = 2,
 };
@@ -175,22 +175,22 @@ struct ipc_ctl_attach {
 	char name[IPC_CTL_NAME_MAX + 1];
 	const char *spec;
 	uint32_t spec_len;
-	uint32_t mode;        /* enum ipc_ctl_mode */
-	uint32_t rank_index;  /* MODE_RANK: < rank_count; otherwise both 0 */
+	uint32_t mode;	     /* enum ipc_ctl_mode */
+	uint32_t rank_index; /* MODE_RANK: < rank_count; otherwise both 0 */
 	uint32_t rank_count;
-	const void *state;    /* optional: a STATE's bytes to resume from */
-	uint32_t state_len;   /* <= IPC_CTL_STATE_MAX */
-	uint32_t lag_policy;  /* enum ipc_ctl_lag */
-	uint64_t max_lag;     /* batches; 0: the pipeline's default */
+	const void *state;   /* optional: a STATE's bytes to resume from */
+	uint32_t state_len;  /* <= IPC_CTL_STATE_MAX */
+	uint32_t lag_policy; /* enum ipc_ctl_lag */
+	uint64_t max_lag;    /* batches; 0: the pipeline's default */
 };
 
 /* One output tensor of a pipeline's schema (the order of ipc_batch_tensor.schema_index). */
 struct ipc_ctl_tensor_info {
-	char name[IPC_CTL_NAME_MAX + 1]; /* non-empty */
-	uint32_t dtype;                  /* enum ipc_dtype */
-	uint32_t rank;                   /* 1..IPC_BATCH_MAX_RANK, the batch dimension included */
+	char name[IPC_CTL_NAME_MAX + 1];   /* non-empty */
+	uint32_t dtype;			   /* enum ipc_dtype */
+	uint32_t rank;			   /* 1..IPC_BATCH_MAX_RANK, the batch dimension included */
 	int64_t shape[IPC_BATCH_MAX_RANK]; /* shape[0] = -1 (rows); -1 where it varies; >= -1 */
-	bool ragged;                     /* axis 1 is ragged (row_splits) */
+	bool ragged;			   /* axis 1 is ragged (row_splits) */
 };
 
 /* ATTACHED: the reader and its ring; the datagram carries fds[0] = the ring's data memfd
@@ -199,11 +199,11 @@ struct ipc_ctl_attached {
 	uint64_t reader_id;
 	char name[IPC_CTL_NAME_MAX + 1];
 	uint8_t fingerprint[IPC_CTL_FP_LEN];
-	uint32_t ring_version;     /* the ring layout version (ipc/ring.h) */
-	uint32_t n_slots;          /* batch slots in the ring */
-	uint64_t data_bytes;       /* size of the data memfd */
-	uint64_t ctl_bytes;        /* size of the control memfd */
-	uint64_t max_batch_bytes;  /* the largest extent a batch may take; 0: not fixed */
+	uint32_t ring_version;		     /* the ring layout version (ipc/ring.h) */
+	uint32_t n_slots;		     /* batch slots in the ring */
+	uint64_t data_bytes;		     /* size of the data memfd */
+	uint64_t ctl_bytes;		     /* size of the control memfd */
+	uint64_t max_batch_bytes;	     /* the largest extent a batch may take; 0: not fixed */
 	struct ipc_ctl_tensor_info *tensors; /* the schema summary; decoded: allocated */
 	uint32_t n_tensors;
 };
@@ -232,10 +232,10 @@ enum ipc_ctl_pipeline_status {
 struct ipc_ctl_pipeline_info {
 	char name[IPC_CTL_NAME_MAX + 1]; /* non-empty */
 	uint8_t fingerprint[IPC_CTL_FP_LEN];
-	uint32_t status;            /* enum ipc_ctl_pipeline_status */
+	uint32_t status; /* enum ipc_ctl_pipeline_status */
 	uint32_t n_readers;
 	uint64_t batches_published;
-	uint32_t slots_used;        /* ring occupancy: slots_used of n_slots */
+	uint32_t slots_used; /* ring occupancy: slots_used of n_slots */
 	uint32_t n_slots;
 };
 
@@ -266,7 +266,7 @@ void ipc_ctl_stats_reply_fini(struct ipc_ctl_stats_reply *m);
 
 /* ERROR (frozen): the answer to a request that failed. */
 struct ipc_ctl_error {
-	int32_t code; /* a negative errno, -4095..-1 */
+	int32_t code;			 /* a negative errno, -4095..-1 */
 	char text[IPC_CTL_TEXT_MAX + 1]; /* optional, for a person */
 };
 
@@ -284,24 +284,24 @@ int ipc_ctl_decode_hello(const struct ipc_ctl_msg *msg, struct ipc_ctl_hello *re
 			 size_t emsg_cap);
 int ipc_ctl_encode_hello_ok(void *buf, size_t cap, uint32_t req_id,
 			    const struct ipc_ctl_hello_ok *m, size_t *ret_len);
-int ipc_ctl_decode_hello_ok(const struct ipc_ctl_msg *msg, struct ipc_ctl_hello_ok *ret,
-			    char *emsg, size_t emsg_cap);
+int ipc_ctl_decode_hello_ok(const struct ipc_ctl_msg *msg, struct ipc_ctl_hello_ok *ret, char *emsg,
+			    size_t emsg_cap);
 int ipc_ctl_encode_register(void *buf, size_t cap, uint32_t req_id,
 			    const struct ipc_ctl_register *m, size_t *ret_len);
-int ipc_ctl_decode_register(const struct ipc_ctl_msg *msg, struct ipc_ctl_register *ret,
-			    char *emsg, size_t emsg_cap);
+int ipc_ctl_decode_register(const struct ipc_ctl_msg *msg, struct ipc_ctl_register *ret, char *emsg,
+			    size_t emsg_cap);
 int ipc_ctl_encode_registered(void *buf, size_t cap, uint32_t req_id,
 			      const struct ipc_ctl_registered *m, size_t *ret_len);
 int ipc_ctl_decode_registered(const struct ipc_ctl_msg *msg, struct ipc_ctl_registered *ret,
 			      char *emsg, size_t emsg_cap);
 int ipc_ctl_encode_attach(void *buf, size_t cap, uint32_t req_id, const struct ipc_ctl_attach *m,
 			  size_t *ret_len);
-int ipc_ctl_decode_attach(const struct ipc_ctl_msg *msg, struct ipc_ctl_attach *ret,
-			  char *emsg, size_t emsg_cap);
+int ipc_ctl_decode_attach(const struct ipc_ctl_msg *msg, struct ipc_ctl_attach *ret, char *emsg,
+			  size_t emsg_cap);
 int ipc_ctl_encode_attached(void *buf, size_t cap, uint32_t req_id,
 			    const struct ipc_ctl_attached *m, size_t *ret_len);
-int ipc_ctl_decode_attached(const struct ipc_ctl_msg *msg, struct ipc_ctl_attached *ret,
-			    char *emsg, size_t emsg_cap);
+int ipc_ctl_decode_attached(const struct ipc_ctl_msg *msg, struct ipc_ctl_attached *ret, char *emsg,
+			    size_t emsg_cap);
 /* type: IPC_CTL_DETACH, IPC_CTL_SAVE_STATE or IPC_CTL_DETACHED (else -EINVAL). */
 int ipc_ctl_encode_reader_ref(void *buf, size_t cap, uint16_t type, uint32_t req_id,
 			      const struct ipc_ctl_reader_ref *m, size_t *ret_len);
@@ -312,10 +312,8 @@ int ipc_ctl_encode_state(void *buf, size_t cap, uint32_t req_id, const struct ip
 int ipc_ctl_decode_state(const struct ipc_ctl_msg *msg, struct ipc_ctl_state *ret, char *emsg,
 			 size_t emsg_cap);
 /* A message without fields (LIST). The decoder checks type, version and the TLV framing. */
-int ipc_ctl_encode_empty(void *buf, size_t cap, uint16_t type, uint32_t req_id,
-			 size_t *ret_len);
-int ipc_ctl_decode_empty(const struct ipc_ctl_msg *msg, uint16_t type, char *emsg,
-			 size_t emsg_cap);
+int ipc_ctl_encode_empty(void *buf, size_t cap, uint16_t type, uint32_t req_id, size_t *ret_len);
+int ipc_ctl_decode_empty(const struct ipc_ctl_msg *msg, uint16_t type, char *emsg, size_t emsg_cap);
 int ipc_ctl_encode_list_reply(void *buf, size_t cap, uint32_t req_id,
 			      const struct ipc_ctl_list_reply *m, size_t *ret_len);
 int ipc_ctl_decode_list_reply(const struct ipc_ctl_msg *msg, struct ipc_ctl_list_reply *ret,
@@ -334,8 +332,8 @@ int ipc_ctl_decode_error(const struct ipc_ctl_msg *msg, struct ipc_ctl_error *re
 			 size_t emsg_cap);
 int ipc_ctl_encode_shutdown(void *buf, size_t cap, const struct ipc_ctl_shutdown *m,
 			    size_t *ret_len);
-int ipc_ctl_decode_shutdown(const struct ipc_ctl_msg *msg, struct ipc_ctl_shutdown *ret,
-			    char *emsg, size_t emsg_cap);
+int ipc_ctl_decode_shutdown(const struct ipc_ctl_msg *msg, struct ipc_ctl_shutdown *ret, char *emsg,
+			    size_t emsg_cap);
 
 /* ---- fields: the TLV layer under the typed messages (also for tests and new types) ---- */
 
@@ -384,8 +382,8 @@ struct ipc_ctl_reader {
 	const char *what; /* prefix of error messages, e.g. "ctl ATTACH" */
 };
 
-void ipc_ctl_reader_init(struct ipc_ctl_reader *r, const void *body, size_t len,
-			 uint64_t repeated, const char *what);
+void ipc_ctl_reader_init(struct ipc_ctl_reader *r, const void *body, size_t len, uint64_t repeated,
+			 const char *what);
 /* 1 and the next field in *ret_field, 0 at the end, -EBADMSG (truncated field header, length
  * past the end, tag 0, a tag seen twice). */
 int ipc_ctl_reader_next(struct ipc_ctl_reader *r, struct ipc_ctl_field *ret_field, char *emsg,
@@ -396,8 +394,8 @@ int ipc_ctl_field_i32(const struct ipc_ctl_field *f, int32_t *ret, char *emsg, s
 int ipc_ctl_field_u64(const struct ipc_ctl_field *f, uint64_t *ret, char *emsg, size_t emsg_cap);
 int ipc_ctl_field_i64(const struct ipc_ctl_field *f, int64_t *ret, char *emsg, size_t emsg_cap);
 /* The value as a string of at most max_len bytes without a NUL; *ret points into the body. */
-int ipc_ctl_field_str(const struct ipc_ctl_field *f, size_t max_len, const char **ret,
-		      char *emsg, size_t emsg_cap);
+int ipc_ctl_field_str(const struct ipc_ctl_field *f, size_t max_len, const char **ret, char *emsg,
+		      size_t emsg_cap);
 
 /* ---- the socket ---- */
 

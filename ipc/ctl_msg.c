@@ -19,21 +19,21 @@
  */
 
 enum kind {
-	K_U32,   /* uint32_t; 4 bytes */
-	K_I32,   /* int32_t; 4 bytes */
-	K_U64,   /* uint64_t; 8 bytes */
-	K_I64,   /* int64_t; 8 bytes */
-	K_BOOL,  /* bool; a u32 that is 0 or 1 */
-	K_STR,   /* char[max]: at most max - 1 bytes, copied and NUL-terminated */
-	K_TEXT,  /* const char * + uint32_t length at off_n: at most max bytes, a view */
+	K_U32,	 /* uint32_t; 4 bytes */
+	K_I32,	 /* int32_t; 4 bytes */
+	K_U64,	 /* uint64_t; 8 bytes */
+	K_I64,	 /* int64_t; 8 bytes */
+	K_BOOL,	 /* bool; a u32 that is 0 or 1 */
+	K_STR,	 /* char[max]: at most max - 1 bytes, copied and NUL-terminated */
+	K_TEXT,	 /* const char * + uint32_t length at off_n: at most max bytes, a view */
 	K_BYTES, /* const void * + uint32_t length at off_n: at most max bytes, a view */
-	K_FP,    /* uint8_t[IPC_CTL_FP_LEN]: exactly that many bytes */
+	K_FP,	 /* uint8_t[IPC_CTL_FP_LEN]: exactly that many bytes */
 	K_SHAPE, /* int64_t[max] + uint32_t count at off_n: count * 8 bytes, little-endian */
-	K_SEQ,   /* T * + uint32_t count at off_n: a repeated field, each a nested body of sub */
+	K_SEQ,	 /* T * + uint32_t count at off_n: a repeated field, each a nested body of sub */
 };
 
 enum {
-	F_REQ = 1,      /* must be present */
+	F_REQ = 1,	/* must be present */
 	F_NONEMPTY = 2, /* K_STR, K_TEXT, K_BYTES: at least one byte */
 };
 
@@ -53,7 +53,7 @@ struct fdesc {
 struct mdesc {
 	const char *what; /* "ctl ATTACH": the prefix of messages */
 	uint16_t type;
-	bool frozen;      /* the same in every protocol version (HELLO, ERROR) */
+	bool frozen; /* the same in every protocol version (HELLO, ERROR) */
 	size_t size;
 	const struct fdesc *f;
 	unsigned n;
@@ -61,18 +61,31 @@ struct mdesc {
 };
 
 #define MEMBER_SIZE(st, m) sizeof(((st *)0)->m)
-#define NUM(tag, kind, flags, st, m) { tag, kind, flags, #m, offsetof(st, m), 0, 0, NULL }
-#define STR(tag, flags, st, m) \
-	{ tag, K_STR, flags, #m, offsetof(st, m), 0, MEMBER_SIZE(st, m), NULL }
-#define VIEW(tag, kind, flags, st, m, len, max) \
-	{ tag, kind, flags, #m, offsetof(st, m), offsetof(st, len), max, NULL }
-#define SHAPE(tag, flags, st, m, cnt) \
-	{ tag, K_SHAPE, flags, #m, offsetof(st, m), offsetof(st, cnt), \
-	  MEMBER_SIZE(st, m) / sizeof(int64_t), NULL }
-#define SEQ(tag, st, m, cnt, sub) \
-	{ tag, K_SEQ, 0, #m, offsetof(st, m), offsetof(st, cnt), 0, sub }
-#define MDESC(whatname, typ, froz, st, fields, chk) \
-	{ whatname, typ, froz, sizeof(st), fields, sizeof(fields) / sizeof(fields[0]), chk }
+#define NUM(tag, kind, flags, st, m)                              \
+	{                                                         \
+		tag, kind, flags, #m, offsetof(st, m), 0, 0, NULL \
+	}
+#define STR(tag, flags, st, m)                                                      \
+	{                                                                           \
+		tag, K_STR, flags, #m, offsetof(st, m), 0, MEMBER_SIZE(st, m), NULL \
+	}
+#define VIEW(tag, kind, flags, st, m, len, max)                                     \
+	{                                                                           \
+		tag, kind, flags, #m, offsetof(st, m), offsetof(st, len), max, NULL \
+	}
+#define SHAPE(tag, flags, st, m, cnt)                                        \
+	{                                                                    \
+		tag, K_SHAPE, flags, #m, offsetof(st, m), offsetof(st, cnt), \
+			MEMBER_SIZE(st, m) / sizeof(int64_t), NULL           \
+	}
+#define SEQ(tag, st, m, cnt, sub)                                             \
+	{                                                                     \
+		tag, K_SEQ, 0, #m, offsetof(st, m), offsetof(st, cnt), 0, sub \
+	}
+#define MDESC(whatname, typ, froz, st, fields, chk)                                              \
+	{                                                                                        \
+		whatname, typ, froz, sizeof(st), fields, sizeof(fields) / sizeof(fields[0]), chk \
+	}
 
 static int fail(int code, char *emsg, size_t cap, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -136,7 +149,8 @@ static int check_attach(const void *v, const char *what, char *emsg, size_t cap)
 	} else if (m->rank_index || m->rank_count) {
 		return fail(-EBADMSG, emsg, cap,
 			    "%s: rank_index/rank_count given for mode %u: expected them only with "
-			    "mode 2 (rank)", what, m->mode);
+			    "mode 2 (rank)",
+			    what, m->mode);
 	}
 	if (m->lag_policy >= IPC_CTL_LAG_COUNT_)
 		return fail(-EBADMSG, emsg, cap,
@@ -173,8 +187,8 @@ static int check_pipeline(const void *v, const char *what, char *emsg, size_t ca
 			    "%s: status: expected 0 (running), 1 (finished) or 2 (failed), got %u",
 			    what, m->status);
 	if (m->slots_used > m->n_slots)
-		return fail(-EBADMSG, emsg, cap, "%s: slots_used %u is more than n_slots %u",
-			    what, m->slots_used, m->n_slots);
+		return fail(-EBADMSG, emsg, cap, "%s: slots_used %u is more than n_slots %u", what,
+			    m->slots_used, m->n_slots);
 	return 0;
 }
 
@@ -286,16 +300,16 @@ static const struct mdesc hello_d =
 	MDESC("ctl HELLO", IPC_CTL_HELLO, true, struct ipc_ctl_hello, hello_f, check_hello);
 static const struct mdesc hello_ok_d = MDESC("ctl HELLO_OK", IPC_CTL_HELLO_OK, false,
 					     struct ipc_ctl_hello_ok, hello_ok_f, check_hello_ok);
-static const struct mdesc register_d = MDESC("ctl REGISTER", IPC_CTL_REGISTER, false,
-					     struct ipc_ctl_register, register_f, NULL);
+static const struct mdesc register_d =
+	MDESC("ctl REGISTER", IPC_CTL_REGISTER, false, struct ipc_ctl_register, register_f, NULL);
 static const struct mdesc registered_d = MDESC("ctl REGISTERED", IPC_CTL_REGISTERED, false,
 					       struct ipc_ctl_registered, registered_f, NULL);
-static const struct mdesc attach_d = MDESC("ctl ATTACH", IPC_CTL_ATTACH, false,
-					   struct ipc_ctl_attach, attach_f, check_attach);
-static const struct mdesc attached_d = MDESC("ctl ATTACHED", IPC_CTL_ATTACHED, false,
-					     struct ipc_ctl_attached, attached_f, NULL);
-static const struct mdesc detach_d = MDESC("ctl DETACH", IPC_CTL_DETACH, false,
-					   struct ipc_ctl_reader_ref, reader_ref_f, NULL);
+static const struct mdesc attach_d =
+	MDESC("ctl ATTACH", IPC_CTL_ATTACH, false, struct ipc_ctl_attach, attach_f, check_attach);
+static const struct mdesc attached_d =
+	MDESC("ctl ATTACHED", IPC_CTL_ATTACHED, false, struct ipc_ctl_attached, attached_f, NULL);
+static const struct mdesc detach_d =
+	MDESC("ctl DETACH", IPC_CTL_DETACH, false, struct ipc_ctl_reader_ref, reader_ref_f, NULL);
 static const struct mdesc save_state_d = MDESC("ctl SAVE_STATE", IPC_CTL_SAVE_STATE, false,
 					       struct ipc_ctl_reader_ref, reader_ref_f, NULL);
 static const struct mdesc detached_d = MDESC("ctl DETACHED", IPC_CTL_DETACHED, false,
@@ -310,8 +324,8 @@ static const struct mdesc stats_reply_d = MDESC("ctl STATS_REPLY", IPC_CTL_STATS
 						struct ipc_ctl_stats_reply, stats_reply_f, NULL);
 static const struct mdesc error_d =
 	MDESC("ctl ERROR", IPC_CTL_ERROR, true, struct ipc_ctl_error, error_f, check_error);
-static const struct mdesc shutdown_d = MDESC("ctl SHUTDOWN", IPC_CTL_SHUTDOWN, false,
-					     struct ipc_ctl_shutdown, shutdown_f, NULL);
+static const struct mdesc shutdown_d =
+	MDESC("ctl SHUTDOWN", IPC_CTL_SHUTDOWN, false, struct ipc_ctl_shutdown, shutdown_f, NULL);
 
 /* The largest decoded struct: decoders fill one of these and copy it out on success. */
 union any_msg {
@@ -415,7 +429,7 @@ static int check_struct(const struct mdesc *d, const void *m)
 				return -EINVAL;
 			for (len = 0; len < k; len++)
 				if (check_struct(f->sub, (const uint8_t *)get_ptr(m, f->off) +
-							      len * f->sub->size) < 0)
+								 len * f->sub->size) < 0)
 					return -EINVAL;
 			len = 1;
 			break;
@@ -583,7 +597,8 @@ static int get_value(const struct fdesc *f, const struct ipc_ctl_field *fld, voi
 		if (fld->len % 8 || fld->len / 8 > f->max)
 			return fail(-EBADMSG, emsg, cap,
 				    "%s: %s (tag %u): length %u, expected a multiple of 8 up "
-				    "to %zu", what, f->name, f->tag, fld->len, f->max * 8);
+				    "to %zu",
+				    what, f->name, f->tag, fld->len, f->max * 8);
 		for (k = 0; k < fld->len / 8; k++) {
 			memcpy(&x64, fld->val + k * 8, 8);
 			x64 = le64toh(x64);
@@ -733,16 +748,16 @@ static int decode(const struct mdesc *d, const struct ipc_ctl_msg *msg, void *re
 
 /* ---- the typed API ---- */
 
-#define CODEC(name, desc, st)                                                                  \
-	int ipc_ctl_encode_##name(void *buf, size_t cap, uint32_t req_id, const st *m,          \
-				  size_t *ret_len)                                              \
-	{                                                                                      \
-		return encode(&desc, desc.type, buf, cap, req_id, m, ret_len);                 \
-	}                                                                                      \
-	int ipc_ctl_decode_##name(const struct ipc_ctl_msg *msg, st *ret, char *emsg,           \
-				  size_t emsg_cap)                                              \
-	{                                                                                      \
-		return decode(&desc, msg, ret, emsg, emsg_cap);                                \
+#define CODEC(name, desc, st)                                                          \
+	int ipc_ctl_encode_##name(void *buf, size_t cap, uint32_t req_id, const st *m, \
+				  size_t *ret_len)                                     \
+	{                                                                              \
+		return encode(&desc, desc.type, buf, cap, req_id, m, ret_len);         \
+	}                                                                              \
+	int ipc_ctl_decode_##name(const struct ipc_ctl_msg *msg, st *ret, char *emsg,  \
+				  size_t emsg_cap)                                     \
+	{                                                                              \
+		return decode(&desc, msg, ret, emsg, emsg_cap);                        \
 	}
 
 CODEC(hello, hello_d, struct ipc_ctl_hello)
@@ -763,8 +778,8 @@ int ipc_ctl_encode_shutdown(void *buf, size_t cap, const struct ipc_ctl_shutdown
 	return encode(&shutdown_d, IPC_CTL_SHUTDOWN, buf, cap, 0, m, ret_len);
 }
 
-int ipc_ctl_decode_shutdown(const struct ipc_ctl_msg *msg, struct ipc_ctl_shutdown *ret,
-			    char *emsg, size_t emsg_cap)
+int ipc_ctl_decode_shutdown(const struct ipc_ctl_msg *msg, struct ipc_ctl_shutdown *ret, char *emsg,
+			    size_t emsg_cap)
 {
 	return decode(&shutdown_d, msg, ret, emsg, emsg_cap);
 }
@@ -772,10 +787,14 @@ int ipc_ctl_decode_shutdown(const struct ipc_ctl_msg *msg, struct ipc_ctl_shutdo
 static const struct mdesc *ref_desc(uint16_t type)
 {
 	switch (type) {
-	case IPC_CTL_DETACH: return &detach_d;
-	case IPC_CTL_SAVE_STATE: return &save_state_d;
-	case IPC_CTL_DETACHED: return &detached_d;
-	default: return NULL;
+	case IPC_CTL_DETACH:
+		return &detach_d;
+	case IPC_CTL_SAVE_STATE:
+		return &save_state_d;
+	case IPC_CTL_DETACHED:
+		return &detached_d;
+	default:
+		return NULL;
 	}
 }
 
@@ -795,8 +814,7 @@ int ipc_ctl_decode_reader_ref(const struct ipc_ctl_msg *msg, uint16_t type,
 	return d ? decode(d, msg, ret, emsg, emsg_cap) : -EINVAL;
 }
 
-int ipc_ctl_encode_empty(void *buf, size_t cap, uint16_t type, uint32_t req_id,
-			 size_t *ret_len)
+int ipc_ctl_encode_empty(void *buf, size_t cap, uint16_t type, uint32_t req_id, size_t *ret_len)
 {
 	struct ipc_ctl_builder b;
 
@@ -806,8 +824,7 @@ int ipc_ctl_encode_empty(void *buf, size_t cap, uint16_t type, uint32_t req_id,
 	return ipc_ctl_builder_finish(&b, ret_len);
 }
 
-int ipc_ctl_decode_empty(const struct ipc_ctl_msg *msg, uint16_t type, char *emsg,
-			 size_t emsg_cap)
+int ipc_ctl_decode_empty(const struct ipc_ctl_msg *msg, uint16_t type, char *emsg, size_t emsg_cap)
 {
 	struct ipc_ctl_reader rd;
 	struct ipc_ctl_field fld;

@@ -179,9 +179,10 @@ int ipc_ring_create(const struct ipc_ring_opts *opts, struct ipc_ring **ret_ring
 	data_size = ipc_ring_align(opts->data_bytes, IPC_RING_PAGE);
 	schema_off = sizeof(struct ipc_ring_hdr);
 	slots_off = ipc_ring_align(schema_off + (uint64_t)opts->n_schema *
-				   sizeof(struct ipc_ring_tensor), IPC_RING_LINE);
-	order_off = ipc_ring_align(slots_off + (uint64_t)opts->n_slots *
-				   sizeof(struct ipc_ring_slot), IPC_RING_LINE);
+							sizeof(struct ipc_ring_tensor),
+				   IPC_RING_LINE);
+	order_off = ipc_ring_align(
+		slots_off + (uint64_t)opts->n_slots * sizeof(struct ipc_ring_slot), IPC_RING_LINE);
 	data_off = ipc_ring_align(order_off + 4ull * opts->n_slots, IPC_RING_PAGE);
 	total = data_off + data_size;
 

@@ -18,26 +18,26 @@
  */
 
 #define IPC_RING_MAX_READERS 64
-#define IPC_RING_MAX_SLOTS 4096u
-#define IPC_RING_MIN_SLOTS 2u
-#define IPC_RING_MAX_SCHEMA 1024u
-#define IPC_RING_MAX_DATA (1ull << 40)
-#define IPC_RING_NAME_MAX 64 /* a tensor name: up to 63 bytes and a NUL */
+#define IPC_RING_MAX_SLOTS   4096u
+#define IPC_RING_MIN_SLOTS   2u
+#define IPC_RING_MAX_SCHEMA  1024u
+#define IPC_RING_MAX_DATA    (1ull << 40)
+#define IPC_RING_NAME_MAX    64 /* a tensor name: up to 63 bytes and a NUL */
 
 enum ipc_ring_mode {
 	IPC_RING_BROADCAST = 0, /* every reader sees every batch */
-	IPC_RING_SPLIT = 1,     /* each batch to exactly one reader, whoever has room first */
-	IPC_RING_RANK = 2,      /* batch k to the reader with rank index k mod rank_n */
+	IPC_RING_SPLIT = 1,	/* each batch to exactly one reader, whoever has room first */
+	IPC_RING_RANK = 2,	/* batch k to the reader with rank index k mod rank_n */
 };
 
 /* One output tensor of the pipeline's schema (shared-memory layout: 136 bytes). */
 struct ipc_ring_tensor {
 	char name[IPC_RING_NAME_MAX]; /* NUL-terminated */
-	uint8_t dtype;                /* enum ipc_dtype */
-	uint8_t rank;                 /* 1 .. IPC_BATCH_MAX_RANK, the batch dimension included */
-	uint8_t ragged;               /* 0 or 1: axis 1 is ragged (row_splits) */
+	uint8_t dtype;		      /* enum ipc_dtype */
+	uint8_t rank;		      /* 1 .. IPC_BATCH_MAX_RANK, the batch dimension included */
+	uint8_t ragged;		      /* 0 or 1: axis 1 is ragged (row_splits) */
 	uint8_t reserved[5];
-	int64_t shape[8];             /* static shape; -1 where it varies (shape[0]: rows) */
+	int64_t shape[8]; /* static shape; -1 where it varies (shape[0]: rows) */
 };
 
 _Static_assert(sizeof(struct ipc_ring_tensor) == 136, "schema entry layout");
@@ -48,16 +48,16 @@ _Static_assert(sizeof(struct ipc_ring_tensor) == 136, "schema entry layout");
 struct ipc_ring;
 
 struct ipc_ring_opts {
-	size_t size;          /* sizeof(struct ipc_ring_opts), set by _init */
-	uint64_t data_bytes;  /* the data area; rounded up to 4096; default 64 MiB */
-	uint32_t n_slots;     /* published batches the ring can hold: a power of two, default 64 */
+	size_t size;	     /* sizeof(struct ipc_ring_opts), set by _init */
+	uint64_t data_bytes; /* the data area; rounded up to 4096; default 64 MiB */
+	uint32_t n_slots;    /* published batches the ring can hold: a power of two, default 64 */
 	enum ipc_ring_mode mode;
 	uint32_t rank_n;      /* IPC_RING_RANK: the number of ranks (1 .. IPC_RING_MAX_READERS) */
 	uint32_t split_depth; /* IPC_RING_SPLIT: batches handed to a reader ahead of its reads
 			       * (default 2; 1 .. n_slots) */
 	const struct ipc_ring_tensor *schema; /* copied */
-	uint32_t n_schema;    /* <= IPC_RING_MAX_SCHEMA */
-	const char *name;     /* the memfd's name (shows in /proc/PID/fd), or NULL */
+	uint32_t n_schema;		      /* <= IPC_RING_MAX_SCHEMA */
+	const char *name; /* the memfd's name (shows in /proc/PID/fd), or NULL */
 };
 
 void ipc_ring_opts_init(struct ipc_ring_opts *opts);
@@ -180,15 +180,15 @@ int ipc_ring_set_error(struct ipc_ring *ring, int err);
 int ipc_ring_wait(struct ipc_ring *ring, int64_t timeout_ns);
 
 struct ipc_ring_info {
-	uint64_t head;      /* the next seq to publish */
-	uint64_t low;       /* every seq in [low, head) is still in the ring */
+	uint64_t head;	    /* the next seq to publish */
+	uint64_t low;	    /* every seq in [low, head) is still in the ring */
 	uint64_t data_used; /* bytes of the data area in extents (reserved or published) */
 	uint64_t data_size;
 	uint32_t n_slots;
 	uint32_t n_readers;
 	uint32_t n_free_slots;
-	uint64_t readers;   /* bit per attached reader id */
-	uint64_t moved;     /* broadcast: bit per reader moved off by the lag policy */
+	uint64_t readers; /* bit per attached reader id */
+	uint64_t moved;	  /* broadcast: bit per reader moved off by the lag policy */
 };
 void ipc_ring_get_info(const struct ipc_ring *ring, struct ipc_ring_info *ret_info);
 
@@ -213,8 +213,8 @@ struct ipc_ring_batch {
  * refused (-EPERM); its header, schema and sizes are checked (-EBADMSG, with a message), then it
  * is mapped read-only and the control block read-write. -ENOMEM, -errno.
  */
-int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_client,
-			   char *msg, size_t msg_cap);
+int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_client, char *msg,
+			   size_t msg_cap);
 /* Unmap both and free. Held batches are released by the daemon when it removes the reader. */
 void ipc_ring_client_detach(struct ipc_ring_client *c);
 

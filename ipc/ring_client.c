@@ -41,12 +41,12 @@ struct ipc_ring_client {
 	unsigned id;
 	struct ipc_ring_cb *cb;
 	uint64_t cb_len;
-	struct ipc_ring_ent *rel;       /* we write */
+	struct ipc_ring_ent *rel;	/* we write */
 	const struct ipc_ring_ent *asg; /* the daemon writes */
-	uint64_t cursor;             /* our copy of cb->cursor */
-	uint64_t rel_head;           /* our copy of cb->rel_head */
-	uint64_t *held;              /* [slot]: seq + 1 while we hold that batch, else 0 */
-	bool catch_up;               /* broadcast: the daemon may move us off (lag policy) */
+	uint64_t cursor;		/* our copy of cb->cursor */
+	uint64_t rel_head;		/* our copy of cb->rel_head */
+	uint64_t *held;			/* [slot]: seq + 1 while we hold that batch, else 0 */
+	bool catch_up;			/* broadcast: the daemon may move us off (lag policy) */
 	struct ipc_ring_tensor *schema;
 	uint32_t n_schema;
 };
@@ -76,8 +76,7 @@ static inline void cpu_relax(void)
 }
 
 /* The fd's seals and size; -EPERM when a required seal is missing. */
-static int check_fd(int fd, int need, const char *what, uint64_t *ret_size, char *msg,
-		    size_t cap)
+static int check_fd(int fd, int need, const char *what, uint64_t *ret_size, char *msg, size_t cap)
 {
 	struct stat st;
 	int seals;
@@ -186,8 +185,8 @@ static int check_cb(const struct ipc_ring_cb *cb, const struct ipc_ring_hdr *h, 
 	return 0;
 }
 
-int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_client,
-			   char *msg, size_t msg_cap)
+int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_client, char *msg,
+			   size_t msg_cap)
 {
 	struct ipc_ring_client *c;
 	struct ipc_ring_hdr h;
@@ -518,7 +517,7 @@ int ipc_ring_client_next(struct ipc_ring_client *c, int64_t timeout_ns,
 static int wait_next(struct ipc_ring_client *c, int64_t timeout_ns,
 		     struct ipc_ring_batch *ret_batch)
 {
-	struct timespec deadline = {0, 0};
+	struct timespec deadline = { 0, 0 };
 	int rc = -EAGAIN;
 
 	for (int i = 0; i < IPC_RING_SPIN; i++) {
@@ -584,8 +583,7 @@ int ipc_ring_client_release(struct ipc_ring_client *c, const struct ipc_ring_bat
 	return 0;
 }
 
-const struct ipc_ring_tensor *ipc_ring_client_schema(const struct ipc_ring_client *c,
-						     size_t *ret_n)
+const struct ipc_ring_tensor *ipc_ring_client_schema(const struct ipc_ring_client *c, size_t *ret_n)
 {
 	*ret_n = c->n_schema;
 	return c->schema;

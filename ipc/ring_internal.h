@@ -36,16 +36,16 @@
  * All integers are little-endian native words; offsets are from the start of the memfd.
  */
 
-#define IPC_RING_MAGIC 0x474e5253u    /* "SRNG" */
+#define IPC_RING_MAGIC	  0x474e5253u /* "SRNG" */
 #define IPC_RING_CB_MAGIC 0x42435253u /* "SRCB" */
-#define IPC_RING_VERSION 1
-#define IPC_RING_LINE 64
-#define IPC_RING_PAGE 4096u
+#define IPC_RING_VERSION  1
+#define IPC_RING_LINE	  64
+#define IPC_RING_PAGE	  4096u
 #define IPC_RING_SEQ_NONE UINT64_MAX /* a slot being rewritten */
 
 /* The seals a client requires on the data memfd (F_SEAL_WRITE is accepted for FUTURE_WRITE). */
 #define IPC_RING_DATA_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)
-#define IPC_RING_CB_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#define IPC_RING_CB_SEALS   (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 /* Values of ipc_ring_hdr.state. */
 enum { IPC_RING_S_RUNNING = 0, IPC_RING_S_EOS = 1, IPC_RING_S_ERROR = 2 };
@@ -53,34 +53,34 @@ enum { IPC_RING_S_RUNNING = 0, IPC_RING_S_EOS = 1, IPC_RING_S_ERROR = 2 };
 enum {
 	IPC_RING_CB_EOS = 1u << 0,
 	IPC_RING_CB_EVICTED = 1u << 1,
-	IPC_RING_CB_MOVED = 1u << 2,     /* broadcast: being moved off the shared stream */
+	IPC_RING_CB_MOVED = 1u << 2,	 /* broadcast: being moved off the shared stream */
 	IPC_RING_CB_MOVED_END = 1u << 3, /* ... and end says where its stream here ends */
 };
 
-_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
-	       "shared words must be lock-free atomics");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "shared words must be "
+									 "lock-free atomics");
 
 struct ipc_ring_hdr {
 	/* lines 0-1: written once by the daemon before the memfd is sealed and handed out */
-	uint32_t magic;      /* IPC_RING_MAGIC */
+	uint32_t magic;	     /* IPC_RING_MAGIC */
 	uint16_t version;    /* IPC_RING_VERSION */
 	uint16_t hdr_size;   /* sizeof(struct ipc_ring_hdr) */
-	uint32_t mode;       /* enum ipc_ring_mode */
+	uint32_t mode;	     /* enum ipc_ring_mode */
 	uint32_t rank_n;     /* IPC_RING_RANK: ranks; else 0 */
 	uint64_t total_size; /* the memfd's size */
 	uint64_t schema_off;
 	uint32_t n_schema;
-	uint32_t n_slots;    /* a power of two */
+	uint32_t n_slots; /* a power of two */
 	uint64_t slots_off;
 	uint64_t order_off;
 	uint64_t data_off;
-	uint64_t data_size;  /* a multiple of 4096 */
+	uint64_t data_size; /* a multiple of 4096 */
 	uint8_t pad0_[56];
 	/* line 2: written by the daemon while it runs; read by clients */
 	_Alignas(IPC_RING_LINE) _Atomic uint64_t head; /* seqs < head are published */
-	_Atomic uint64_t low;   /* every seq in [low, head) is still in the ring (informative) */
+	_Atomic uint64_t low;	/* every seq in [low, head) is still in the ring (informative) */
 	_Atomic uint32_t state; /* IPC_RING_S_* */
-	_Atomic int32_t error;  /* IPC_RING_S_ERROR: -errno */
+	_Atomic int32_t error;	/* IPC_RING_S_ERROR: -errno */
 	uint8_t pad2_[40];
 };
 
@@ -96,9 +96,9 @@ _Static_assert(offsetof(struct ipc_ring_hdr, error) == 148, "layout");
  * state is IPC_RING_SEQ_NONE); a slot is reused only after every reader released its batch.
  */
 struct ipc_ring_slot {
-	_Atomic uint64_t seq;   /* the batch's seq, IPC_RING_SEQ_NONE while rewritten */
-	_Atomic uint64_t off;   /* from the start of the data area, 4096-aligned */
-	_Atomic uint64_t len;   /* > 0; off + len <= data_size */
+	_Atomic uint64_t seq; /* the batch's seq, IPC_RING_SEQ_NONE while rewritten */
+	_Atomic uint64_t off; /* from the start of the data area, 4096-aligned */
+	_Atomic uint64_t len; /* > 0; off + len <= data_size */
 	_Atomic uint64_t epoch;
 	_Atomic uint32_t flags; /* IPC_BATCH_F_* */
 	uint32_t reserved;
@@ -118,35 +118,35 @@ _Static_assert(sizeof(struct ipc_ring_ent) == 16, "control block entry");
 
 struct ipc_ring_cb {
 	/* line 0: written by the daemon when it adds the reader; the client checks it at attach */
-	uint32_t magic;   /* IPC_RING_CB_MAGIC */
-	uint16_t version; /* IPC_RING_VERSION */
+	uint32_t magic;	      /* IPC_RING_CB_MAGIC */
+	uint16_t version;     /* IPC_RING_VERSION */
 	uint16_t cb_hdr_size; /* sizeof(struct ipc_ring_cb) */
 	uint32_t reader_id;
-	uint32_t mode;    /* the ring's */
-	uint32_t n;       /* entries of rel[] and of asg[]: the ring's n_slots */
+	uint32_t mode; /* the ring's */
+	uint32_t n;    /* entries of rel[] and of asg[]: the ring's n_slots */
 	uint32_t rank_index;
-	uint64_t size;    /* the memfd's size */
+	uint64_t size; /* the memfd's size */
 	uint64_t rel_off;
 	uint64_t asg_off;
-	uint64_t start;   /* broadcast: the first seq for this reader (the ring's low); else 0 */
+	uint64_t start;	   /* broadcast: the first seq for this reader (the ring's low); else 0 */
 	uint32_t catch_up; /* broadcast: nonzero when it may be moved off the shared stream
 			      (set before the fds are handed out) */
 	uint32_t reserved0_;
 	/* line 1: written by the reader (the daemon validates every value it reads here) */
 	_Alignas(IPC_RING_LINE) _Atomic uint64_t cursor; /* broadcast: next seq it will take;
 							    split/rank: asg[] entries taken */
-	_Atomic uint64_t rel_head;  /* rel[] entries written */
-	_Atomic uint32_t waiting;   /* nonzero: asleep (or about to be) on wake */
-	_Atomic uint32_t doorbell;  /* bumped (and woken) when daemon_waiting is set */
-	_Atomic uint64_t taken;     /* statistics only: batches next() returned */
-	_Atomic uint64_t wait_ns;   /* statistics only: time next() waited for one */
+	_Atomic uint64_t rel_head;			 /* rel[] entries written */
+	_Atomic uint32_t waiting;  /* nonzero: asleep (or about to be) on wake */
+	_Atomic uint32_t doorbell; /* bumped (and woken) when daemon_waiting is set */
+	_Atomic uint64_t taken;	   /* statistics only: batches next() returned */
+	_Atomic uint64_t wait_ns;  /* statistics only: time next() waited for one */
 	uint8_t pad1_[24];
 	/* line 2: written by the daemon (the client checks what it reads here too) */
 	_Alignas(IPC_RING_LINE) _Atomic uint64_t asg_head; /* asg[] entries written */
-	_Atomic uint64_t rel_tail;  /* rel[] entries taken in by the daemon */
-	_Atomic uint64_t end;       /* with IPC_RING_CB_EOS: the cursor at which the stream ends */
-	_Atomic uint32_t wake;      /* the reader's futex word: bumped when there is news */
-	_Atomic uint32_t flags;     /* IPC_RING_CB_* */
+	_Atomic uint64_t rel_tail; /* rel[] entries taken in by the daemon */
+	_Atomic uint64_t end;	   /* with IPC_RING_CB_EOS: the cursor at which the stream ends */
+	_Atomic uint32_t wake;	   /* the reader's futex word: bumped when there is news */
+	_Atomic uint32_t flags;	   /* IPC_RING_CB_* */
 	_Atomic uint32_t daemon_waiting; /* nonzero: the daemon sleeps on doorbell */
 	uint8_t pad2_[28];
 };
@@ -177,14 +177,14 @@ static inline uint64_t ipc_ring_cb_size(uint32_t n)
 enum { SL_FREE = 0, SL_RESERVED, SL_PENDING, SL_LIVE };
 
 struct slot_priv {
-	uint64_t seq;     /* SL_PENDING, SL_LIVE */
+	uint64_t seq;	  /* SL_PENDING, SL_LIVE */
 	uint64_t holders; /* readers that have not released it */
 	uint64_t asg_idx; /* split/rank: its index in the owner's asg[] */
-	uint64_t off;     /* the extent, from the start of the data area */
+	uint64_t off;	  /* the extent, from the start of the data area */
 	uint64_t cap;
-	uint32_t gen;     /* bumped when the slot is freed: stale ipc_ring_extents are refused */
-	int owner;        /* split/rank: the reader it was handed to, or -1 */
-	int state;        /* SL_* */
+	uint32_t gen; /* bumped when the slot is freed: stale ipc_ring_extents are refused */
+	int owner;    /* split/rank: the reader it was handed to, or -1 */
+	int state;    /* SL_* */
 };
 
 struct range {
@@ -198,10 +198,10 @@ struct reader {
 	size_t cb_size;
 	int fd;
 	uint32_t rank_index;
-	uint64_t cursor;   /* the last valid value read from cb->cursor */
-	uint64_t rel_tail; /* rel[] entries taken in */
-	uint64_t asg_head; /* asg[] entries written */
-	uint64_t max_lag;  /* broadcast: moved off past this lag; 0: it holds the others back */
+	uint64_t cursor;    /* the last valid value read from cb->cursor */
+	uint64_t rel_tail;  /* rel[] entries taken in */
+	uint64_t asg_head;  /* asg[] entries written */
+	uint64_t max_lag;   /* broadcast: moved off past this lag; 0: it holds the others back */
 	uint64_t moved_end; /* once moved: where its stream here ended */
 	bool bad, eos_sent;
 	char problem[160];
@@ -223,13 +223,13 @@ struct ipc_ring {
 	uint64_t head, low;
 	struct slot_priv *sp;
 	uint32_t *free_slots, n_free; /* a stack */
-	struct range *free_rng;       /* sorted by off, never adjacent; at most n_slots + 1 */
+	struct range *free_rng;	      /* sorted by off, never adjacent; at most n_slots + 1 */
 	uint32_t n_rng;
 	uint32_t *pending, n_pending; /* split/rank: slots handed to nobody yet, in seq order */
 	uint32_t *pending_by_rank;
 	int by_rank[IPC_RING_MAX_READERS];
 	uint64_t attached, bad_mask;
-	uint64_t moved;    /* broadcast readers moved off: they hold no new batch */
+	uint64_t moved; /* broadcast readers moved off: they hold no new batch */
 	struct reader rd[IPC_RING_MAX_READERS];
 };
 

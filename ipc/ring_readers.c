@@ -193,8 +193,8 @@ static bool held_elsewhere(const struct ipc_ring *r, unsigned id)
 		const struct slot_priv *sp = &r->sp[i];
 		if (sp->state != SL_LIVE || !(sp->holders & busy))
 			continue;
-		if (r->mode == IPC_RING_SPLIT || r->rd[sp->owner >= 0 ? sp->owner : 0].rank_index ==
-							 r->rd[id].rank_index)
+		if (r->mode == IPC_RING_SPLIT ||
+		    r->rd[sp->owner >= 0 ? sp->owner : 0].rank_index == r->rd[id].rank_index)
 			return true;
 	}
 	return false;
@@ -233,8 +233,7 @@ void ipc_ring_eos_pass_(struct ipc_ring *r)
 
 /* ---- readers: adding, removing, collecting ---- */
 
-int ipc_ring_add_reader(struct ipc_ring *r, uint32_t rank_index, unsigned *ret_id,
-			int *ret_cb_fd)
+int ipc_ring_add_reader(struct ipc_ring *r, uint32_t rank_index, unsigned *ret_id, int *ret_cb_fd)
 {
 	struct reader *rd;
 	struct ipc_ring_cb *cb;
@@ -374,8 +373,10 @@ static int collect_one(struct ipc_ring *r, unsigned id)
 		struct slot_priv *sp = slot < r->n_slots ? &r->sp[slot] : NULL;
 
 		if (!sp || sp->state != SL_LIVE || sp->seq != seq || !(sp->holders & bit)) {
-			mark_bad(r, id, "rel[%llu] releases seq %llu in slot %llu, which it does "
-				 "not hold", (unsigned long long)k, (unsigned long long)seq,
+			mark_bad(r, id,
+				 "rel[%llu] releases seq %llu in slot %llu, which it does "
+				 "not hold",
+				 (unsigned long long)k, (unsigned long long)seq,
 				 (unsigned long long)slot);
 			break;
 		}
@@ -476,7 +477,7 @@ static bool progress_possible(struct ipc_ring *r)
 int ipc_ring_wait(struct ipc_ring *r, int64_t timeout_ns)
 {
 	struct futex_waitv w[IPC_RING_MAX_READERS];
-	struct timespec deadline = {0, 0};
+	struct timespec deadline = { 0, 0 };
 	uint64_t good = good_readers(r);
 	unsigned n = 0;
 	int rc;
@@ -516,7 +517,7 @@ int ipc_ring_wait(struct ipc_ring *r, int64_t timeout_ns)
 			rc = 0;
 		if (rc == -ENOSYS) {
 			/* Before Linux 5.16: poll every millisecond. */
-			struct timespec ms = {0, 1000000};
+			struct timespec ms = { 0, 1000000 };
 
 			nanosleep(&ms, NULL);
 			rc = 0;

@@ -7,11 +7,13 @@
 
 _Static_assert(SLUICE_MAX_RANK == IPC_BATCH_MAX_RANK, "rank limits agree");
 _Static_assert((int)SLUICE_INT8 == IPC_DTYPE_INT8 && (int)SLUICE_UINT64 == IPC_DTYPE_UINT64 &&
-	       (int)SLUICE_FLOAT16 == IPC_DTYPE_FLOAT16 && (int)SLUICE_BOOL == IPC_DTYPE_BOOL &&
-	       (int)SLUICE_STRING == IPC_DTYPE_STRING, "dtype numbers agree");
+		       (int)SLUICE_FLOAT16 == IPC_DTYPE_FLOAT16 &&
+		       (int)SLUICE_BOOL == IPC_DTYPE_BOOL && (int)SLUICE_STRING == IPC_DTYPE_STRING,
+	       "dtype numbers agree");
 _Static_assert((int)SLUICE_MODE_BROADCAST == IPC_CTL_MODE_BROADCAST &&
-	       (int)SLUICE_MODE_SPLIT == IPC_CTL_MODE_SPLIT &&
-	       (int)SLUICE_MODE_RANK == IPC_CTL_MODE_RANK, "mode numbers agree");
+		       (int)SLUICE_MODE_SPLIT == IPC_CTL_MODE_SPLIT &&
+		       (int)SLUICE_MODE_RANK == IPC_CTL_MODE_RANK,
+	       "mode numbers agree");
 _Static_assert(SLUICE_STATE_MAX == IPC_CTL_STATE_MAX, "state limits agree");
 
 uint64_t sluice_batch_seq(const struct sluice_batch *b)
@@ -127,8 +129,7 @@ int sluice_batch_describe(const struct sluice_batch *b, struct sluice_batch_info
 	return (int)n;
 }
 
-int sluice_batch_tensor(const struct sluice_batch *b, const char *name,
-			struct sluice_tensor *ret)
+int sluice_batch_tensor(const struct sluice_batch *b, const char *name, struct sluice_tensor *ret)
 {
 	int i;
 
@@ -143,23 +144,41 @@ int sluice_batch_tensor(const struct sluice_batch *b, const char *name,
 const char *sluice_strerror(int code)
 {
 	switch (code < 0 ? -code : code) {
-	case 0: return "success";
-	case ENOENT: return "no such pipeline";
-	case EACCES: return "not allowed to read this pipeline";
-	case EUSERS: return "the pipeline has as many readers as it allows";
-	case EBUSY: return "that rank is taken by another reader";
-	case ENODATA: return "end of the stream";
-	case ECONNRESET: return "the connection to sluiced was lost";
-	case ECONNREFUSED: return "sluiced is not listening (is it running?)";
-	case ECONNABORTED: return "sluiced removed this reader";
-	case EPROTONOSUPPORT: return "sluiced speaks another protocol version";
-	case ETIMEDOUT: return "timed out";
-	case EBADMSG: return "a malformed message, ring or batch from sluiced";
-	case ENOSPC: return "a memory budget of sluiced is exhausted";
-	case EINVAL: return "invalid argument or pipeline spec";
-	case ENOBUFS: return "the buffer is too small";
-	case EMSGSIZE: return "too large for a message of the control socket";
-	case ENAMETOOLONG: return "the socket path is too long";
-	default: return strerror(code < 0 ? -code : code);
+	case 0:
+		return "success";
+	case ENOENT:
+		return "no such pipeline";
+	case EACCES:
+		return "not allowed to read this pipeline";
+	case EUSERS:
+		return "the pipeline has as many readers as it allows";
+	case EBUSY:
+		return "that rank is taken by another reader";
+	case ENODATA:
+		return "end of the stream";
+	case ECONNRESET:
+		return "the connection to sluiced was lost";
+	case ECONNREFUSED:
+		return "sluiced is not listening (is it running?)";
+	case ECONNABORTED:
+		return "sluiced removed this reader";
+	case EPROTONOSUPPORT:
+		return "sluiced speaks another protocol version";
+	case ETIMEDOUT:
+		return "timed out";
+	case EBADMSG:
+		return "a malformed message, ring or batch from sluiced";
+	case ENOSPC:
+		return "a memory budget of sluiced is exhausted";
+	case EINVAL:
+		return "invalid argument or pipeline spec";
+	case ENOBUFS:
+		return "the buffer is too small";
+	case EMSGSIZE:
+		return "too large for a message of the control socket";
+	case ENAMETOOLONG:
+		return "the socket path is too long";
+	default:
+		return strerror(code < 0 ? -code : code);
 	}
 }

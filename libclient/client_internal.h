@@ -44,53 +44,53 @@
  */
 
 #define LC_REPLY_TIMEOUT_MS 30000 /* a daemon that does not answer a request in time is gone */
-#define LC_SLICE_MS 200           /* next() checks the socket this often while it waits */
-#define LC_HOLD_SLICE_MS 1        /* ... and lets queued releases through this often */
-#define LC_RETRY_MS 100           /* between reconnect attempts */
-#define LC_ABORT_GRACE_MS 100     /* after -ECONNABORTED: how long to wait for EOF/SHUTDOWN */
-#define LC_DEFAULT_TRIES 50
+#define LC_SLICE_MS	    200	  /* next() checks the socket this often while it waits */
+#define LC_HOLD_SLICE_MS    1	  /* ... and lets queued releases through this often */
+#define LC_RETRY_MS	    100	  /* between reconnect attempts */
+#define LC_ABORT_GRACE_MS   100	  /* after -ECONNABORTED: how long to wait for EOF/SHUTDOWN */
+#define LC_DEFAULT_TRIES    50
 
 struct sluice_client {
 	pthread_mutex_t lock;
-	int fd;                  /* -1 while disconnected */
-	_Atomic uint64_t gen;    /* written under lock; readers compare without it */
-	bool shutdown_seen;      /* a SHUTDOWN notice came on this connection */
+	int fd;		      /* -1 while disconnected */
+	_Atomic uint64_t gen; /* written under lock; readers compare without it */
+	bool shutdown_seen;   /* a SHUTDOWN notice came on this connection */
 	uint32_t shutdown_flags;
 	char shutdown_reason[IPC_CTL_TEXT_MAX + 1];
 	uint32_t next_req;
 	struct ipc_ctl_hello_ok hello;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct sluice_reader *readers; /* doubly linked through prev/next */
-	uint8_t *sbuf, *rbuf;          /* IPC_CTL_MAX_MSG bytes each */
+	uint8_t *sbuf, *rbuf;	       /* IPC_CTL_MAX_MSG bytes each */
 };
 
 struct lc_ring {
-	pthread_mutex_t lock;         /* every call on rc */
+	pthread_mutex_t lock; /* every call on rc */
 	struct ipc_ring_client *rc;
-	pthread_mutex_t mu;           /* refs and pending (never held across a ring call) */
+	pthread_mutex_t mu; /* refs and pending (never held across a ring call) */
 	unsigned refs;
-	struct sluice_batch *pending; /* released while lock was taken: to release on rc */
+	struct sluice_batch *pending;	      /* released while lock was taken: to release on rc */
 	const struct ipc_ring_tensor *schema; /* owned by rc */
 	size_t n_schema;
-	_Atomic int cuda_reg;         /* cuda.c: is the data area registered with CUDA */
+	_Atomic int cuda_reg; /* cuda.c: is the data area registered with CUDA */
 };
 
 struct sluice_reader {
 	struct sluice_client *c;
 	struct sluice_reader *prev, *next;
-	struct lc_ring *ring;   /* NULL while not attached (a reconnect failed) */
+	struct lc_ring *ring; /* NULL while not attached (a reconnect failed) */
 	uint64_t reader_id;
-	uint64_t gen;           /* the connection it was attached on */
+	uint64_t gen;			 /* the connection it was attached on */
 	char name[IPC_CTL_NAME_MAX + 1]; /* from ATTACHED */
 	/* The attach options, for re-attaching. */
-	char *spec;             /* attached by spec: a copy, else NULL */
+	char *spec; /* attached by spec: a copy, else NULL */
 	size_t spec_len;
 	char opt_name[IPC_CTL_NAME_MAX + 1];
 	uint32_t mode, rank_index, rank_count;
 	unsigned tries;
 	uint8_t state[IPC_CTL_STATE_MAX]; /* the last saved state, else the attach's */
 	size_t state_len;
-	uint32_t lag_policy;    /* enum sluice_lag, broadcast */
+	uint32_t lag_policy; /* enum sluice_lag, broadcast */
 	uint64_t max_lag;
 	/* Moved off the shared stream (lag policy): on its own pipeline now; the old reader is
 	 * detached once no batch of it is held any more. */
@@ -99,7 +99,7 @@ struct sluice_reader {
 	uint64_t old_reader_id;
 	uint64_t old_gen;
 	/* Sticky outcomes. */
-	int error;              /* the pipeline's error batch: returned from then on */
+	int error; /* the pipeline's error batch: returned from then on */
 	char error_msg[sizeof(((struct sluice_error *)0)->msg)];
 	bool eos;
 };
@@ -109,7 +109,7 @@ struct sluice_batch {
 	struct sluice_batch *next_pending;
 	struct ipc_ring_batch rb;
 	struct ipc_batch_view v;
-	void *cuda_event;             /* cuda.c: recorded after its copies, or NULL */
+	void *cuda_event; /* cuda.c: recorded after its copies, or NULL */
 };
 
 /* ---- errors (conn.c) ---- */

@@ -44,8 +44,8 @@ int lc_socket_path(const char *socket_path, char *buf, size_t cap, struct sluice
 		int len = colon ? (int)(colon - env) : (int)strlen(env);
 
 		n = snprintf(buf, cap, "%.*s/sluice.sock", len, env);
-	} else if (access(LC_SYSTEM_SOCKET, F_OK) == 0 ||
-		   !(env = getenv("XDG_RUNTIME_DIR")) || !env[0]) {
+	} else if (access(LC_SYSTEM_SOCKET, F_OK) == 0 || !(env = getenv("XDG_RUNTIME_DIR")) ||
+		   !env[0]) {
 		n = snprintf(buf, cap, "%s", LC_SYSTEM_SOCKET);
 	} else {
 		n = snprintf(buf, cap, "%s/sluice/sluice.sock", env);
@@ -53,7 +53,8 @@ int lc_socket_path(const char *socket_path, char *buf, size_t cap, struct sluice
 	if (n < 0 || (size_t)n >= cap || n == 0)
 		return lc_fail(err, -ENAMETOOLONG,
 			       "socket path \"%.200s\": empty or longer than the %zu bytes a Unix "
-			       "socket address holds", buf, cap - 1);
+			       "socket address holds",
+			       buf, cap - 1);
 	return 0;
 }
 
@@ -101,10 +102,10 @@ static void take_shutdown(struct sluice_client *c, const struct ipc_ctl_msg *m)
  * -ECONNRESET (EOF: the socket is closed here), -ETIMEDOUT, -EPROTONOSUPPORT (the header of
  * another version; *ret_msg is filled), -EBADMSG / -EMSGSIZE (the socket is closed here).
  */
-static int recv_msg(struct sluice_client *c, int timeout_ms, struct ipc_ctl_msg *ret_msg,
-		    int *fds, size_t max_fds, size_t *ret_nfds, char *emsg, size_t cap)
+static int recv_msg(struct sluice_client *c, int timeout_ms, struct ipc_ctl_msg *ret_msg, int *fds,
+		    size_t max_fds, size_t *ret_nfds, char *emsg, size_t cap)
 {
-	struct pollfd p = {.fd = c->fd, .events = POLLIN};
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
 	int rc, n;
 
 	do
@@ -263,7 +264,7 @@ bool lc_poll_locked(struct sluice_client *c, int wait_ms)
 /* HELLO on a fresh socket. */
 static int hello_locked(struct sluice_client *c, struct sluice_error *err)
 {
-	struct ipc_ctl_hello h = {.version = IPC_CTL_VERSION, .pid = (uint32_t)getpid()};
+	struct ipc_ctl_hello h = { .version = IPC_CTL_VERSION, .pid = (uint32_t)getpid() };
 	struct ipc_ctl_hello_ok ok;
 	struct ipc_ctl_msg m;
 	uint32_t req = lc_req_id_locked(c);
@@ -295,7 +296,7 @@ static int hello_locked(struct sluice_client *c, struct sluice_error *err)
 
 int lc_open_locked(struct sluice_client *c, struct sluice_error *err)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, rc;
 
 	lc_close_locked(c);
@@ -390,8 +391,8 @@ void sluice_disconnect(struct sluice_client *c)
 	free(c);
 }
 
-int sluice_register(struct sluice_client *c, const char *spec_json, char *ret_name,
-		    size_t name_cap, uint8_t ret_fingerprint[16], struct sluice_error *err)
+int sluice_register(struct sluice_client *c, const char *spec_json, char *ret_name, size_t name_cap,
+		    uint8_t ret_fingerprint[16], struct sluice_error *err)
 {
 	struct ipc_ctl_register reg;
 	struct ipc_ctl_registered out;
@@ -405,8 +406,10 @@ int sluice_register(struct sluice_client *c, const char *spec_json, char *ret_na
 		return lc_fail(err, -EINVAL, "register: no client, spec or name buffer");
 	slen = strlen(spec_json);
 	if (slen > IPC_CTL_MAX_BODY - 64)
-		return lc_fail(err, -EMSGSIZE, "register: the spec is %zu bytes, at most %u fit a "
-			       "message", slen, IPC_CTL_MAX_BODY - 64);
+		return lc_fail(err, -EMSGSIZE,
+			       "register: the spec is %zu bytes, at most %u fit a "
+			       "message",
+			       slen, IPC_CTL_MAX_BODY - 64);
 	reg.spec = spec_json;
 	reg.spec_len = (uint32_t)slen;
 	pthread_mutex_lock(&c->lock);
@@ -419,8 +422,7 @@ int sluice_register(struct sluice_client *c, const char *spec_json, char *ret_na
 		rc = lc_fail(err, rc, "register: encoding: %s", strerror(-rc));
 		goto out;
 	}
-	rc = lc_call_locked(c, len, req, IPC_CTL_REGISTERED, &m, NULL, 0, &nfds, "register",
-			    err);
+	rc = lc_call_locked(c, len, req, IPC_CTL_REGISTERED, &m, NULL, 0, &nfds, "register", err);
 	if (rc < 0)
 		goto out;
 	rc = ipc_ctl_decode_registered(&m, &out, emsg, sizeof(emsg));
@@ -430,8 +432,10 @@ int sluice_register(struct sluice_client *c, const char *spec_json, char *ret_na
 	}
 	len = strlen(out.name);
 	if (len >= name_cap) {
-		rc = lc_fail(err, -ENOBUFS, "register: the name \"%s\" needs %zu bytes, the buffer "
-			     "has %zu", out.name, len + 1, name_cap);
+		rc = lc_fail(err, -ENOBUFS,
+			     "register: the name \"%s\" needs %zu bytes, the buffer "
+			     "has %zu",
+			     out.name, len + 1, name_cap);
 		goto out;
 	}
 	memcpy(ret_name, out.name, len + 1);

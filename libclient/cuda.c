@@ -26,11 +26,11 @@
  * for it (lc_cuda_batch_wait), so the daemon cannot reuse the memory while DMA reads it.
  */
 
-#define CU_SUCCESS 0
-#define CU_MEMCPY_HOST_TO_DEVICE 1
-#define CU_HOST_REGISTER_PORTABLE 0x01u
-#define CU_HOST_REGISTER_READ_ONLY 0x08u
-#define CU_EVENT_DISABLE_TIMING 0x02u
+#define CU_SUCCESS			0
+#define CU_MEMCPY_HOST_TO_DEVICE	1
+#define CU_HOST_REGISTER_PORTABLE	0x01u
+#define CU_HOST_REGISTER_READ_ONLY	0x08u
+#define CU_EVENT_DISABLE_TIMING		0x02u
 #define CU_ATTR_HOST_REGISTER_READ_ONLY 113 /* cudaDevAttrHostRegisterReadOnlySupported */
 
 enum { LC_CUDA_REG_NONE = 0, LC_CUDA_REG_OURS = 1, LC_CUDA_REG_NO = 2 };
@@ -52,11 +52,14 @@ struct cudart {
 };
 
 static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER; /* loading, ring registration */
-static struct cudart cu;        /* valid once cuda_ready */
+static struct cudart cu;				      /* valid once cuda_ready */
 static _Atomic bool cuda_ready; /* set (release) after cu is filled, under cuda_lock */
 
 static const char *const cuda_candidates[] = {
-	"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+	"libcudart.so",
+	"libcudart.so.13",
+	"libcudart.so.12",
+	"libcudart.so.11.0",
 };
 
 static const char *cu_str(int e)
@@ -136,9 +139,9 @@ static int cuda_load(struct sluice_error *err)
 		goto out;
 	}
 	memset(&t, 0, sizeof(t));
-#define RESOLVE(field, sym) \
+#define RESOLVE(field, sym)                         \
 	if (!missing && !resolve(h, sym, &t.field)) \
-		missing = sym
+	missing = sym
 	RESOLVE(get_device_count, "cudaGetDeviceCount");
 	RESOLVE(get_device, "cudaGetDevice");
 	RESOLVE(device_get_attribute, "cudaDeviceGetAttribute");
@@ -162,8 +165,10 @@ static int cuda_load(struct sluice_error *err)
 	if (e != CU_SUCCESS || count <= 0) {
 		const char *s = e != CU_SUCCESS ? t.get_error_string(e) : NULL;
 
-		rc = lc_fail(err, -ENODEV, "copy_to_cuda: no CUDA device (cudaGetDeviceCount of "
-			     "%s: %s%s%d)", name, e != CU_SUCCESS ? (s ? s : "error") : "",
+		rc = lc_fail(err, -ENODEV,
+			     "copy_to_cuda: no CUDA device (cudaGetDeviceCount of "
+			     "%s: %s%s%d)",
+			     name, e != CU_SUCCESS ? (s ? s : "error") : "",
 			     e != CU_SUCCESS ? " " : "count ", e != CU_SUCCESS ? e : count);
 		goto out;
 	}
@@ -191,7 +196,8 @@ static void ring_register(struct lc_ring *ring)
 		base = ipc_ring_client_data(ring->rc, &len);
 		if (cu.get_device(&dev) == CU_SUCCESS &&
 		    cu.device_get_attribute(&ro, CU_ATTR_HOST_REGISTER_READ_ONLY, dev) ==
-		    CU_SUCCESS && ro)
+			    CU_SUCCESS &&
+		    ro)
 			flags |= CU_HOST_REGISTER_READ_ONLY;
 		if (base && len &&
 		    cu.host_register((void *)(uintptr_t)base, (size_t)len, flags) == CU_SUCCESS) {
@@ -238,8 +244,10 @@ static int copy_one(void *dst, const void *src, uint64_t len, void *stream,
 	if (e == CU_SUCCESS)
 		return 0;
 	cu.get_last_error();
-	return lc_fail(err, -EIO, "copy_to_cuda: tensor \"%s\" %s (%" PRIu64 " bytes): "
-		       "cudaMemcpyAsync: %s (%d)", t->name, part, len, cu_str(e), e);
+	return lc_fail(err, -EIO,
+		       "copy_to_cuda: tensor \"%s\" %s (%" PRIu64 " bytes): "
+		       "cudaMemcpyAsync: %s (%d)",
+		       t->name, part, len, cu_str(e), e);
 }
 
 /*
@@ -299,8 +307,8 @@ int sluice_batch_copy_to_cuda(struct sluice_batch *b, void *const *dst, void *co
 		if (copied)
 			cu.stream_synchronize(stream);
 		if (rc == 0)
-			rc = lc_fail(err, -EIO, "copy_to_cuda: cudaEventRecord: %s (%d)",
-				     cu_str(e), e);
+			rc = lc_fail(err, -EIO, "copy_to_cuda: cudaEventRecord: %s (%d)", cu_str(e),
+				     e);
 		cu.event_destroy(b->cuda_event);
 		b->cuda_event = NULL;
 	}

@@ -181,7 +181,7 @@ static bool conn_is_locked(const struct sluice_client *c, uint64_t gen)
 /* Tell the daemon to drop reader_id; errors are ignored (it drops it anyway when we go). */
 static void detach_remote_locked(struct sluice_client *c, uint64_t reader_id)
 {
-	struct ipc_ctl_reader_ref ref = {.reader_id = reader_id};
+	struct ipc_ctl_reader_ref ref = { .reader_id = reader_id };
 	struct ipc_ctl_msg m;
 	uint32_t req = lc_req_id_locked(c);
 	size_t len, nfds = 0;
@@ -205,12 +205,12 @@ static int check_schema(const struct ipc_ctl_attached *a, const struct ipc_ring_
 	for (size_t i = 0; i < n; i++) {
 		const struct ipc_ctl_tensor_info *t = &a->tensors[i];
 
-		if (strcmp(s[i].name, t->name) || s[i].dtype != t->dtype ||
-		    s[i].rank != t->rank || (bool)s[i].ragged != t->ragged)
+		if (strcmp(s[i].name, t->name) || s[i].dtype != t->dtype || s[i].rank != t->rank ||
+		    (bool)s[i].ragged != t->ragged)
 			return lc_fail(err, -EBADMSG,
 				       "%s: tensor %zu: the ring has \"%s\" %s rank %u%s, ATTACHED "
-				       "says \"%s\" %s rank %u%s", what, i, s[i].name,
-				       ipc_dtype_name(s[i].dtype), s[i].rank,
+				       "says \"%s\" %s rank %u%s",
+				       what, i, s[i].name, ipc_dtype_name(s[i].dtype), s[i].rank,
 				       s[i].ragged ? " ragged" : "", t->name,
 				       ipc_dtype_name(t->dtype), t->rank,
 				       t->ragged ? " ragged" : "");
@@ -227,7 +227,7 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	struct ipc_ring_client *rc = NULL;
 	struct lc_ring *ring;
 	struct ipc_ctl_msg m;
-	int fds[2] = {-1, -1};
+	int fds[2] = { -1, -1 };
 	size_t len, nfds = 0;
 	char what[300], emsg[512];
 	uint32_t req;
@@ -321,8 +321,10 @@ static int reader_setup(struct sluice_reader *r, const struct sluice_attach_opts
 	} else {
 		len = strlen(o.spec_json);
 		if (len > IPC_CTL_MAX_BODY - 512)
-			return lc_fail(err, -EMSGSIZE, "attach: the spec is %zu bytes, at most %u "
-				       "fit a message", len, IPC_CTL_MAX_BODY - 512);
+			return lc_fail(err, -EMSGSIZE,
+				       "attach: the spec is %zu bytes, at most %u "
+				       "fit a message",
+				       len, IPC_CTL_MAX_BODY - 512);
 		r->spec = malloc(len);
 		if (!r->spec)
 			return lc_fail(err, -ENOMEM, "attach: out of memory");
@@ -342,8 +344,10 @@ static int reader_setup(struct sluice_reader *r, const struct sluice_attach_opts
 	r->rank_index = o.mode == SLUICE_MODE_RANK ? o.rank_index : 0;
 	r->rank_count = o.mode == SLUICE_MODE_RANK ? o.rank_count : 0;
 	if (o.lag_policy > SLUICE_LAG_CATCH_UP || (o.lag_policy && o.mode != SLUICE_MODE_BROADCAST))
-		return lc_fail(err, -EINVAL, "attach: lag_policy %u (0 hold, 1 catch up; broadcast "
-			       "readers only)", o.lag_policy);
+		return lc_fail(err, -EINVAL,
+			       "attach: lag_policy %u (0 hold, 1 catch up; broadcast "
+			       "readers only)",
+			       o.lag_policy);
 	r->lag_policy = o.lag_policy;
 	r->max_lag = o.max_lag;
 	r->tries = o.reconnect_tries;
@@ -418,7 +422,7 @@ void sluice_detach(struct sluice_reader *r)
 
 static void sleep_ms(int ms)
 {
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -432,7 +436,7 @@ static void sleep_ms(int ms)
 static int reattach(struct sluice_reader *r, struct sluice_error *err)
 {
 	struct sluice_client *c = r->c;
-	struct sluice_error last = {0, ""};
+	struct sluice_error last = { 0, "" };
 	char what[300];
 	unsigned i;
 
@@ -457,11 +461,14 @@ static int reattach(struct sluice_reader *r, struct sluice_error *err)
 			break; /* a daemon of another version came back: waiting will not help */
 	}
 	if (!r->tries)
-		return lc_fail(err, -ECONNRESET, "%s: the connection to sluiced was lost "
-			       "(reconnect_tries is 0)", what);
-	return lc_fail(err, -ECONNRESET, "%s: the connection to sluiced was lost and %u "
-		       "attempts to re-attach failed; the last: %s", what, i < r->tries ? i + 1 : i,
-		       last.msg[0] ? last.msg : "?");
+		return lc_fail(err, -ECONNRESET,
+			       "%s: the connection to sluiced was lost "
+			       "(reconnect_tries is 0)",
+			       what);
+	return lc_fail(err, -ECONNRESET,
+		       "%s: the connection to sluiced was lost and %u "
+		       "attempts to re-attach failed; the last: %s",
+		       what, i < r->tries ? i + 1 : i, last.msg[0] ? last.msg : "?");
 }
 
 /* Is the reader's connection still the client's, open and not shutting down? */
@@ -716,8 +723,10 @@ static int save_locked(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 	reader_what(r, "save", what, sizeof(what));
 	if (!r->ring || r->gen != atomic_load_explicit(&c->gen, memory_order_relaxed) ||
 	    !lc_poll_locked(c, 0)) {
-		rc = lc_fail(err, -ECONNRESET, "%s: the connection to sluiced was lost "
-			     "(sluice_next re-attaches)", what);
+		rc = lc_fail(err, -ECONNRESET,
+			     "%s: the connection to sluiced was lost "
+			     "(sluice_next re-attaches)",
+			     what);
 		goto out;
 	}
 	ref.reader_id = r->reader_id;
@@ -737,8 +746,9 @@ static int save_locked(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 		goto out;
 	}
 	if (st.reader_id != r->reader_id) {
-		rc = lc_fail(err, -EBADMSG, "%s: STATE is for reader %" PRIu64 ", expected %"
-			     PRIu64, what, st.reader_id, r->reader_id);
+		rc = lc_fail(err, -EBADMSG,
+			     "%s: STATE is for reader %" PRIu64 ", expected %" PRIu64, what,
+			     st.reader_id, r->reader_id);
 		goto out;
 	}
 	if (st.state_len > cap) {

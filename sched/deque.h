@@ -15,7 +15,7 @@
 struct sched_deque_array;
 
 struct sched_deque {
-	_Alignas(64) atomic_size_t top; /* thieves advance it with a CAS */
+	_Alignas(64) atomic_size_t top;	   /* thieves advance it with a CAS */
 	_Alignas(64) atomic_size_t bottom; /* written by the owner only */
 	_Atomic(struct sched_deque_array *) array;
 	struct sched_deque_array *retired; /* arrays replaced by growth, freed at _fini */

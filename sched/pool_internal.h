@@ -65,9 +65,9 @@ struct sched_worker {
 	unsigned node;	   /* its NUMA node (from the placement, pinned or not) */
 	unsigned place_pu; /* PU chosen by topo_place_workers */
 	pthread_t thread;
-	clockid_t cpu_clock;    /* the thread's CPU clock, read by sched_pool_stats */
+	clockid_t cpu_clock;	  /* the thread's CPU clock, read by sched_pool_stats */
 	atomic_bool cpu_clock_ok; /* set once it is known, cleared when the thread exits */
-	unsigned *near; /* other workers on the same node: first victims */
+	unsigned *near;		  /* other workers on the same node: first victims */
 	unsigned n_near;
 	unsigned *far; /* the rest */
 	unsigned n_far;

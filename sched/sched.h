@@ -33,12 +33,12 @@ struct sched_queue;
 typedef void (*sched_fn)(void *arg);
 
 struct sched_pool_opts {
-	size_t size;              /* sizeof(struct sched_pool_opts), set by _init */
-	unsigned workers;         /* 0: one per processing unit of the topology */
-	bool pin;                 /* pin each worker to its processing unit (default true) */
-	const struct topo *topo;  /* NULL: the machine's (topo_load) */
-	unsigned spin_iters;      /* at most this many idle polls before parking (default 4096) */
-	unsigned spin_us;         /* ... and at most this long, microseconds (default 5) */
+	size_t size;		 /* sizeof(struct sched_pool_opts), set by _init */
+	unsigned workers;	 /* 0: one per processing unit of the topology */
+	bool pin;		 /* pin each worker to its processing unit (default true) */
+	const struct topo *topo; /* NULL: the machine's (topo_load) */
+	unsigned spin_iters;	 /* at most this many idle polls before parking (default 4096) */
+	unsigned spin_us;	 /* ... and at most this long, microseconds (default 5) */
 };
 
 void sched_pool_opts_init(struct sched_pool_opts *opts);
@@ -81,7 +81,7 @@ void sched_queue_destroy(struct sched_queue *q);
 struct sched_group {
 	struct sched_queue *q;
 	atomic_uint_fast64_t pending; /* tasks spawned and not finished */
-	atomic_bool cancelled;        /* some task of it was dropped by a cancel */
+	atomic_bool cancelled;	      /* some task of it was dropped by a cancel */
 };
 /*
  * (No futex word in the group: a waiter may return, and the group's memory go, the moment
@@ -140,15 +140,15 @@ int sched_parallel_for(struct sched_queue *q, size_t begin, size_t end, size_t g
 
 /* Per-worker statistics, cheap enough to leave on. */
 struct sched_worker_stats {
-	uint64_t tasks;       /* tasks run */
+	uint64_t tasks;	      /* tasks run */
 	uint64_t steals;      /* tasks stolen from other workers */
 	uint64_t steal_fails; /* steal attempts that found nothing or lost a race */
 	uint64_t injected;    /* tasks taken from injection queues */
-	uint64_t parks;       /* times parked on the futex */
+	uint64_t parks;	      /* times parked on the futex */
 	uint64_t parked_ns;   /* time spent parked */
 	uint64_t cpu_ns;      /* thread CPU time (CLOCK_THREAD_CPUTIME_ID) */
-	int pu;               /* the processing unit it is pinned to, -1 if not pinned */
-	int node;             /* its NUMA node */
+	int pu;		      /* the processing unit it is pinned to, -1 if not pinned */
+	int node;	      /* its NUMA node */
 };
 
 /* Fill stats[0 .. min(n, workers)); returns the number filled. */

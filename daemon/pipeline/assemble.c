@@ -119,7 +119,8 @@ static int measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 			struct pl_row_src s;
 			r = pl_row_source(plan, ws, i, &s);
 			if (r == 0)
-				r = pl_row_string_bytes(o, &s, &v, ws, &job->sbytes[row * plan->n_out + i]);
+				r = pl_row_string_bytes(o, &s, &v, ws,
+							&job->sbytes[row * plan->n_out + i]);
 		}
 	}
 	if (r < 0 && r != -ENOMEM)
@@ -140,7 +141,7 @@ static void fill_strings(const struct pl_out *o, const struct pl_tlay *t, uint8_
 	int64_t total = 1;
 	for (unsigned d = 0; d < prank; d++)
 		total *= pdims[d];
-	int64_t idx[PL_MAX_RANK] = {0};
+	int64_t idx[PL_MAX_RANK] = { 0 };
 	for (int64_t j = 0; j < total; j++) {
 		bool inside = true;
 		int64_t src = v->offset;
@@ -291,14 +292,15 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 	size_t pos = job->outpos[row];
 	const struct pl_rec *rec = &job->rows[row];
 	bool win = rec->win != NULL;
-	struct pl_crcur cc = {.active = false};
+	struct pl_crcur cc = { .active = false };
 	int r;
 	if (win) {
 		r = pl_window_assemble(plan, ws, rec, err);
 	} else {
 		pl_crcur_begin(&cc, rec); /* the data CRC, fused with the copies below */
 		if (job->feats) { /* measured: decoded and checked there already (it succeeded) */
-			memcpy(ws->ctx, job->feats + row * plan->n_ctx, plan->n_ctx * sizeof(*ws->ctx));
+			memcpy(ws->ctx, job->feats + row * plan->n_ctx,
+			       plan->n_ctx * sizeof(*ws->ctx));
 			memcpy(ws->lists, job->lists + row * plan->n_lists,
 			       plan->n_lists * sizeof(*ws->lists));
 			memcpy(ws->rec_dims, job->rdims + row * plan->n_out,
@@ -316,7 +318,8 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 		const struct pl_tlay *t = &job->lay[i];
 		if (o->direct) {
 			r = fill_direct(plan, i, ws,
-					job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size,
+					job->mem + t->data_off +
+						pos * (size_t)t->row_elems * o->elem_size,
 					(size_t)t->row_elems);
 			continue;
 		}
@@ -342,9 +345,13 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 		if (!o->measure) {
 			/* static layout: the row must have the planned shape (or fit its padding) */
 			for (unsigned d = 0; d < v.rank; d++) {
-				if (o->pad ? v.shape[d] > t->shape[d + 1] : v.shape[d] != t->shape[d + 1]) {
-					io_error_set(err, "tensor \"%s\": dimension %u is %lld, expected "
-						     "%lld", o->name, d, (long long)v.shape[d],
+				if (o->pad ? v.shape[d] > t->shape[d + 1]
+					   : v.shape[d] != t->shape[d + 1]) {
+					io_error_set(err,
+						     "tensor \"%s\": dimension %u is %lld, "
+						     "expected "
+						     "%lld",
+						     o->name, d, (long long)v.shape[d],
 						     (long long)t->shape[d + 1]);
 					r = -EBADMSG;
 					break;
@@ -378,7 +385,8 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 		int64_t stride[PL_MAX_RANK];
 		if (t->kind == IPC_TENSOR_RAGGED) {
 			const int64_t *splits = (const int64_t *)(job->mem + t->splits_off);
-			dst = job->mem + t->data_off + (size_t)(splits[pos] * t->inner) * o->elem_size;
+			dst = job->mem + t->data_off +
+			      (size_t)(splits[pos] * t->inner) * o->elem_size;
 			struct pl_view c;
 			pl_view_init(&c, v.rank, v.shape);
 			memcpy(stride, c.stride, sizeof(stride));
@@ -392,7 +400,8 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 				pl_fill(dst, o->pad_elem, o->elem_size, (size_t)t->row_elems);
 		}
 		if (s.st == PL_SRC_SAME && view_contiguous(&v, stride)) /* raw bytes, as they are */
-			pl_crcur_copy(&cc, dst + 0, (const uint8_t *)s.base + v.offset * o->elem_size,
+			pl_crcur_copy(&cc, dst + 0,
+				      (const uint8_t *)s.base + v.offset * o->elem_size,
 				      (size_t)pl_view_count(&v) * o->elem_size);
 		else
 			pl_copy_view(dst, stride, o->dtype, s.base, s.st, &v);
@@ -471,7 +480,8 @@ static void task_run(void *arg)
 		if (r < 0)
 			row_fail(job, row, r, &e);
 	}
-	atomic_fetch_add_explicit(&ax->parse_ns, pl_clock_ns(CLOCK_MONOTONIC) - c0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ax->parse_ns, pl_clock_ns(CLOCK_MONOTONIC) - c0,
+				  memory_order_relaxed);
 }
 
 /*
@@ -566,8 +576,8 @@ int pl_asm_idle(void *ctx)
  * that the pipeline cannot keep up with takes the workers.
  */
 #define PL_SLACK_BATCHES 32
-#define PL_LAZY_ON 0.15
-#define PL_LAZY_OFF 0.05
+#define PL_LAZY_ON	 0.15
+#define PL_LAZY_OFF	 0.05
 
 static void note_slack(struct pl_asm_ctx *ax)
 {
@@ -580,7 +590,8 @@ static void note_slack(struct pl_asm_ctx *ax)
 		 */
 		ax->slack_blocked += ((double)(blocked - ax->last_blocked_ns) - ax->slack_blocked) /
 				     PL_SLACK_BATCHES;
-		ax->slack_total += ((double)(now - ax->last_t_ns) - ax->slack_total) / PL_SLACK_BATCHES;
+		ax->slack_total +=
+			((double)(now - ax->last_t_ns) - ax->slack_total) / PL_SLACK_BATCHES;
 		double spare = ax->slack_blocked / ax->slack_total;
 		if (spare > PL_LAZY_ON)
 			ax->lazy = true;
@@ -592,8 +603,8 @@ static void note_slack(struct pl_asm_ctx *ax)
 }
 
 int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
-		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags,
-		  struct pl_bjob **ret_job, struct io_error *err)
+		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
+		  struct io_error *err)
 {
 	const struct pl_plan *plan = ax->plan;
 	struct pl_bjob *job = calloc(1, sizeof(*job));
@@ -731,8 +742,7 @@ int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *
 		ax->behind--;
 	int w = sched_group_help(&job->group);
 	int r = 0;
-	if (w == 0 && plan->measure && !job->failed &&
-	    plan->cfg.on_corrupt != PL_ON_CORRUPT_FAIL &&
+	if (w == 0 && plan->measure && !job->failed && plan->cfg.on_corrupt != PL_ON_CORRUPT_FAIL &&
 	    count_bad(job) > job->n_rows - job->n_good) {
 		w = relayout(job, err);
 		if (w < 0 && w != -ECANCELED) {

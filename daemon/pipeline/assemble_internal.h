@@ -26,10 +26,10 @@ struct pl_tlay {
 	int64_t shape[PL_MAX_RANK];
 	enum ipc_tensor_kind kind;
 	uint64_t data_off, data_len, splits_off, offsets_off;
-	int64_t row_elems; /* dense: elements per row */
-	int64_t inner;     /* ragged: elements per step */
+	int64_t row_elems;		 /* dense: elements per row */
+	int64_t inner;			 /* ragged: elements per step */
 	int64_t dst_stride[PL_MAX_RANK]; /* dense: row-major strides of one (padded) row */
-	uint64_t *byte_start; /* strings: per output row, the first byte */
+	uint64_t *byte_start;		 /* strings: per output row, the first byte */
 };
 
 struct pl_task {
@@ -46,13 +46,13 @@ struct pl_bjob {
 	size_t n_rows;
 
 	/* measure results: per row, per measured output */
-	struct pbex_feature *feats;       /* per row: the decoded context features (n_ctx) */
-	struct pbex_feature_list *lists;  /* per row: the decoded feature lists (n_lists) */
-	int64_t (*rdims)[PL_MAX_RANK];    /* per row: ws->rec_dims (n_out), checked */
-	int64_t *dims;   /* n_rows * n_out * PL_MAX_RANK */
-	uint64_t *sbytes; /* n_rows * n_out */
-	uint8_t *bad;    /* per row */
-	size_t *outpos;  /* per row: its output row, or SIZE_MAX */
+	struct pbex_feature *feats;	 /* per row: the decoded context features (n_ctx) */
+	struct pbex_feature_list *lists; /* per row: the decoded feature lists (n_lists) */
+	int64_t (*rdims)[PL_MAX_RANK];	 /* per row: ws->rec_dims (n_out), checked */
+	int64_t *dims;			 /* n_rows * n_out * PL_MAX_RANK */
+	uint64_t *sbytes;		 /* n_rows * n_out */
+	uint8_t *bad;			 /* per row */
+	size_t *outpos;			 /* per row: its output row, or SIZE_MAX */
 	size_t n_good;
 
 	pthread_mutex_t err_lock;

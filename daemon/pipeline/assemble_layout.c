@@ -49,8 +49,9 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 	for (unsigned d = 0; d < o->row_rank; d++) {
 		t->shape[d + 1] = o->row_shape[d];
 		if (o->pad) /* a fixed size, or at least the static size (unknown: the rows') */
-			t->shape[d + 1] = o->pad_shape[d] >= 0 ? o->pad_shape[d]
-				        : o->row_shape[d] >= 0 ? o->row_shape[d] : 0;
+			t->shape[d + 1] = o->pad_shape[d] >= 0	 ? o->pad_shape[d]
+					  : o->row_shape[d] >= 0 ? o->row_shape[d]
+								 : 0;
 	}
 	if (o->measure) {
 		for (size_t row = 0; row < job->n_rows; row++) {
@@ -69,18 +70,27 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 						if (dm[d] > t->shape[d + 1])
 							t->shape[d + 1] = dm[d];
 					} else if (dm[d] > o->pad_shape[d]) {
-						io_error_set(err, "tensor \"%s\": row %zu has %lld along "
-							     "dimension %u, more than its padding shape "
-							     "(%lld)", o->name, job->outpos[row],
-							     (long long)dm[d], d, (long long)o->pad_shape[d]);
+						io_error_set(err,
+							     "tensor \"%s\": row %zu has %lld "
+							     "along "
+							     "dimension %u, more than its padding "
+							     "shape "
+							     "(%lld)",
+							     o->name, job->outpos[row],
+							     (long long)dm[d], d,
+							     (long long)o->pad_shape[d]);
 						pl_row_error_prefix(plan, &job->rows[row], err);
 						return -EINVAL;
 					}
 				} else if (!(o->ragged && d == 0) && dm[d] != first[d]) {
-					io_error_set(err, "tensor \"%s\": rows of different shapes cannot be "
-						     "batched without padding: dimension %u is %lld in row %zu "
-						     "and %lld in row 0", o->name, d, (long long)dm[d],
-						     job->outpos[row], (long long)first[d]);
+					io_error_set(err,
+						     "tensor \"%s\": rows of different shapes "
+						     "cannot be "
+						     "batched without padding: dimension %u is "
+						     "%lld in row %zu "
+						     "and %lld in row 0",
+						     o->name, d, (long long)dm[d], job->outpos[row],
+						     (long long)first[d]);
 					pl_row_error_prefix(plan, &job->rows[row], err);
 					return -EINVAL;
 				}
@@ -125,7 +135,8 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 			t->byte_start[job->outpos[row]] = bytes;
 			bytes += job->sbytes[row * plan->n_out + i];
 			if (o->pad) {
-				const int64_t *dm = job->dims + (row * plan->n_out + i) * PL_MAX_RANK;
+				const int64_t *dm =
+					job->dims + (row * plan->n_out + i) * PL_MAX_RANK;
 				int64_t have = 1;
 				for (unsigned d = 0; d < o->row_rank; d++)
 					have *= dm[d];

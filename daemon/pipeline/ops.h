@@ -16,10 +16,10 @@
  * sources are fine (raw bytes inside a record have any alignment).
  */
 enum pl_src {
-	PL_SRC_INT64,   /* int64_t values (decoded int64_list) */
+	PL_SRC_INT64,	/* int64_t values (decoded int64_list) */
 	PL_SRC_FLOAT32, /* float values (decoded float_list) */
-	PL_SRC_SAME,    /* elements of the destination dtype, host byte order */
-	PL_SRC_SWAP,    /* elements of the destination dtype, other byte order */
+	PL_SRC_SAME,	/* elements of the destination dtype, host byte order */
+	PL_SRC_SWAP,	/* elements of the destination dtype, other byte order */
 };
 
 /*

@@ -18,7 +18,7 @@
  * two sides share, the error and the position.
  */
 
-#define PL_STATE_MAGIC 0x54534c53u /* "SLST" */
+#define PL_STATE_MAGIC	 0x54534c53u /* "SLST" */
 #define PL_STATE_VERSION 1
 
 /*
@@ -68,11 +68,11 @@ struct pl_pipeline {
 	bool stop;
 	int error;
 	struct io_error err;
-	struct pl_pos pos;   /* after the last batch next() returned */
+	struct pl_pos pos; /* after the last batch next() returned */
 	struct pl_source_stats src_stats;
-	uint64_t driver_cpu_ns;	 /* at the driver's end; while it runs, its clock: */
+	uint64_t driver_cpu_ns; /* at the driver's end; while it runs, its clock: */
 	clockid_t driver_clock;
-	bool driver_clock_ok;	 /* under lock: the driver runs and driver_clock is its clock */
+	bool driver_clock_ok; /* under lock: the driver runs and driver_clock is its clock */
 	uint64_t batches, rows;
 	uint64_t next_wait_ns;
 	const char *io_engine, *io_fallback;
@@ -131,7 +131,8 @@ static void *default_alloc(void *ctx, size_t len)
 	size_t cls = size_class(len);
 	pthread_mutex_lock(&c->lock);
 	unsigned best = c->n;
-	for (unsigned i = c->n; i-- > 0;) /* the most recently freed first: its lines may be cached */
+	for (unsigned i = c->n;
+	     i-- > 0;) /* the most recently freed first: its lines may be cached */
 		if (c->cls[i] >= cls) {
 			best = i;
 			break;
@@ -194,7 +195,7 @@ struct pl_driver {
 	struct pl_bjob **inflight; /* FIFO of prefetch entries */
 	size_t head, count, cap;
 	struct io_error err;
-	bool job_failed; /* a batch failed: nothing after it may be delivered */
+	bool job_failed;       /* a batch failed: nothing after it may be delivered */
 	uint64_t room_wait_ns; /* blocked in make_room, for the consumer */
 };
 
@@ -425,7 +426,8 @@ static int run_epoch(struct pl_driver *d, uint64_t epoch, uint64_t skip, uint64_
 			/* the batch held back is complete and came before the error: deliver it */
 			if (held) {
 				struct io_error keep = d->err;
-				int e = dispatch(d, held, n_held, epoch, &index, seq, false, index < skip);
+				int e = dispatch(d, held, n_held, epoch, &index, seq, false,
+						 index < skip);
 				held = NULL;
 				d->err = keep;
 				if (e < 0 && e != -ECANCELED)
@@ -458,9 +460,10 @@ static int run_epoch(struct pl_driver *d, uint64_t epoch, uint64_t skip, uint64_
 	if (r < 0)
 		return r;
 	if (index == 0 && c->epochs == PL_NULL) {
-		io_error_set(&d->err, "epoch %llu produced no batch (target_batch_size %lld%s): with "
-			     "epochs null this would loop forever", (unsigned long long)epoch,
-			     (long long)c->target_batch_size,
+		io_error_set(&d->err,
+			     "epoch %llu produced no batch (target_batch_size %lld%s): with "
+			     "epochs null this would loop forever",
+			     (unsigned long long)epoch, (long long)c->target_batch_size,
 			     c->drop_remainder ? ", drop_remainder true" : "");
 		return -ENODATA;
 	}
@@ -471,7 +474,7 @@ static void *driver_main(void *arg)
 {
 	struct pl_pipeline *p = arg;
 	const struct pl_spec *c = &p->plan->cfg;
-	struct pl_driver d = {.p = p, .cap = p->plan->prefetch};
+	struct pl_driver d = { .p = p, .cap = p->plan->prefetch };
 	clockid_t clk;
 	if (pthread_getcpuclockid(pthread_self(), &clk) == 0) {
 		pthread_mutex_lock(&p->lock);
@@ -535,8 +538,8 @@ struct pl_state_blob {
 _Static_assert(sizeof(struct pl_state_blob) == 48, "state blob");
 _Static_assert(sizeof(struct pl_state_blob) <= PL_STATE_MAX, "PL_STATE_MAX");
 
-static int state_load(const struct pl_plan *plan, const void *buf, size_t len,
-		      struct pl_pos *ret, struct io_error *err)
+static int state_load(const struct pl_plan *plan, const void *buf, size_t len, struct pl_pos *ret,
+		      struct io_error *err)
 {
 	struct pl_state_blob s;
 	if (len != sizeof(s)) {
@@ -550,8 +553,9 @@ static int state_load(const struct pl_plan *plan, const void *buf, size_t len,
 		return -EBADMSG;
 	}
 	if (s.fingerprint != plan->fingerprint || s.seed != plan->cfg.seed) {
-		io_error_set(err, "state: saved by a different pipeline (the spec, seed or data files "
-			     "changed)");
+		io_error_set(err, "state: saved by a different pipeline (the spec, seed or data "
+				  "files "
+				  "changed)");
 		return -EBADMSG;
 	}
 	ret->epoch = s.epoch;
@@ -575,10 +579,9 @@ static struct pl_pos pos_after(const struct pl_batch_pos *b)
 	return r;
 }
 
-static int state_write(const struct pl_pipeline *p, const struct pl_pos *pos, void *buf,
-		       size_t cap)
+static int state_write(const struct pl_pipeline *p, const struct pl_pos *pos, void *buf, size_t cap)
 {
-	struct pl_state_blob s = {.magic = PL_STATE_MAGIC, .version = PL_STATE_VERSION};
+	struct pl_state_blob s = { .magic = PL_STATE_MAGIC, .version = PL_STATE_VERSION };
 	if (cap < sizeof(s))
 		return -ENOSPC;
 	s.fingerprint = p->plan->fingerprint;
@@ -863,8 +866,8 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 						     memory_order_relaxed);
 	ret->parse_ns =
 		atomic_load_explicit(&((struct pl_pipeline *)p)->ax.parse_ns, memory_order_relaxed);
-	ret->lazy_fills =
-		atomic_load_explicit(&((struct pl_pipeline *)p)->ax.lazy_fills, memory_order_relaxed);
+	ret->lazy_fills = atomic_load_explicit(&((struct pl_pipeline *)p)->ax.lazy_fills,
+					       memory_order_relaxed);
 }
 
 void pl_pipeline_fingerprint(const struct pl_pipeline *p, uint8_t ret_fp[16])

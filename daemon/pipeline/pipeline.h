@@ -27,13 +27,14 @@ struct pl_pipeline;
 struct pl_batch;
 
 struct pl_pipeline_opts {
-	size_t size;             /* sizeof(struct pl_pipeline_opts), set by _init */
-	struct sched_pool *pool; /* NULL: the pipeline starts a pool of num_parallel_parses workers */
-	enum iox_engine engine;  /* default AUTO (honours SLUICE_IO_ENGINE=pread) */
-	bool direct;             /* O_DIRECT reads where the file system takes them (default off:
-				  * no kernel copy, but no page cache either; for big files on
-				  * NVMe, docs/io-engine.md) */
-	const void *state;       /* resume from pl_pipeline_save() output, or NULL */
+	size_t size; /* sizeof(struct pl_pipeline_opts), set by _init */
+	struct sched_pool
+		*pool; /* NULL: the pipeline starts a pool of num_parallel_parses workers */
+	enum iox_engine engine; /* default AUTO (honours SLUICE_IO_ENGINE=pread) */
+	bool direct;		/* O_DIRECT reads where the file system takes them (default off:
+				 * no kernel copy, but no page cache either; for big files on
+				 * NVMe, docs/io-engine.md) */
+	const void *state;	/* resume from pl_pipeline_save() output, or NULL */
 	size_t state_len;
 	/*
 	 * Batch memory: len bytes, IPC_BATCH_EXTENT_ALIGN-aligned, or NULL when out of memory.
@@ -71,11 +72,11 @@ void pl_pipeline_destroy(struct pl_pipeline *p);
 
 /* One output tensor of the schema (the order of ipc_batch_tensor.schema_index). */
 struct pl_tensor_info {
-	const char *name;          /* the to_name */
+	const char *name; /* the to_name */
 	enum manifest_dtype dtype;
-	unsigned rank;             /* the batch dimension included */
+	unsigned rank;		    /* the batch dimension included */
 	int64_t shape[PL_MAX_RANK]; /* shape[0] = -1 (rows); -1 where it varies per batch */
-	bool ragged;               /* axis 1 is ragged (row_splits) */
+	bool ragged;		    /* axis 1 is ragged (row_splits) */
 };
 
 size_t pl_pipeline_n_tensors(const struct pl_pipeline *p);
@@ -116,8 +117,8 @@ struct pl_batch_pos {
  * the pipeline's start when pos is NULL: for a server whose readers are behind the pipeline.
  * Returns its length, or -ENOSPC.
  */
-int pl_pipeline_state_after(const struct pl_pipeline *p, const struct pl_batch_pos *pos,
-			    void *buf, size_t cap);
+int pl_pipeline_state_after(const struct pl_pipeline *p, const struct pl_batch_pos *pos, void *buf,
+			    size_t cap);
 
 /*
  * The pipeline's identity (DESIGN.md §5): 128 bits over every spec value that changes which
@@ -130,23 +131,23 @@ int pl_spec_fingerprint(const struct pl_spec *spec, uint8_t ret_fp[16], struct i
 
 struct pl_stats {
 	uint64_t files_opened;
-	uint64_t records;          /* framed */
+	uint64_t records; /* framed */
 	uint64_t record_bytes;
 	uint64_t file_bytes;
-	uint64_t direct_bytes;     /* of file_bytes, read with O_DIRECT (opts.direct) */
-	uint64_t batches;          /* completed */
+	uint64_t direct_bytes; /* of file_bytes, read with O_DIRECT (opts.direct) */
+	uint64_t batches;      /* completed */
 	uint64_t rows;
-	uint64_t skipped_records;  /* on_corrupt */
+	uint64_t skipped_records; /* on_corrupt */
 	uint64_t skipped_files;
-	uint64_t copied_bytes;     /* record bytes copied out of read buffers (others: zero-copy) */
-	uint64_t evacuations;      /* pinned read buffers emptied to let reading go on */
-	uint64_t driver_cpu_ns;    /* read, frame, interleave, shuffle, assemble */
-	uint64_t parse_ns;         /* time running parse tasks (monotonic clock around each) */
-	uint64_t read_wait_ns;     /* time the driver was blocked waiting for reads */
-	uint64_t lazy_fills;       /* fill passes that woke no worker: the driver had time to spare */
-	uint64_t next_wait_ns;     /* time pl_pipeline_next() waited */
-	const char *io_engine;     /* "io_uring" or "pread" */
-	const char *io_fallback;   /* why not io_uring, or NULL */
+	uint64_t copied_bytes;	 /* record bytes copied out of read buffers (others: zero-copy) */
+	uint64_t evacuations;	 /* pinned read buffers emptied to let reading go on */
+	uint64_t driver_cpu_ns;	 /* read, frame, interleave, shuffle, assemble */
+	uint64_t parse_ns;	 /* time running parse tasks (monotonic clock around each) */
+	uint64_t read_wait_ns;	 /* time the driver was blocked waiting for reads */
+	uint64_t lazy_fills;	 /* fill passes that woke no worker: the driver had time to spare */
+	uint64_t next_wait_ns;	 /* time pl_pipeline_next() waited */
+	const char *io_engine;	 /* "io_uring" or "pread" */
+	const char *io_fallback; /* why not io_uring, or NULL */
 };
 void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret_stats);
 

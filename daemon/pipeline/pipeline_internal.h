@@ -75,7 +75,7 @@ static inline uint64_t pl_rng_below(struct pl_rng *r, uint64_t n)
 /* Where an output tensor's values come from. */
 enum pl_out_src {
 	PL_OUT_FEATURE, /* a manifest feature (a primary) */
-	PL_OUT_CONST,   /* a const secondary */
+	PL_OUT_CONST,	/* a const secondary */
 };
 
 struct pl_out_step {
@@ -93,8 +93,8 @@ struct pl_out {
 
 	/* PL_OUT_FEATURE */
 	const struct manifest_feature *feat;
-	bool in_lists;    /* decoded from the SequenceExample's feature lists */
-	unsigned slot;    /* index in the decode schema (context or lists) */
+	bool in_lists;	   /* decoded from the SequenceExample's feature lists */
+	unsigned slot;	   /* index in the decode schema (context or lists) */
 	unsigned rec_rank; /* the record shape: [-1 if var_len] + [raw_len > 1] + shape */
 	int64_t rec_shape[PL_MAX_RANK];
 	int64_t step_elems; /* var_len: elements per step (-1: a raw -1 inside) */
@@ -121,20 +121,20 @@ struct pl_out {
 	char *pad_str;
 	size_t pad_str_len;
 
-	bool measure; /* the batch layout needs each row's shape (or string bytes) first */
-	bool direct;  /* a fixed-shape numeric feature without steps or padding: decoded straight
-		       * into its row, no view; ws->rec_dims is not kept for it */
-	bool str_direct;  /* a fixed-shape string feature of the context without steps or
-			   * padding: its bytes values in order are the row's elements */
-	bool list_direct; /* a ragged numeric feature list without steps, in its native dtype
-			   * (int64, float32): each step's values straight into the row's values */
+	bool measure;	 /* the batch layout needs each row's shape (or string bytes) first */
+	bool direct;	 /* a fixed-shape numeric feature without steps or padding: decoded straight
+			  * into its row, no view; ws->rec_dims is not kept for it */
+	bool str_direct; /* a fixed-shape string feature of the context without steps or
+			  * padding: its bytes values in order are the row's elements */
+	bool list_direct;  /* a ragged numeric feature list without steps, in its native dtype
+			    * (int64, float32): each step's values straight into the row's values */
 	int64_t rec_elems; /* elements of the record shape (when it has no -1) */
 };
 
 struct pl_plan {
 	struct pl_spec cfg; /* the spec's scalars; its pointer members are NULL */
 	struct dataset *ds;
-	uint32_t *files;    /* indices into ds->files after the shard */
+	uint32_t *files; /* indices into ds->files after the shard */
 	size_t n_files;
 	bool sequence_example;
 
@@ -147,15 +147,15 @@ struct pl_plan {
 	struct pbex_schema *lists;
 	size_t n_ctx, n_lists;
 
-	bool measure; /* some output needs the measuring pass */
+	bool measure;	       /* some output needs the measuring pass */
 	uint64_t fingerprint;  /* checked by saved states */
 	uint64_t fingerprint2; /* with it, the 128-bit identity of pl_pipeline_fingerprint() */
 
 	/* resolved knobs */
-	unsigned cycle;           /* interleave cycle length */
-	size_t read_chunk;        /* iox chunk length */
-	unsigned prefetch;        /* batches ahead, >= 1 */
-	unsigned parses;          /* workers for a pool of the pipeline's own */
+	unsigned cycle;	   /* interleave cycle length */
+	size_t read_chunk; /* iox chunk length */
+	unsigned prefetch; /* batches ahead, >= 1 */
+	unsigned parses;   /* workers for a pool of the pipeline's own */
 };
 
 /* Check spec against its dataset and compile it. The caller owns *ret_plan. */
@@ -176,9 +176,9 @@ struct pl_block {
 	uint8_t *data;
 	struct pl_block **free_list; /* where a standard-size block goes when unused, or NULL */
 	struct pl_block *next_free;
-	struct pl_ioxref *ix;        /* a read buffer of this iox, or NULL */
+	struct pl_ioxref *ix; /* a read buffer of this iox, or NULL */
 	struct iox_chunk chunk;
-	uint64_t seq;                /* read buffers: the slot's chunk number (age) */
+	uint64_t seq; /* read buffers: the slot's chunk number (age) */
 };
 
 /*
@@ -194,11 +194,11 @@ struct pl_rec {
 	int64_t win_skip, win_len;
 	const uint8_t *data; /* followed by the record's footer (its stored CRC) */
 	uint32_t len;
-	uint32_t file;     /* index into plan->ds->files */
+	uint32_t file; /* index into plan->ds->files */
 	bool crc_checked;
 	bool decompressed;
-	uint64_t index;    /* in its file */
-	uint64_t offset;   /* of its header in the (decompressed) file */
+	uint64_t index;	 /* in its file */
+	uint64_t offset; /* of its header in the (decompressed) file */
 };
 
 void pl_rec_unref(struct pl_rec *r);
@@ -212,9 +212,9 @@ struct pl_source;
 struct pl_source_stats {
 	uint64_t files_opened, records, record_bytes, file_bytes, skipped_records, skipped_files;
 	uint64_t direct_bytes; /* of file_bytes, read with O_DIRECT */
-	uint64_t copied_bytes;   /* record bytes copied out of the read buffers */
-	uint64_t evacuations;    /* times pinned read buffers were emptied (evacuate()) */
-	uint64_t wait_ns;        /* time next() was blocked waiting for reads */
+	uint64_t copied_bytes; /* record bytes copied out of the read buffers */
+	uint64_t evacuations;  /* times pinned read buffers were emptied (evacuate()) */
+	uint64_t wait_ns;      /* time next() was blocked waiting for reads */
 };
 
 int pl_source_create(const struct pl_plan *plan, enum iox_engine engine, bool direct,
@@ -249,7 +249,7 @@ struct pl_asm_ctx {
 	void *(*alloc)(void *ctx, size_t len);
 	void (*free)(void *ctx, void *mem, size_t len);
 	void *alloc_ctx;
-	struct pl_worker_scratch **scratch; /* per pool worker, created on first use */
+	struct pl_worker_scratch **scratch;    /* per pool worker, created on first use */
 	struct pl_worker_scratch *drv_scratch; /* the driver's, for the tasks it runs itself */
 	unsigned behind; /* driver only: batches left in which every fill task wakes a worker */
 	/*
@@ -275,8 +275,8 @@ struct pl_asm_ctx {
 /* The driver's idle hook for pl_source_set_idle (ctx: the struct pl_asm_ctx): one queued task. */
 int pl_asm_idle(void *ctx);
 int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
-		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags,
-		  struct pl_bjob **ret_job, struct io_error *err);
+		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
+		  struct io_error *err);
 bool pl_bjob_done(const struct pl_bjob *job);
 /*
  * Wait for the fill pass (running its tasks still queued, and those of later jobs, on the

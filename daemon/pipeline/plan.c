@@ -101,8 +101,10 @@ static int add_primary(struct pl_plan *plan, size_t i, const struct pl_primary *
 	const struct manifest *m = plan->ds->manifest;
 	long fi = manifest_find(m, p->from_name);
 	if (fi < 0) {
-		io_error_set(err, "args.primary_features[%zu].from_name: feature \"%s\" is not in the "
-			     "dataset's manifest", i, p->from_name);
+		io_error_set(err,
+			     "args.primary_features[%zu].from_name: feature \"%s\" is not in the "
+			     "dataset's manifest",
+			     i, p->from_name);
 		return -EINVAL;
 	}
 	struct pl_out *o = &plan->out[i];
@@ -116,7 +118,8 @@ static int add_primary(struct pl_plan *plan, size_t i, const struct pl_primary *
 	o->elem_size = manifest_dtype_size(f->dtype);
 	int rank = manifest_feature_record_shape(f, o->rec_shape);
 	if (rank < 0) {
-		io_error_set(err, "args.primary_features[%zu]: feature \"%s\" has too many dimensions",
+		io_error_set(err,
+			     "args.primary_features[%zu]: feature \"%s\" has too many dimensions",
 			     i, p->from_name);
 		return -EINVAL;
 	}
@@ -157,8 +160,10 @@ static int add_const(struct pl_plan *plan, size_t i, size_t si, const struct pl_
 	if (s->shape_from) {
 		long k = out_find(plan, plan->n_primary, s->shape_from);
 		if (k < 0) {
-			io_error_set(err, "args.secondary_features[%zu].args.shape: \"%s\" is not the "
-				     "to_name of a primary feature", si, s->shape_from);
+			io_error_set(err,
+				     "args.secondary_features[%zu].args.shape: \"%s\" is not the "
+				     "to_name of a primary feature",
+				     si, s->shape_from);
 			return -EINVAL;
 		}
 		o->shape_from = (int)k;
@@ -171,8 +176,10 @@ static int add_const(struct pl_plan *plan, size_t i, size_t si, const struct pl_
 	if (s->dtype_from) {
 		long k = out_find(plan, plan->n_primary, s->dtype_from);
 		if (k < 0) {
-			io_error_set(err, "args.secondary_features[%zu].args.dtype: \"%s\" is neither a "
-				     "dtype nor the to_name of a primary feature", si, s->dtype_from);
+			io_error_set(err,
+				     "args.secondary_features[%zu].args.dtype: \"%s\" is neither a "
+				     "dtype nor the to_name of a primary feature",
+				     si, s->dtype_from);
 			return -EINVAL;
 		}
 		o->dtype = plan->out[k].dtype;
@@ -182,8 +189,10 @@ static int add_const(struct pl_plan *plan, size_t i, size_t si, const struct pl_
 	o->elem_size = manifest_dtype_size(o->dtype);
 	if (o->dtype == MANIFEST_DTYPE_STRING) {
 		if (s->value.kind != PL_VALUE_NONE && s->value.kind != PL_VALUE_STRING) {
-			io_error_set(err, "args.secondary_features[%zu].args.value: expected a string "
-				     "for dtype string", si);
+			io_error_set(err,
+				     "args.secondary_features[%zu].args.value: expected a string "
+				     "for dtype string",
+				     si);
 			return -EINVAL;
 		}
 		o->c_str = strdup(s->value.kind == PL_VALUE_STRING ? s->value.s : "");
@@ -191,8 +200,9 @@ static int add_const(struct pl_plan *plan, size_t i, size_t si, const struct pl_
 			return -ENOMEM;
 		o->c_str_len = s->value.kind == PL_VALUE_STRING ? s->value.s_len : 0;
 	} else if (pl_value_to_elem(&s->value, o->dtype, o->c_elem) < 0) {
-		io_error_set(err, "args.secondary_features[%zu].args.value: not a value of dtype %s",
-			     si, manifest_dtype_name(o->dtype));
+		io_error_set(err,
+			     "args.secondary_features[%zu].args.value: not a value of dtype %s", si,
+			     manifest_dtype_name(o->dtype));
 		return -EINVAL;
 	}
 	o->row_rank = o->c_rank;
@@ -214,18 +224,23 @@ static int add_steps(const struct pl_spec *spec, struct pl_plan *plan, int *var_
 		struct pl_out *o = &plan->out[k];
 		int64_t shape[PL_MAX_RANK];
 		unsigned axis = 0;
-		int r = pl_shape_slice(o->row_shape, o->row_rank, st->dims, st->n_dims, shape, &axis);
+		int r = pl_shape_slice(o->row_shape, o->row_rank, st->dims, st->n_dims, shape,
+				       &axis);
 		if (r < 0) {
 			char sh[128];
 			shape_str(o->row_shape, o->row_rank, sh, sizeof(sh));
 			if (r == -ERANGE)
-				io_error_set(err, "args.processing_steps[%zu].args.slice: %s: index out of "
-					     "range for axis %u of tensor \"%s\" with shape %s", i,
-					     st->slice_text, axis, o->name, sh);
+				io_error_set(err,
+					     "args.processing_steps[%zu].args.slice: %s: index out "
+					     "of "
+					     "range for axis %u of tensor \"%s\" with shape %s",
+					     i, st->slice_text, axis, o->name, sh);
 			else
-				io_error_set(err, "args.processing_steps[%zu].args.slice: %s: %u "
-					     "indices for tensor \"%s\" of rank %u (shape %s)", i,
-					     st->slice_text, st->n_dims, o->name, o->row_rank, sh);
+				io_error_set(err,
+					     "args.processing_steps[%zu].args.slice: %s: %u "
+					     "indices for tensor \"%s\" of rank %u (shape %s)",
+					     i, st->slice_text, st->n_dims, o->name, o->row_rank,
+					     sh);
 			return -EINVAL;
 		}
 		if (var_axis[k] == 0 && st->dims[0].kind == PL_SLICE_INDEX)
@@ -249,8 +264,10 @@ static int set_pad_value(struct pl_out *o, const struct pl_value *v, size_t pi,
 {
 	if (o->dtype == MANIFEST_DTYPE_STRING) {
 		if (v->kind != PL_VALUE_NONE && v->kind != PL_VALUE_STRING) {
-			io_error_set(err, "args.padding[%zu].value: expected a string for tensor \"%s\" "
-				     "of dtype string", pi, o->name);
+			io_error_set(err,
+				     "args.padding[%zu].value: expected a string for tensor \"%s\" "
+				     "of dtype string",
+				     pi, o->name);
 			return -EINVAL;
 		}
 		free(o->pad_str);
@@ -261,8 +278,9 @@ static int set_pad_value(struct pl_out *o, const struct pl_value *v, size_t pi,
 		return 0;
 	}
 	if (pl_value_to_elem(v, o->dtype, o->pad_elem) < 0) {
-		io_error_set(err, "args.padding[%zu].value: not a value of dtype %s (tensor \"%s\")",
-			     pi, manifest_dtype_name(o->dtype), o->name);
+		io_error_set(err,
+			     "args.padding[%zu].value: not a value of dtype %s (tensor \"%s\")", pi,
+			     manifest_dtype_name(o->dtype), o->name);
 		return -EINVAL;
 	}
 	return 0;
@@ -270,7 +288,7 @@ static int set_pad_value(struct pl_out *o, const struct pl_value *v, size_t pi,
 
 static int add_padding(const struct pl_spec *spec, struct pl_plan *plan, struct io_error *err)
 {
-	static const struct pl_value zero = {.kind = PL_VALUE_NONE};
+	static const struct pl_value zero = { .kind = PL_VALUE_NONE };
 	for (size_t i = 0; i < plan->n_out; i++) {
 		struct pl_out *o = &plan->out[i];
 		o->pad = true;
@@ -284,22 +302,27 @@ static int add_padding(const struct pl_spec *spec, struct pl_plan *plan, struct 
 		const struct pl_padding *pd = &spec->paddings[i];
 		long k = out_find(plan, plan->n_out, pd->tensor);
 		if (k < 0) {
-			io_error_set(err, "args.padding[%zu].tensor: no tensor \"%s\"", i, pd->tensor);
+			io_error_set(err, "args.padding[%zu].tensor: no tensor \"%s\"", i,
+				     pd->tensor);
 			return -EINVAL;
 		}
 		struct pl_out *o = &plan->out[k];
 		if (pd->has_shape) {
 			if (pd->rank != o->row_rank) {
-				io_error_set(err, "args.padding[%zu].shape: expected %u dimensions for "
-					     "tensor \"%s\", got %u", i, o->row_rank, o->name, pd->rank);
+				io_error_set(err,
+					     "args.padding[%zu].shape: expected %u dimensions for "
+					     "tensor \"%s\", got %u",
+					     i, o->row_rank, o->name, pd->rank);
 				return -EINVAL;
 			}
 			for (unsigned d = 0; d < pd->rank; d++) {
 				if (pd->shape[d] >= 0 && o->row_shape[d] >= 0 &&
 				    pd->shape[d] < o->row_shape[d]) {
-					io_error_set(err, "args.padding[%zu].shape[%u]: %lld is smaller than "
-						     "dimension %u of tensor \"%s\" (%lld)", i, d,
-						     (long long)pd->shape[d], d, o->name,
+					io_error_set(err,
+						     "args.padding[%zu].shape[%u]: %lld is smaller "
+						     "than "
+						     "dimension %u of tensor \"%s\" (%lld)",
+						     i, d, (long long)pd->shape[d], d, o->name,
 						     (long long)o->row_shape[d]);
 					return -EINVAL;
 				}
@@ -337,12 +360,24 @@ static uint64_t fp_str(uint64_t h, const char *s, size_t n)
 static uint64_t plan_fingerprint(const struct pl_plan *p, uint64_t h)
 {
 	const struct pl_spec *c = &p->cfg;
-	uint64_t v[] = {c->type, (uint64_t)c->target_batch_size, c->drop_remainder,
-			(uint64_t)c->epochs, c->shuffle, (uint64_t)c->num_shuffle_buffer_elements,
-			(uint64_t)c->num_filenames_shuffle_buffer, (uint64_t)c->num_mix_files,
-			c->sloppy_interleave, p->cycle, (uint64_t)c->min_window,
-			(uint64_t)c->max_window, (uint64_t)c->stride, c->seed, c->on_corrupt,
-			c->shard_index, c->shard_count, p->n_out};
+	uint64_t v[] = { c->type,
+			 (uint64_t)c->target_batch_size,
+			 c->drop_remainder,
+			 (uint64_t)c->epochs,
+			 c->shuffle,
+			 (uint64_t)c->num_shuffle_buffer_elements,
+			 (uint64_t)c->num_filenames_shuffle_buffer,
+			 (uint64_t)c->num_mix_files,
+			 c->sloppy_interleave,
+			 p->cycle,
+			 (uint64_t)c->min_window,
+			 (uint64_t)c->max_window,
+			 (uint64_t)c->stride,
+			 c->seed,
+			 c->on_corrupt,
+			 c->shard_index,
+			 c->shard_count,
+			 p->n_out };
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		h = fp_mix(h, v[i]);
 	for (size_t i = 0; i < p->n_out; i++) {
@@ -351,7 +386,8 @@ static uint64_t plan_fingerprint(const struct pl_plan *p, uint64_t h)
 		h = fp_mix(h, o->dtype);
 		h = fp_mix(h, o->row_rank);
 		for (unsigned d = 0; d < o->row_rank; d++)
-			h = fp_mix(h, (uint64_t)o->row_shape[d] ^ ((uint64_t)o->pad_shape[d] << 32));
+			h = fp_mix(h,
+				   (uint64_t)o->row_shape[d] ^ ((uint64_t)o->pad_shape[d] << 32));
 	}
 	for (size_t i = 0; i < p->n_files; i++) {
 		const struct dataset_file *f = &p->ds->files[p->files[i]];
@@ -383,7 +419,7 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 		return r;
 	if (spec->multi_load && plan->sequence_example) {
 		io_error_set(err, "args.multi_load: true needs a dataset without variable-length "
-			     "features (its manifest has allow_var_len: true)");
+				  "features (its manifest has allow_var_len: true)");
 		return -EINVAL;
 	}
 	plan->n_primary = spec->n_primary;
@@ -420,9 +456,11 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 		for (size_t i = 0; i < plan->n_out; i++) {
 			struct pl_out *o = &plan->out[i];
 			if (o->row_rank == 0) {
-				io_error_set(err, "tensor \"%s\": a %s loader joins records along axis 0, "
-					     "so every tensor needs at least one dimension", o->name,
-					     pl_loader_type_name(spec->type));
+				io_error_set(err,
+					     "tensor \"%s\": a %s loader joins records along axis "
+					     "0, "
+					     "so every tensor needs at least one dimension",
+					     o->name, pl_loader_type_name(spec->type));
 				r = -EINVAL;
 				goto out;
 			}
@@ -450,7 +488,9 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 			if (o->row_shape[d] < 0)
 				o->measure = true;
 		if (o->row_rank + 1 > PL_MAX_RANK) {
-			io_error_set(err, "tensor \"%s\": %u dimensions with the batch axis (at most %d)",
+			io_error_set(err,
+				     "tensor \"%s\": %u dimensions with the batch axis (at most "
+				     "%d)",
 				     o->name, o->row_rank + 1, PL_MAX_RANK);
 			r = -EINVAL;
 			goto out;
@@ -499,7 +539,8 @@ int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct
 		pl_plan_destroy(plan);
 		return r;
 	}
-	plan->cycle = (unsigned)(spec->shuffle ? spec->num_mix_files : pl_spec_parallel_reads(spec));
+	plan->cycle =
+		(unsigned)(spec->shuffle ? spec->num_mix_files : pl_spec_parallel_reads(spec));
 	if (plan->cycle < 1)
 		plan->cycle = 1;
 	int64_t rb = pl_spec_read_buffer_bytes(spec);

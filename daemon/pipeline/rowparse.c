@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GROW(ptr, cap, need)                                                              \
+#define GROW(ptr, cap, need) \
 	((need) <= (cap) ? 0 : grow((void **)&(ptr), &(cap), (need), sizeof(*(ptr))))
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -73,8 +73,7 @@ static void shape_text(const int64_t *d, unsigned rank, char *buf, size_t cap)
 }
 
 /* "PATH: record N at offset O: " in front of err's message. */
-void pl_row_error_prefix(const struct pl_plan *plan, const struct pl_rec *rec,
-			 struct io_error *err)
+void pl_row_error_prefix(const struct pl_plan *plan, const struct pl_rec *rec, struct io_error *err)
 {
 	io_error_prefix(err, "%s: record %llu at %soffset %llu: ", plan->ds->files[rec->file].path,
 			(unsigned long long)rec->index, rec->decompressed ? "decompressed " : "",
@@ -139,8 +138,8 @@ int pl_row_decode(const struct pl_plan *plan, struct pl_worker_scratch *ws,
 			return r; /* the message names the file, record and offset */
 	}
 	if (plan->sequence_example)
-		r = pbex_decode_sequence_example(plan->ctx, plan->lists, rec->data, rec->len, ws->ctx,
-						 ws->lists, err);
+		r = pbex_decode_sequence_example(plan->ctx, plan->lists, rec->data, rec->len,
+						 ws->ctx, ws->lists, err);
 	else
 		r = pbex_decode_example(plan->ctx, rec->data, rec->len, ws->ctx, err);
 	if (r < 0)
@@ -183,8 +182,10 @@ static int raw_value_dims(const struct pl_out *o, size_t len, int64_t *inferred,
 	const struct manifest_feature *f = o->feat;
 	size_t es = o->elem_size ? o->elem_size : 1;
 	if (len % es) {
-		io_error_set(err, "feature \"%s\"%s: %zu raw bytes are not a whole number of %s (%zu "
-			     "bytes each)", f->name, where, len, manifest_dtype_name(f->dtype), es);
+		io_error_set(err,
+			     "feature \"%s\"%s: %zu raw bytes are not a whole number of %s (%zu "
+			     "bytes each)",
+			     f->name, where, len, manifest_dtype_name(f->dtype), es);
 		return -EBADMSG;
 	}
 	int64_t elems = (int64_t)(len / es), known = 1;
@@ -199,7 +200,9 @@ static int raw_value_dims(const struct pl_out *o, size_t len, int64_t *inferred,
 	shape_text(f->shape, f->rank, sh, sizeof(sh));
 	if (!hole) {
 		if (elems != known) {
-			io_error_set(err, "feature \"%s\"%s: %lld raw elements do not fit shape %s (%lld)",
+			io_error_set(err,
+				     "feature \"%s\"%s: %lld raw elements do not fit shape %s "
+				     "(%lld)",
 				     f->name, where, (long long)elems, sh, (long long)known);
 			return -EBADMSG;
 		}
@@ -207,14 +210,15 @@ static int raw_value_dims(const struct pl_out *o, size_t len, int64_t *inferred,
 	}
 	int64_t dim = known ? elems / known : 0;
 	if ((known && elems % known) || (!known && elems)) {
-		io_error_set(err, "feature \"%s\"%s: %lld raw elements do not fit shape %s", f->name,
-			     where, (long long)elems, sh);
+		io_error_set(err, "feature \"%s\"%s: %lld raw elements do not fit shape %s",
+			     f->name, where, (long long)elems, sh);
 		return -EBADMSG;
 	}
 	if (*inferred >= 0 && *inferred != dim) {
-		io_error_set(err, "feature \"%s\"%s: raw values of different sizes (%lld and %lld "
-			     "for the -1 of shape %s)", f->name, where, (long long)*inferred,
-			     (long long)dim, sh);
+		io_error_set(err,
+			     "feature \"%s\"%s: raw values of different sizes (%lld and %lld "
+			     "for the -1 of shape %s)",
+			     f->name, where, (long long)*inferred, (long long)dim, sh);
 		return -EBADMSG;
 	}
 	*inferred = dim;
@@ -270,8 +274,8 @@ static int fixed_dims(const struct pl_out *o, const struct pbex_feature *pf, int
 	if ((int64_t)count != want) {
 		char sh[96];
 		shape_text(dims, o->rec_rank, sh, sizeof(sh));
-		io_error_set(err, "feature \"%s\": expected %lld values (shape %s), got %u", f->name,
-			     (long long)want, sh, count);
+		io_error_set(err, "feature \"%s\": expected %lld values (shape %s), got %u",
+			     f->name, (long long)want, sh, count);
 		return -EBADMSG;
 	}
 	return 0;
@@ -302,7 +306,8 @@ static int list_dims(const struct pl_out *o, const struct pbex_feature_list *pl,
 		if (f->deser == MANIFEST_DESER_RAW) {
 			snprintf(where, sizeof(where), " step %u", k);
 			if (count != 1) {
-				io_error_set(err, "feature \"%s\"%s: expected 1 raw byte string, got %u",
+				io_error_set(err,
+					     "feature \"%s\"%s: expected 1 raw byte string, got %u",
 					     f->name, where, count);
 				return -EBADMSG;
 			}
@@ -316,7 +321,9 @@ static int list_dims(const struct pl_out *o, const struct pbex_feature_list *pl,
 					return r;
 			}
 		} else if ((int64_t)count != o->step_elems) {
-			io_error_set(err, "feature \"%s\" step %u: expected %lld values per step, got %u",
+			io_error_set(err,
+				     "feature \"%s\" step %u: expected %lld values per step, got "
+				     "%u",
 				     f->name, k, (long long)o->step_elems, count);
 			return -EBADMSG;
 		}
@@ -342,9 +349,10 @@ static int apply_steps(const struct pl_out *o, struct pl_view *v, struct io_erro
 			shape_text(shape, rank, sh, sizeof(sh));
 			if (axis < rank)
 				size = shape[axis];
-			io_error_set(err, "tensor \"%s\": slice %s: index out of range for axis %u of "
-				     "size %lld (shape %s)", o->name, st->text, axis, (long long)size,
-				     sh);
+			io_error_set(err,
+				     "tensor \"%s\": slice %s: index out of range for axis %u of "
+				     "size %lld (shape %s)",
+				     o->name, st->text, axis, (long long)size, sh);
 			return -EBADMSG;
 		}
 	}
@@ -352,8 +360,7 @@ static int apply_steps(const struct pl_out *o, struct pl_view *v, struct io_erro
 }
 
 /* A direct output (fixed shape, int/float, an Example): present, the right kind and count. */
-static int direct_check(const struct pl_out *o, const struct pbex_feature *pf,
-			struct io_error *err)
+static int direct_check(const struct pl_out *o, const struct pbex_feature *pf, struct io_error *err)
 {
 	if (__builtin_expect(pf->present && pf->kind == want_kind(o->feat->deser) &&
 				     (int64_t)pf->count == o->rec_elems,
@@ -377,9 +384,11 @@ int pl_row_shapes(const struct pl_plan *plan, struct pl_worker_scratch *ws, stru
 			continue;
 		}
 		if (o->src == PL_OUT_CONST) {
-			const struct pl_out *from = o->shape_from >= 0 ? &plan->out[o->shape_from] : NULL;
+			const struct pl_out *from =
+				o->shape_from >= 0 ? &plan->out[o->shape_from] : NULL;
 			if (from)
-				memcpy(dims, from->direct ? from->rec_shape : ws->rec_dims[o->shape_from],
+				memcpy(dims,
+				       from->direct ? from->rec_shape : ws->rec_dims[o->shape_from],
 				       sizeof(ws->rec_dims[0]));
 			else
 				memcpy(dims, o->c_shape, sizeof(ws->rec_dims[0]));
@@ -510,7 +519,7 @@ int pl_row_source(const struct pl_plan *plan, struct pl_worker_scratch *ws, size
 			if (pf->kind != PBEX_KIND_NONE) {
 				pbex_bytes_iter_init(&it, pf);
 				while (pbex_bytes_iter_next(&it, &p, &len))
-					ws->strs[at++] = (struct pl_strref){p, len};
+					ws->strs[at++] = (struct pl_strref){ p, len };
 			}
 		} else {
 			while (pbex_list_iter_next(&li, &step)) {
@@ -518,7 +527,7 @@ int pl_row_source(const struct pl_plan *plan, struct pl_worker_scratch *ws, size
 					continue;
 				pbex_bytes_iter_init(&it, &step);
 				while (pbex_bytes_iter_next(&it, &p, &len))
-					ws->strs[at++] = (struct pl_strref){p, len};
+					ws->strs[at++] = (struct pl_strref){ p, len };
 			}
 		}
 		ret->strs = ws->strs;
@@ -532,12 +541,12 @@ int pl_row_source(const struct pl_plan *plan, struct pl_worker_scratch *ws, size
 
 void pl_list_iter_begin(struct pbex_list_iter *it, const struct pbex_feature_list *l)
 {
-	static const struct pbex_feature_list empty = {0};
+	static const struct pbex_feature_list empty = { 0 };
 	pbex_list_iter_init(it, l->present ? l : &empty);
 }
 
-int pl_row_string_bytes(const struct pl_out *o, const struct pl_row_src *s,
-			const struct pl_view *v, struct pl_worker_scratch *ws, uint64_t *ret_bytes)
+int pl_row_string_bytes(const struct pl_out *o, const struct pl_row_src *s, const struct pl_view *v,
+			struct pl_worker_scratch *ws, uint64_t *ret_bytes)
 {
 	int64_t n = pl_view_count(v);
 	if (s->const_str) {
@@ -569,7 +578,8 @@ static int window_append(const struct pl_out *o, struct pl_worker_scratch *ws, s
 		pl_view_indices(&v, ws->idx);
 		for (int64_t j = 0; j < n; j++)
 			w->strs[w->count + j] =
-				s->const_str ? (struct pl_strref){(const uint8_t *)o->c_str, o->c_str_len}
+				s->const_str ? (struct pl_strref){ (const uint8_t *)o->c_str,
+								   o->c_str_len }
 					     : s->strs[ws->idx[j]];
 	} else {
 		size_t es = o->elem_size;
@@ -577,7 +587,8 @@ static int window_append(const struct pl_out *o, struct pl_worker_scratch *ws, s
 			return -ENOMEM;
 		struct pl_view c;
 		pl_view_init(&c, v.rank, v.shape);
-		pl_copy_view(w->buf + (size_t)w->count * es, c.stride, o->dtype, s->base, s->st, &v);
+		pl_copy_view(w->buf + (size_t)w->count * es, c.stride, o->dtype, s->base, s->st,
+			     &v);
 	}
 	w->count += n;
 	w->dims[0] += b - a;
@@ -609,13 +620,18 @@ int pl_window_assemble(const struct pl_plan *plan, struct pl_worker_scratch *ws,
 				break;
 			if (w->rank == 0 && k == 0) {
 				w->rank = v.rank;
-				memcpy(w->dims + 1, v.shape + 1, (PL_MAX_RANK - 1) * sizeof(int64_t));
-			} else if (memcmp(w->dims + 1, v.shape + 1, (v.rank - 1) * sizeof(int64_t))) {
+				memcpy(w->dims + 1, v.shape + 1,
+				       (PL_MAX_RANK - 1) * sizeof(int64_t));
+			} else if (memcmp(w->dims + 1, v.shape + 1,
+					  (v.rank - 1) * sizeof(int64_t))) {
 				char a[96], b[96];
 				shape_text(w->dims + 1, w->rank - 1, a, sizeof(a));
 				shape_text(v.shape + 1, v.rank - 1, b, sizeof(b));
-				io_error_set(err, "tensor \"%s\": records of one window differ after axis 0 "
-					     "(%s here, %s in the window's first record)", o->name, b, a);
+				io_error_set(err,
+					     "tensor \"%s\": records of one window differ after "
+					     "axis 0 "
+					     "(%s here, %s in the window's first record)",
+					     o->name, b, a);
 				r = -EBADMSG;
 				break;
 			}

@@ -17,10 +17,10 @@ struct pl_strref {
 };
 
 struct pl_worker_scratch {
-	struct pbex_feature *ctx;        /* plan->n_ctx */
-	struct pbex_feature_list *lists; /* plan->n_lists */
+	struct pbex_feature *ctx;	  /* plan->n_ctx */
+	struct pbex_feature_list *lists;  /* plan->n_lists */
 	int64_t (*rec_dims)[PL_MAX_RANK]; /* per output: the row's record shape, before steps */
-	uint8_t *buf;                    /* decoded numbers, joined raw values */
+	uint8_t *buf;			  /* decoded numbers, joined raw values */
 	size_t buf_cap;
 	struct pl_strref *strs;
 	size_t strs_cap;
@@ -76,15 +76,15 @@ int pl_row_view(const struct pl_plan *plan, struct pl_worker_scratch *ws, size_t
 /* Where output i's elements are (the view indexes them). */
 struct pl_row_src {
 	enum pl_src st;
-	const void *base;             /* numeric elements (for a const: its one element) */
+	const void *base;	      /* numeric elements (for a const: its one element) */
 	const struct pl_strref *strs; /* strings */
-	bool const_str;               /* a const string: o->c_str everywhere */
+	bool const_str;		      /* a const string: o->c_str everywhere */
 };
 int pl_row_source(const struct pl_plan *plan, struct pl_worker_scratch *ws, size_t i,
 		  struct pl_row_src *ret);
 /* Bytes of the string elements a view selects. */
-int pl_row_string_bytes(const struct pl_out *o, const struct pl_row_src *s,
-			const struct pl_view *v, struct pl_worker_scratch *ws, uint64_t *ret_bytes);
+int pl_row_string_bytes(const struct pl_out *o, const struct pl_row_src *s, const struct pl_view *v,
+			struct pl_worker_scratch *ws, uint64_t *ret_bytes);
 
 /*
  * A window (rec->win): decode each of its records and join every output tensor's rows along

@@ -18,9 +18,9 @@
 
 #define PL_BLOCK_BYTES (1u << 20)
 /* Read buffers a slot may keep pinned by records beyond the one it is framing. */
-#define PL_PIN_CHUNKS 16
+#define PL_PIN_CHUNKS	    16
 #define PL_SLOT_QUEUE_DEPTH 4
-#define PL_POLL_MS 100
+#define PL_POLL_MS	    100
 
 /*
  * A sequence loader's windows over the slot's current file (docs/pipeline-semantics.md). The
@@ -50,13 +50,13 @@ struct pl_ioxref {
 };
 
 struct pl_slot {
-	bool open;       /* reading a file */
-	bool finishing;  /* the file's last chunk was fed */
-	uint32_t file;   /* index into ds->files */
+	bool open;	/* reading a file */
+	bool finishing; /* the file's last chunk was fed */
+	uint32_t file;	/* index into ds->files */
 	struct pl_ioxref *ix;
 	struct tfr_reader *rd;
 	struct pl_block *cur; /* the chunk being framed (one reference held by the slot) */
-	bool pin;             /* its records may point into it rather than be copied */
+	bool pin;	      /* its records may point into it rather than be copied */
 	uint64_t chunk_seq;   /* chunks taken so far */
 	struct pl_wingen wg;
 };
@@ -80,7 +80,7 @@ struct pl_source {
 	struct pl_block *cur;
 	struct pl_block *free_blocks; /* standard-size blocks kept for reuse */
 	struct pl_worker_scratch *ws; /* continuous_sequence: decoding record lengths */
-	bool direct;                  /* O_DIRECT reads */
+	bool direct;		      /* O_DIRECT reads */
 	uint64_t epoch;
 	atomic_bool stop;
 	int (*idle)(void *ctx); /* see pl_source_set_idle */
@@ -401,9 +401,9 @@ static int slot_next(struct pl_source *src, struct pl_slot *s, bool wait, struct
 		}
 		/*
 		 * Pin the next chunk only while the slot has pinned buffers to spare (see
-		 * PL_PIN_CHUNKS and evacuate()); otherwise its records are copied, so reading always
-		 * has buffers left. Sequence loaders keep records in their window generators and
-		 * always copy.
+		 * PL_PIN_CHUNKS and evacuate()); otherwise its records are copied, so reading
+		 * always has buffers left. Sequence loaders keep records in their window generators
+		 * and always copy.
 		 */
 		bool pin = src->plan->cfg.type == PL_LOADER_INDEPENDENT;
 		if (pin && s->ix->chunks >= PL_PIN_CHUNKS) {
@@ -627,7 +627,9 @@ static int record_steps(struct pl_source *src, struct pl_rec *rec, int64_t *ret_
 			steps = v.shape[0];
 			first = i;
 		} else if (v.shape[0] != steps) {
-			io_error_set(err, "tensors \"%s\" and \"%s\" have different lengths along axis 0 "
+			io_error_set(err,
+				     "tensors \"%s\" and \"%s\" have different lengths along axis "
+				     "0 "
 				     "(%lld and %lld); continuous_sequence needs them equal",
 				     plan->out[first].name, plan->out[i].name, (long long)steps,
 				     (long long)v.shape[0]);
@@ -711,7 +713,8 @@ static int window_next(struct pl_source *src, struct pl_slot *s, bool wait, stru
 	bool cont = c->type == PL_LOADER_CONTINUOUS_SEQUENCE;
 	if (!w->have_len) {
 		w->len = c->min_window +
-			 (int64_t)pl_rng_below(&w->rng, (uint64_t)(c->max_window - c->min_window + 1));
+			 (int64_t)pl_rng_below(&w->rng,
+					       (uint64_t)(c->max_window - c->min_window + 1));
 		w->have_len = true;
 	}
 	while (w->total < w->p + w->len) {
@@ -806,7 +809,7 @@ static int interleave_next(struct pl_source *src, struct pl_rec *out, struct io_
 		r = slot_advance(src, src->k, err);
 		if (r < 0)
 			return r;
-again:;
+	again:;
 	}
 	return 0;
 }

@@ -18,14 +18,14 @@
  * against the manifest (feature names, dtypes, shapes).
  *
  * Errors are one line: origin, JSON path, what was expected and what was there:
- *   spec.json: args.primary_features[1].to_name: duplicate "label" (also args.primary_features[0].to_name)
- *   spec.json: args.num_prefetch: expected an integer >= 0 or "auto", got -1
- *   spec.json: args.shuffel: unknown key (expected one of: dataset, target_batch_size, ...)
+ *   spec.json: args.primary_features[1].to_name: duplicate "label" (also
+ * args.primary_features[0].to_name) spec.json: args.num_prefetch: expected an integer >= 0 or "auto",
+ * got -1 spec.json: args.shuffel: unknown key (expected one of: dataset, target_batch_size, ...)
  */
 
-#define PL_AUTO (-2)    /* a knob given as "auto" */
-#define PL_NULL (-1)    /* "epochs": null, "stride": null */
-#define PL_MAX_RANK 8   /* of a batch tensor, the batch dimension included */
+#define PL_AUTO	    (-2) /* a knob given as "auto" */
+#define PL_NULL	    (-1) /* "epochs": null, "stride": null */
+#define PL_MAX_RANK 8	 /* of a batch tensor, the batch dimension included */
 
 enum pl_loader_type {
 	PL_LOADER_INDEPENDENT,
@@ -46,7 +46,7 @@ enum pl_on_corrupt {
 
 /* A JSON scalar as written: for const values and padding values. */
 enum pl_value_kind {
-	PL_VALUE_NONE,   /* absent or null: 0 / "" */
+	PL_VALUE_NONE, /* absent or null: 0 / "" */
 	PL_VALUE_BOOL,
 	PL_VALUE_INT,
 	PL_VALUE_REAL,
@@ -58,13 +58,13 @@ struct pl_value {
 	bool b;
 	int64_t i;
 	double r;
-	char *s;     /* PL_VALUE_STRING: owned, NUL-terminated (JSON strings have no NUL) */
+	char *s; /* PL_VALUE_STRING: owned, NUL-terminated (JSON strings have no NUL) */
 	size_t s_len;
 };
 
 struct pl_primary {
 	char *from_name; /* the manifest feature */
-	char *to_name;   /* the output tensor */
+	char *to_name;	 /* the output tensor */
 };
 
 enum pl_secondary_type {
@@ -91,7 +91,7 @@ enum pl_slice_kind {
 
 struct pl_slice_dim {
 	enum pl_slice_kind kind;
-	int64_t index;             /* PL_SLICE_INDEX, may be negative */
+	int64_t index; /* PL_SLICE_INDEX, may be negative */
 	bool has_start, has_stop, has_step;
 	int64_t start, stop, step; /* step != 0 */
 };
@@ -114,7 +114,7 @@ struct pl_padding {
 	bool has_shape;
 	unsigned rank;
 	int64_t shape[PL_MAX_RANK]; /* no batch dimension; -1 = the batch maximum */
-	struct pl_value value;      /* PL_VALUE_NONE: 0 or "" */
+	struct pl_value value;	    /* PL_VALUE_NONE: 0 or "" */
 };
 
 struct pl_spec {
@@ -122,22 +122,22 @@ struct pl_spec {
 	enum pl_loader_type type;
 
 	enum pl_dataset_type dataset_type;
-	char *data_dir;      /* dir */
+	char *data_dir;	     /* dir */
 	char *manifest_file; /* list */
 	char *list_file;     /* list */
 
-	int64_t target_batch_size;   /* >= 1 */
+	int64_t target_batch_size; /* >= 1 */
 	bool drop_remainder;
-	int64_t epochs;              /* >= 1, or PL_NULL (forever) */
-	int64_t num_parallel_reads;  /* >= 1 or PL_AUTO; default 1 */
-	int64_t num_parallel_parses; /* >= 1 or PL_AUTO; default 1 */
-	int64_t num_read_buffer_bytes; /* >= 0 or PL_AUTO */
-	int64_t num_prefetch;        /* >= 0 or PL_AUTO */
-	bool shuffle;                /* default false */
-	int64_t num_shuffle_buffer_elements;  /* >= 1; 1 when shuffle is false */
-	int64_t num_filenames_shuffle_buffer; /* >= 1; 1 when shuffle is false */
-	int64_t num_mix_files;                /* >= 1; 1 when shuffle is false */
-	bool sloppy_interleave;               /* default false */
+	int64_t epochs;				    /* >= 1, or PL_NULL (forever) */
+	int64_t num_parallel_reads;		    /* >= 1 or PL_AUTO; default 1 */
+	int64_t num_parallel_parses;		    /* >= 1 or PL_AUTO; default 1 */
+	int64_t num_read_buffer_bytes;		    /* >= 0 or PL_AUTO */
+	int64_t num_prefetch;			    /* >= 0 or PL_AUTO */
+	bool shuffle;				    /* default false */
+	int64_t num_shuffle_buffer_elements;	    /* >= 1; 1 when shuffle is false */
+	int64_t num_filenames_shuffle_buffer;	    /* >= 1; 1 when shuffle is false */
+	int64_t num_mix_files;			    /* >= 1; 1 when shuffle is false */
+	bool sloppy_interleave;			    /* default false */
 	int64_t num_interleave_out_buffer_elements; /* >= 1 or PL_AUTO; default 1 */
 	int64_t num_interleave_in_buffer_elements;  /* >= 1 or PL_AUTO; default 1 */
 
@@ -147,7 +147,7 @@ struct pl_spec {
 	struct pl_secondary *secondary;
 	size_t n_steps;
 	struct pl_step *steps;
-	bool padding;     /* true, or a non-empty list: every tensor is padded */
+	bool padding;	  /* true, or a non-empty list: every tensor is padded */
 	size_t n_padding; /* entries of the list form */
 	struct pl_padding *paddings;
 
@@ -156,10 +156,10 @@ struct pl_spec {
 	/* continuous_sequence and discrete_sequence */
 	int64_t min_window; /* >= 1 */
 	int64_t max_window; /* >= min_window */
-	int64_t stride;     /* continuous_sequence: >= 1 or PL_NULL (default: the window length) */
+	int64_t stride;	    /* continuous_sequence: >= 1 or PL_NULL (default: the window length) */
 
 	/* sluice's additions */
-	uint64_t seed;                 /* default 0 */
+	uint64_t seed;		       /* default 0 */
 	enum pl_on_corrupt on_corrupt; /* default fail */
 	bool has_shard;
 	uint32_t shard_index, shard_count; /* index < count */

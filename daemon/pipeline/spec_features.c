@@ -395,7 +395,7 @@ static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, stru
 			if (!f || f->idx >= s->n_primary)
 				return jsonmsg_fail(c, path,
 						    "expected a dtype name (" DTYPE_LIST ") or the "
-											 "to_name "
+						    "to_name "
 						    "of a primary feature, got %s%s",
 						    jsonmsg_quote(x->dtype_from, buf, sizeof(buf)),
 						    f ? " (a secondary feature)"

@@ -25,8 +25,8 @@ extern "C" {
 
 #define SLUICE_VERSION_MAJOR 0
 #define SLUICE_VERSION_MINOR 1
-#define SLUICE_MAX_RANK 8
-#define SLUICE_STATE_MAX 4096
+#define SLUICE_MAX_RANK	     8
+#define SLUICE_STATE_MAX     4096
 
 struct sluice_error {
 	int code;      /* the negative errno also returned */
@@ -56,25 +56,25 @@ void sluice_disconnect(struct sluice_client *c);
  * An identical spec (same fingerprint) already running is that pipeline. The name (the spec's
  * "name", or one made from the fingerprint) goes to ret_name (NUL-terminated, name_cap >= 129).
  */
-int sluice_register(struct sluice_client *c, const char *spec_json, char *ret_name,
-		    size_t name_cap, uint8_t ret_fingerprint[16], struct sluice_error *err);
+int sluice_register(struct sluice_client *c, const char *spec_json, char *ret_name, size_t name_cap,
+		    uint8_t ret_fingerprint[16], struct sluice_error *err);
 
 /* ---- readers ---- */
 
 enum sluice_mode {
 	SLUICE_MODE_BROADCAST = 0, /* every reader sees every batch */
-	SLUICE_MODE_SPLIT = 1,     /* each batch goes to one reader, whoever is ready first */
-	SLUICE_MODE_RANK = 2,      /* batch k goes to the reader of rank k mod rank_count */
+	SLUICE_MODE_SPLIT = 1,	   /* each batch goes to one reader, whoever is ready first */
+	SLUICE_MODE_RANK = 2,	   /* batch k goes to the reader of rank k mod rank_count */
 };
 
 struct sluice_attach_opts {
-	size_t size;            /* sizeof(struct sluice_attach_opts), set by _init */
-	const char *name;       /* attach to this pipeline, or */
-	const char *spec_json;  /* register this spec (or find it running) and attach to it */
-	enum sluice_mode mode;  /* default broadcast */
-	uint32_t rank_index;    /* SLUICE_MODE_RANK: this reader's rank, < rank_count */
+	size_t size;	       /* sizeof(struct sluice_attach_opts), set by _init */
+	const char *name;      /* attach to this pipeline, or */
+	const char *spec_json; /* register this spec (or find it running) and attach to it */
+	enum sluice_mode mode; /* default broadcast */
+	uint32_t rank_index;   /* SLUICE_MODE_RANK: this reader's rank, < rank_count */
 	uint32_t rank_count;
-	const void *state;      /* resume where sluice_reader_save() said, or NULL */
+	const void *state; /* resume where sluice_reader_save() said, or NULL */
 	size_t state_len;
 	unsigned reconnect_tries; /* after the daemon restarts: attempts, 100 ms apart (default 50) */
 	/*
@@ -128,21 +128,31 @@ int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 /* ---- batches and tensors ---- */
 
 enum sluice_dtype {
-	SLUICE_INT8 = 0, SLUICE_INT16, SLUICE_INT32, SLUICE_INT64,
-	SLUICE_UINT8, SLUICE_UINT16, SLUICE_UINT32, SLUICE_UINT64,
-	SLUICE_FLOAT16, SLUICE_FLOAT32, SLUICE_FLOAT64, SLUICE_BOOL, SLUICE_STRING,
+	SLUICE_INT8 = 0,
+	SLUICE_INT16,
+	SLUICE_INT32,
+	SLUICE_INT64,
+	SLUICE_UINT8,
+	SLUICE_UINT16,
+	SLUICE_UINT32,
+	SLUICE_UINT64,
+	SLUICE_FLOAT16,
+	SLUICE_FLOAT32,
+	SLUICE_FLOAT64,
+	SLUICE_BOOL,
+	SLUICE_STRING,
 };
 
 /* A tensor of a batch: views into read-only shared memory, valid until the batch is released. */
 struct sluice_tensor {
 	const char *name;
 	enum sluice_dtype dtype;
-	unsigned rank;                /* the batch dimension included */
+	unsigned rank;			/* the batch dimension included */
 	int64_t shape[SLUICE_MAX_RANK]; /* shape[0] = rows; -1 at a ragged axis (axis 1) */
-	const void *data;             /* numbers row-major, or the strings' bytes */
+	const void *data;		/* numbers row-major, or the strings' bytes */
 	uint64_t nbytes;
-	const int64_t *row_splits;    /* ragged: rows + 1 entries, else NULL */
-	const int64_t *offsets;       /* strings: elements + 1 entries into data, else NULL */
+	const int64_t *row_splits; /* ragged: rows + 1 entries, else NULL */
+	const int64_t *offsets;	   /* strings: elements + 1 entries into data, else NULL */
 	uint64_t n_elems;
 };
 
@@ -153,18 +163,17 @@ bool sluice_batch_end_of_epoch(const struct sluice_batch *b);
 size_t sluice_batch_num_tensors(const struct sluice_batch *b);
 /* By index (schema order) or name. 0, -ENOENT (no such tensor), -EBADMSG (a corrupt batch). */
 int sluice_batch_tensor_at(const struct sluice_batch *b, size_t i, struct sluice_tensor *ret);
-int sluice_batch_tensor(const struct sluice_batch *b, const char *name,
-			struct sluice_tensor *ret);
+int sluice_batch_tensor(const struct sluice_batch *b, const char *name, struct sluice_tensor *ret);
 
 /* Everything about a batch at once (for bindings: one call instead of 5 + n). */
 struct sluice_batch_info {
 	uint64_t seq;
 	uint64_t epoch;
 	uint64_t rows;
-	uint32_t end_of_epoch;        /* 1 for the last batch of its epoch */
-	uint32_t n_tensors;           /* sluice_batch_num_tensors() */
-	const void *extent;           /* the batch's whole extent in shared memory: every */
-	uint64_t extent_len;          /* tensor's data, row_splits and offsets lie inside */
+	uint32_t end_of_epoch; /* 1 for the last batch of its epoch */
+	uint32_t n_tensors;    /* sluice_batch_num_tensors() */
+	const void *extent;    /* the batch's whole extent in shared memory: every */
+	uint64_t extent_len;   /* tensor's data, row_splits and offsets lie inside */
 };
 
 /*

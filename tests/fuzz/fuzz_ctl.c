@@ -62,16 +62,16 @@ static int dec_shutdown(const struct ipc_ctl_msg *m, struct ipc_ctl_shutdown *s,
 	return ipc_ctl_decode_shutdown(m, s, e, cap);
 }
 
-#define REF_CODEC(name, type)                                                                 \
-	static int enc_##name(void *buf, size_t cap, uint32_t req_id,                         \
-			      const struct ipc_ctl_reader_ref *r, size_t *ret_len)            \
-	{                                                                                     \
-		return ipc_ctl_encode_reader_ref(buf, cap, type, req_id, r, ret_len);         \
-	}                                                                                     \
-	static int dec_##name(const struct ipc_ctl_msg *m, struct ipc_ctl_reader_ref *r,      \
-			      char *e, size_t cap)                                            \
-	{                                                                                     \
-		return ipc_ctl_decode_reader_ref(m, type, r, e, cap);                         \
+#define REF_CODEC(name, type)                                                                     \
+	static int enc_##name(void *buf, size_t cap, uint32_t req_id,                             \
+			      const struct ipc_ctl_reader_ref *r, size_t *ret_len)                \
+	{                                                                                         \
+		return ipc_ctl_encode_reader_ref(buf, cap, type, req_id, r, ret_len);             \
+	}                                                                                         \
+	static int dec_##name(const struct ipc_ctl_msg *m, struct ipc_ctl_reader_ref *r, char *e, \
+			      size_t cap)                                                         \
+	{                                                                                         \
+		return ipc_ctl_decode_reader_ref(m, type, r, e, cap);                             \
 	}
 REF_CODEC(detach, IPC_CTL_DETACH)
 REF_CODEC(save_state, IPC_CTL_SAVE_STATE)
@@ -81,46 +81,46 @@ REF_CODEC(detached, IPC_CTL_DETACHED)
  * Decode m as st; when accepted, check its views (CHECK, a statement using `a`), encode it,
  * decode that, encode again, and compare the two encodings.
  */
-#define RUN(fn, st, dec, enc, fini, CHECK)                                                    \
-	static void fn(const struct ipc_ctl_msg *m)                                           \
-	{                                                                                     \
-		struct ipc_ctl_msg m1;                                                        \
-		st a, b;                                                                      \
-		size_t l1, l2;                                                                \
-		int r;                                                                        \
-                                                                                              \
-		emsg[0] = '\0';                                                               \
-		r = dec(m, &a, emsg, sizeof(emsg));                                           \
-		check_rc(r);                                                                  \
-		if (r)                                                                        \
-			return;                                                               \
-		CHECK;                                                                        \
-		if (enc(enc1, sizeof(enc1), m->req_id, &a, &l1))                              \
-			abort();                                                              \
-		fini(&a);                                                                     \
-		if (ipc_ctl_msg_parse(enc1, l1, &m1, emsg, sizeof(emsg)))                     \
-			abort();                                                              \
-		if (dec(&m1, &b, emsg, sizeof(emsg)))                                         \
-			abort();                                                              \
-		if (enc(enc2, sizeof(enc2), m->req_id, &b, &l2))                              \
-			abort();                                                              \
-		fini(&b);                                                                     \
-		if (l1 != l2 || memcmp(enc1, enc2, l1))                                       \
-			abort();                                                              \
+#define RUN(fn, st, dec, enc, fini, CHECK)                                \
+	static void fn(const struct ipc_ctl_msg *m)                       \
+	{                                                                 \
+		struct ipc_ctl_msg m1;                                    \
+		st a, b;                                                  \
+		size_t l1, l2;                                            \
+		int r;                                                    \
+                                                                          \
+		emsg[0] = '\0';                                           \
+		r = dec(m, &a, emsg, sizeof(emsg));                       \
+		check_rc(r);                                              \
+		if (r)                                                    \
+			return;                                           \
+		CHECK;                                                    \
+		if (enc(enc1, sizeof(enc1), m->req_id, &a, &l1))          \
+			abort();                                          \
+		fini(&a);                                                 \
+		if (ipc_ctl_msg_parse(enc1, l1, &m1, emsg, sizeof(emsg))) \
+			abort();                                          \
+		if (dec(&m1, &b, emsg, sizeof(emsg)))                     \
+			abort();                                          \
+		if (enc(enc2, sizeof(enc2), m->req_id, &b, &l2))          \
+			abort();                                          \
+		fini(&b);                                                 \
+		if (l1 != l2 || memcmp(enc1, enc2, l1))                   \
+			abort();                                          \
 	}
 
 #define NOCHECK ((void)0)
 
-RUN(run_hello, struct ipc_ctl_hello, ipc_ctl_decode_hello, ipc_ctl_encode_hello, no_fini,
-    NOCHECK)
+RUN(run_hello, struct ipc_ctl_hello, ipc_ctl_decode_hello, ipc_ctl_encode_hello, no_fini, NOCHECK)
 RUN(run_hello_ok, struct ipc_ctl_hello_ok, ipc_ctl_decode_hello_ok, ipc_ctl_encode_hello_ok,
     no_fini, NOCHECK)
 RUN(run_register, struct ipc_ctl_register, ipc_ctl_decode_register, ipc_ctl_encode_register,
     no_fini, check_view(m, a.spec, a.spec_len))
-RUN(run_registered, struct ipc_ctl_registered, ipc_ctl_decode_registered,
-    ipc_ctl_encode_registered, no_fini, NOCHECK)
+RUN(run_registered, struct ipc_ctl_registered, ipc_ctl_decode_registered, ipc_ctl_encode_registered,
+    no_fini, NOCHECK)
 RUN(run_attach, struct ipc_ctl_attach, ipc_ctl_decode_attach, ipc_ctl_encode_attach, no_fini,
-    check_view(m, a.spec, a.spec_len); check_view(m, a.state, a.state_len))
+    check_view(m, a.spec, a.spec_len);
+    check_view(m, a.state, a.state_len))
 RUN(run_attached, struct ipc_ctl_attached, ipc_ctl_decode_attached, ipc_ctl_encode_attached,
     ipc_ctl_attached_fini, if (a.n_tensors && !a.tensors) abort())
 RUN(run_detach, struct ipc_ctl_reader_ref, dec_detach, enc_detach, no_fini, NOCHECK)
@@ -128,15 +128,12 @@ RUN(run_save_state, struct ipc_ctl_reader_ref, dec_save_state, enc_save_state, n
 RUN(run_detached, struct ipc_ctl_reader_ref, dec_detached, enc_detached, no_fini, NOCHECK)
 RUN(run_state, struct ipc_ctl_state, ipc_ctl_decode_state, ipc_ctl_encode_state, no_fini,
     check_view(m, a.state, a.state_len))
-RUN(run_list_reply, struct ipc_ctl_list_reply, ipc_ctl_decode_list_reply,
-    ipc_ctl_encode_list_reply, ipc_ctl_list_reply_fini,
-    if (a.n_pipelines && !a.pipelines) abort())
-RUN(run_stats, struct ipc_ctl_stats, ipc_ctl_decode_stats, ipc_ctl_encode_stats, no_fini,
-    NOCHECK)
+RUN(run_list_reply, struct ipc_ctl_list_reply, ipc_ctl_decode_list_reply, ipc_ctl_encode_list_reply,
+    ipc_ctl_list_reply_fini, if (a.n_pipelines && !a.pipelines) abort())
+RUN(run_stats, struct ipc_ctl_stats, ipc_ctl_decode_stats, ipc_ctl_encode_stats, no_fini, NOCHECK)
 RUN(run_stats_reply, struct ipc_ctl_stats_reply, ipc_ctl_decode_stats_reply,
     ipc_ctl_encode_stats_reply, ipc_ctl_stats_reply_fini, if (a.n_stats && !a.stats) abort())
-RUN(run_error, struct ipc_ctl_error, ipc_ctl_decode_error, ipc_ctl_encode_error, no_fini,
-    NOCHECK)
+RUN(run_error, struct ipc_ctl_error, ipc_ctl_decode_error, ipc_ctl_encode_error, no_fini, NOCHECK)
 RUN(run_shutdown, struct ipc_ctl_shutdown, dec_shutdown, enc_shutdown, no_fini, NOCHECK)
 
 static void run_list(const struct ipc_ctl_msg *m)
@@ -152,14 +149,14 @@ static const struct {
 	uint16_t type;
 	void (*run)(const struct ipc_ctl_msg *m);
 } runs[] = {
-	{ IPC_CTL_HELLO, run_hello },           { IPC_CTL_HELLO_OK, run_hello_ok },
-	{ IPC_CTL_REGISTER, run_register },     { IPC_CTL_REGISTERED, run_registered },
-	{ IPC_CTL_ATTACH, run_attach },         { IPC_CTL_ATTACHED, run_attached },
-	{ IPC_CTL_DETACH, run_detach },         { IPC_CTL_SAVE_STATE, run_save_state },
-	{ IPC_CTL_DETACHED, run_detached },     { IPC_CTL_STATE, run_state },
-	{ IPC_CTL_LIST, run_list },             { IPC_CTL_LIST_REPLY, run_list_reply },
-	{ IPC_CTL_STATS, run_stats },           { IPC_CTL_STATS_REPLY, run_stats_reply },
-	{ IPC_CTL_ERROR, run_error },           { IPC_CTL_SHUTDOWN, run_shutdown },
+	{ IPC_CTL_HELLO, run_hello },	    { IPC_CTL_HELLO_OK, run_hello_ok },
+	{ IPC_CTL_REGISTER, run_register }, { IPC_CTL_REGISTERED, run_registered },
+	{ IPC_CTL_ATTACH, run_attach },	    { IPC_CTL_ATTACHED, run_attached },
+	{ IPC_CTL_DETACH, run_detach },	    { IPC_CTL_SAVE_STATE, run_save_state },
+	{ IPC_CTL_DETACHED, run_detached }, { IPC_CTL_STATE, run_state },
+	{ IPC_CTL_LIST, run_list },	    { IPC_CTL_LIST_REPLY, run_list_reply },
+	{ IPC_CTL_STATS, run_stats },	    { IPC_CTL_STATS_REPLY, run_stats_reply },
+	{ IPC_CTL_ERROR, run_error },	    { IPC_CTL_SHUTDOWN, run_shutdown },
 };
 #define N_RUNS (sizeof(runs) / sizeof(runs[0]))
 
@@ -175,8 +172,8 @@ static void whole(const uint8_t *data, size_t size)
 	check_rc(r);
 	if (r && r != -EPROTONOSUPPORT)
 		return;
-	if (m.body_len && (m.body != data + IPC_CTL_HDR_SIZE ||
-			   m.body_len != size - IPC_CTL_HDR_SIZE))
+	if (m.body_len &&
+	    (m.body != data + IPC_CTL_HDR_SIZE || m.body_len != size - IPC_CTL_HDR_SIZE))
 		abort();
 	for (i = 0; i < N_RUNS; i++)
 		if (runs[i].type == m.type) {

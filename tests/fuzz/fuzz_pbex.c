@@ -18,8 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * (counts, byte totals, decode agreeing with foreach) abort when broken: that is a bug.
  */
 
-static const char *const names[] = { "a", "b", "", "f0", "c0", "label", "image/encoded", "tok",
-				     "s", "k" };
+static const char *const names[] = { "a",   "b", "", "f0", "c0", "label", "image/encoded",
+				     "tok", "s", "k" };
 #define NNAMES (sizeof(names) / sizeof(names[0]))
 
 static void check(int cond, const char *what)
@@ -204,8 +204,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			sum += touch_list(&lists[i]);
 			if (frc == 0) {
 				check(ctx[i].count == sn.f[i].count, "context count differs");
-				check(lists[i].present == sn.list_present[i],
-				      "list present differs");
+				check(lists[i].present == sn.list_present[i], "list present "
+									      "differs");
 				check(lists[i].count == sn.steps[i], "list count differs");
 			}
 		}

@@ -189,13 +189,16 @@ int bench_crc(int argc, char **argv)
 		double base = rate(copy_fn, buf, len, &sink);
 		double tab = rate(crc32c_extend_table, buf, len, &sink);
 		double hw = crc32c_hw_available() ? rate(crc32c_extend_hw, buf, len, &sink) : 0;
-		double fold = crc32c_fold_available() ? rate(crc32c_extend_fold, buf, len, &sink) : 0;
+		double fold =
+			crc32c_fold_available() ? rate(crc32c_extend_fold, buf, len, &sink) : 0;
 		double used = rate(crc32c_extend, buf, len, &sink);
 
 		printf("bench=crc32c len=%zu table_gb_per_s=%.2f sse42_gb_per_s=%.2f "
-		       "fold_gb_per_s=%.2f used_gb_per_s=%.2f impl=%s baseline_memcpy_gb_per_s=%.2f "
+		       "fold_gb_per_s=%.2f used_gb_per_s=%.2f impl=%s "
+		       "baseline_memcpy_gb_per_s=%.2f "
 		       "ratio=%.3f\n",
-		       len, tab, hw, fold, used, crc32c_impl_name(), base, base > 0 ? used / base : 0);
+		       len, tab, hw, fold, used, crc32c_impl_name(), base,
+		       base > 0 ? used / base : 0);
 	}
 	free(buf);
 	free(copy_dst);

@@ -31,12 +31,11 @@
  * sluicectl does.
  */
 
-#define NB_BATCH 256
-#define NB_BURST 16           /* timed calls per burst of next_ready */
+#define NB_BATCH   256
+#define NB_BURST   16		  /* timed calls per burst of next_ready */
 #define NB_BACKLOG (NB_BURST + 8) /* published but unread batches a burst starts with */
 
-static const char *const nb_features[] = { "dense0", "dense1", "sparse0", "sparse1", "label",
-					   NULL };
+static const char *const nb_features[] = { "dense0", "dense1", "sparse0", "sparse1", "label", NULL };
 
 static void next_usage(FILE *f)
 {
@@ -235,9 +234,11 @@ static int bench_ready(const char *sluiced, const char *spec, uint64_t samples)
 			if ((uint64_t)k.published >= taken + NB_BACKLOG)
 				break;
 			if (scan_now_s() > deadline) {
-				fprintf(stderr, "sluice-bench next: next_ready: the daemon "
+				fprintf(stderr,
+					"sluice-bench next: next_ready: the daemon "
 					"published %" PRId64 " batches, %" PRIu64 " taken: it "
-					"does not refill the ring\n", k.published, taken);
+					"does not refill the ring\n",
+					k.published, taken);
 				rc = -ETIMEDOUT;
 				goto out;
 			}
@@ -315,8 +316,7 @@ static int drain(struct sluice_reader *r, uint64_t n, struct nb_rate *ret)
 	return 0;
 }
 
-static int through_daemon(const char *sluiced, const char *spec, uint64_t n,
-			  struct nb_rate *ret)
+static int through_daemon(const char *sluiced, const char *spec, uint64_t n, struct nb_rate *ret)
 {
 	struct sluice_client *c = NULL;
 	struct sluice_reader *r = NULL;
@@ -604,8 +604,8 @@ static int bench_share(const char *sluiced, const char *spec, uint64_t n, unsign
 	qsort(one, repeat, sizeof(double), cmp_double);
 	qsort(four, repeat, sizeof(double), cmp_double);
 	printf("bench=share_median pairs=%u readers1_cpu_us_per_batch=%.2f "
-	       "readers4_cpu_us_per_batch=%.2f cpu_ratio=%.3f\n", repeat, one[repeat / 2],
-	       four[repeat / 2], four[repeat / 2] / one[repeat / 2]);
+	       "readers4_cpu_us_per_batch=%.2f cpu_ratio=%.3f\n",
+	       repeat, one[repeat / 2], four[repeat / 2], four[repeat / 2] / one[repeat / 2]);
 	fflush(stdout);
 	return 0;
 }
@@ -657,8 +657,10 @@ int bench_next(int argc, char **argv)
 	if (!sluiced) {
 		rc = nb_default_sluiced(exe_sluiced, sizeof(exe_sluiced));
 		if (rc < 0) {
-			fprintf(stderr, "sluice-bench next: cannot find sluiced from "
-				"/proc/self/exe (%s): give --sluiced PATH\n", strerror(-rc));
+			fprintf(stderr,
+				"sluice-bench next: cannot find sluiced from "
+				"/proc/self/exe (%s): give --sluiced PATH\n",
+				strerror(-rc));
 			return 1;
 		}
 		sluiced = exe_sluiced;
@@ -680,9 +682,9 @@ int bench_next(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	printf("bench=next_setup sluiced=%s dir=%s batch=%d features=%zu samples=%" PRIu64
-	       " batches=%" PRIu64 " cpus=%ld\n", sluiced, dir, NB_BATCH,
-	       sizeof(nb_features) / sizeof(nb_features[0]) - 1, samples, batches,
-	       sysconf(_SC_NPROCESSORS_ONLN));
+	       " batches=%" PRIu64 " cpus=%ld\n",
+	       sluiced, dir, NB_BATCH, sizeof(nb_features) / sizeof(nb_features[0]) - 1, samples,
+	       batches, sysconf(_SC_NPROCESSORS_ONLN));
 	fflush(stdout);
 	rc = bench_ready(sluiced, spec, samples);
 	if (rc == 0)

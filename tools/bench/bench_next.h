@@ -19,11 +19,11 @@
 
 struct nb_daemon {
 	pid_t pid;
-	char dir[64];     /* the temporary directory */
-	char sock[128];   /* dir/s.sock */
-	char conf[128];   /* dir/conf */
-	char spec[160];   /* dir/conf/nb.json */
-	char log[128];    /* dir/sluiced.log: the daemon's stderr */
+	char dir[64];	/* the temporary directory */
+	char sock[128]; /* dir/s.sock */
+	char conf[128]; /* dir/conf */
+	char spec[160]; /* dir/conf/nb.json */
+	char log[128];	/* dir/sluiced.log: the daemon's stderr */
 };
 
 /* The pipeline's counters: batches published, ring slots used and ring slots. */

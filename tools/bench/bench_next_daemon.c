@@ -20,8 +20,8 @@
 #include "libclient/client_internal.h"
 #include "tools/common/scan.h"
 
-#define NB_START_S 20.0       /* the daemon must listen within this */
-#define NB_SETTLE_S 30.0      /* the ring must fill within this */
+#define NB_START_S  20.0 /* the daemon must listen within this */
+#define NB_SETTLE_S 30.0 /* the ring must fill within this */
 
 /* ---- the daemon ---- */
 
@@ -114,13 +114,17 @@ int nb_daemon_stop(struct nb_daemon *d)
 		nb_sleep_s(0.005);
 	}
 	if (rc == -ETIMEDOUT) {
-		fprintf(stderr, "sluice-bench next: sluiced (pid %d) ignored SIGTERM for 10 s: "
-			"killed\n", (int)d->pid);
+		fprintf(stderr,
+			"sluice-bench next: sluiced (pid %d) ignored SIGTERM for 10 s: "
+			"killed\n",
+			(int)d->pid);
 		kill(d->pid, SIGKILL);
 		waitpid(d->pid, &status, 0);
 	} else if (rc < 0) {
-		fprintf(stderr, "sluice-bench next: sluiced (pid %d) did not exit cleanly "
-			"(status 0x%x)\n", (int)d->pid, status);
+		fprintf(stderr,
+			"sluice-bench next: sluiced (pid %d) did not exit cleanly "
+			"(status 0x%x)\n",
+			(int)d->pid, status);
 		nb_print_log(d);
 	}
 	d->pid = 0;
@@ -310,8 +314,10 @@ int nb_counters_get(struct sluice_client *c, struct nb_counters *ret)
 	}
 	ipc_ctl_stats_reply_fini(&sr);
 	if (out.published < 0 || out.slots_used < 0 || out.slots <= 0) {
-		fprintf(stderr, "sluice-bench next: stats %s: no batches_published, "
-			"ring_slots_used or ring_slots\n", NB_PIPELINE);
+		fprintf(stderr,
+			"sluice-bench next: stats %s: no batches_published, "
+			"ring_slots_used or ring_slots\n",
+			NB_PIPELINE);
 		return -EBADMSG;
 	}
 	*ret = out;
@@ -331,9 +337,11 @@ int nb_wait_settled(struct sluice_client *c, int quiet, double every, struct nb_
 	rc = nb_counters_get(c, &prev);
 	while (rc == 0 && same < quiet) {
 		if (scan_now_s() > deadline) {
-			fprintf(stderr, "sluice-bench next: the daemon still publishes after "
+			fprintf(stderr,
+				"sluice-bench next: the daemon still publishes after "
 				"%.0f s "
-				"(published %" PRId64 ")\n", NB_SETTLE_S, prev.published);
+				"(published %" PRId64 ")\n",
+				NB_SETTLE_S, prev.published);
 			return -ETIMEDOUT;
 		}
 		nb_sleep_s(every);

@@ -24,42 +24,41 @@
 #include "tools/common/cliarg.h"
 #include "tools/common/scan.h"
 
-#define MEMCPY_BUF (64ul << 20)
+#define MEMCPY_BUF	 (64ul << 20)
 #define MEMCPY_MIN_BYTES (512ul << 20)
 
 static void pipeline_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sluice-bench pipeline [--ctr DIR] [--image DIR] [--batches N]\n"
-		"                             [--workers N] [--repeat R] [--direct] [--queue]\n"
-		"\n"
-		"Runs an independent-loader pipeline over each dataset given, made by\n"
-		"  sluicectl gen ctr DIR --files 8 --records 1000000\n"
-		"  sluicectl gen image DIR --files 8 --records 40000\n"
-		"ctr: batches of 1024, every feature; image: batches of 64, the image, label\n"
-		"and bbox features. Both shuffled (buffers 10000 / 1000, 8 files mixed and 8\n"
-		"in the filename buffer), 4 parallel reads of 1 MiB, 4 batches of prefetch,\n"
-		"endless epochs, drop_remainder. It takes N batches (default: ctr 2000,\n"
-		"image 500) on a pool of N workers (default: every CPU) and measures wall\n"
-		"and process CPU time (user + sys); in the same run, a one-thread memcpy of\n"
-		"as many bytes as the batches' extents (a 64 MiB buffer copied repeatedly).\n"
-		"The batches go to a deliver callback on the driver thread, as sluiced takes\n"
-		"them; --queue takes them with pl_pipeline_next() on this thread instead.\n"
-		"--direct reads with O_DIRECT (no page cache, no kernel copy: what a host\n"
-		"with NVMe would use; the disk may then limit the wall time, not the CPU).\n"
-		"datapath: one thread reads, frames and copies (CRC checked) the records\n"
-		"into a batch-sized buffer, nothing else: about the most the pipeline can\n"
-		"reach on this machine.\n"
-		"Each measurement is the best of R runs (default 3; memcpy: of at least 5).\n"
-		"ratio is batch bytes per CPU-second over memcpy bytes per second.\n");
+	fprintf(f, "usage: sluice-bench pipeline [--ctr DIR] [--image DIR] [--batches N]\n"
+		   "                             [--workers N] [--repeat R] [--direct] [--queue]\n"
+		   "\n"
+		   "Runs an independent-loader pipeline over each dataset given, made by\n"
+		   "  sluicectl gen ctr DIR --files 8 --records 1000000\n"
+		   "  sluicectl gen image DIR --files 8 --records 40000\n"
+		   "ctr: batches of 1024, every feature; image: batches of 64, the image, label\n"
+		   "and bbox features. Both shuffled (buffers 10000 / 1000, 8 files mixed and 8\n"
+		   "in the filename buffer), 4 parallel reads of 1 MiB, 4 batches of prefetch,\n"
+		   "endless epochs, drop_remainder. It takes N batches (default: ctr 2000,\n"
+		   "image 500) on a pool of N workers (default: every CPU) and measures wall\n"
+		   "and process CPU time (user + sys); in the same run, a one-thread memcpy of\n"
+		   "as many bytes as the batches' extents (a 64 MiB buffer copied repeatedly).\n"
+		   "The batches go to a deliver callback on the driver thread, as sluiced takes\n"
+		   "them; --queue takes them with pl_pipeline_next() on this thread instead.\n"
+		   "--direct reads with O_DIRECT (no page cache, no kernel copy: what a host\n"
+		   "with NVMe would use; the disk may then limit the wall time, not the CPU).\n"
+		   "datapath: one thread reads, frames and copies (CRC checked) the records\n"
+		   "into a batch-sized buffer, nothing else: about the most the pipeline can\n"
+		   "reach on this machine.\n"
+		   "Each measurement is the best of R runs (default 3; memcpy: of at least 5).\n"
+		   "ratio is batch bytes per CPU-second over memcpy bytes per second.\n");
 }
 
 struct bench_ds {
-	const char *name;   /* "ctr", "image" */
+	const char *name; /* "ctr", "image" */
 	const char *dir;
 	int64_t batch_size;
 	int64_t shuffle_buffer;
-	uint64_t batches;   /* default count */
+	uint64_t batches;	     /* default count */
 	const char *const *features; /* NULL: every feature of the manifest */
 };
 
@@ -110,8 +109,10 @@ static int build_spec(const struct bench_ds *ds, unsigned workers, char **ret_te
 	if (ds->features) {
 		for (i = 0; ds->features[i]; i++) {
 			if (manifest_find(m, ds->features[i]) < 0) {
-				io_error_set(err, "%s: no feature '%s' (is it a `sluicectl gen %s` "
-					     "dataset?)", path, ds->features[i], ds->name);
+				io_error_set(err,
+					     "%s: no feature '%s' (is it a `sluicectl gen %s` "
+					     "dataset?)",
+					     path, ds->features[i], ds->name);
 				json_decref(feats);
 				rc = -EINVAL;
 				goto out;
@@ -133,20 +134,14 @@ static int build_spec(const struct bench_ds *ds, unsigned workers, char **ret_te
 	/* "o" hands feats over to root (also when json_pack fails). */
 	root = json_pack("{s:s, s:s, s:{s:{s:s, s:{s:s}}, s:I, s:b, s:n, s:i, s:I, s:i, s:i, s:b, "
 			 "s:I, s:i, s:i, s:o}}",
-			 "name", name, "type", "independent", "args",
-			 "dataset", "type", "dir", "args", "data_dir", ds->dir,
-			 "target_batch_size", (json_int_t)ds->batch_size,
-			 "drop_remainder", 1,
-			 "epochs",
-			 "num_parallel_reads", 4,
-			 "num_parallel_parses", (json_int_t)workers,
-			 "num_read_buffer_bytes", 1 << 20,
-			 "num_prefetch", 4,
-			 "shuffle", 1,
+			 "name", name, "type", "independent", "args", "dataset", "type", "dir",
+			 "args", "data_dir", ds->dir, "target_batch_size",
+			 (json_int_t)ds->batch_size, "drop_remainder", 1, "epochs",
+			 "num_parallel_reads", 4, "num_parallel_parses", (json_int_t)workers,
+			 "num_read_buffer_bytes", 1 << 20, "num_prefetch", 4, "shuffle", 1,
 			 "num_shuffle_buffer_elements", (json_int_t)ds->shuffle_buffer,
-			 "num_filenames_shuffle_buffer", 8,
-			 "num_mix_files", 8,
-			 "primary_features", feats);
+			 "num_filenames_shuffle_buffer", 8, "num_mix_files", 8, "primary_features",
+			 feats);
 	if (!root)
 		goto out;
 	*ret_text = json_dumps(root, JSON_COMPACT);
@@ -216,7 +211,7 @@ static const char *engine_of(const struct pl_pipeline *p)
 struct dl_run {
 	struct pl_pipeline *p;
 	struct tally t;
-	int end;	/* 1 once the callbacks are done with the run */
+	int end; /* 1 once the callbacks are done with the run */
 	int rc;
 	struct io_error err;
 	pthread_mutex_t lock;
@@ -387,7 +382,8 @@ static int bench_memcpy(uint64_t bytes, unsigned repeat, double *ret_bytes_per_s
 		best = 1e-9;
 	*ret_bytes_per_s = (double)bytes / best;
 	printf("bench=baseline_memcpy bytes=%" PRIu64 " buf_bytes=%lu wall_s=%.4f "
-	       "bytes_per_s=%.0f\n", bytes, MEMCPY_BUF, best, *ret_bytes_per_s);
+	       "bytes_per_s=%.0f\n",
+	       bytes, MEMCPY_BUF, best, *ret_bytes_per_s);
 	return 0;
 }
 
@@ -397,8 +393,7 @@ static int bench_memcpy(uint64_t bytes, unsigned repeat, double *ret_bytes_per_s
  * with its CRC checked (crc32c_copy), until `bytes` record bytes: no decoding, shuffling,
  * batching or second thread. Its ratio is about the most the pipeline can reach here.
  */
-static int bench_datapath(const struct bench_ds *ds, bool direct, uint64_t bytes,
-			  double memcpy_bps)
+static int bench_datapath(const struct bench_ds *ds, bool direct, uint64_t bytes, double memcpy_bps)
 {
 	struct dataset *set = NULL;
 	struct io_error err = { "" };
@@ -474,9 +469,9 @@ static int bench_datapath(const struct bench_ds *ds, bool direct, uint64_t bytes
 		if (cpu <= 0)
 			cpu = 1e-9;
 		printf("bench=datapath_%s bytes=%" PRIu64 " records=%" PRIu64 " cpu_s=%.4f "
-		       "bytes_per_cpu_s=%.0f ratio=%.4f bad_crc=%u direct=%d\n", ds->name, done,
-		       records, cpu, (double)done / cpu, (double)done / cpu / memcpy_bps, sink,
-		       direct);
+		       "bytes_per_cpu_s=%.0f ratio=%.4f bad_crc=%u direct=%d\n",
+		       ds->name, done, records, cpu, (double)done / cpu,
+		       (double)done / cpu / memcpy_bps, sink, direct);
 		rc = 0;
 	}
 out:
@@ -518,8 +513,9 @@ static int bench_dataset(const struct bench_ds *ds, struct sched_pool *pool, boo
 			best = run;
 	}
 	if (best.batches < batches)
-		fprintf(stderr, "sluice-bench pipeline: %s: the stream ended after %" PRIu64
-			" batches\n", ds->name, best.batches);
+		fprintf(stderr,
+			"sluice-bench pipeline: %s: the stream ended after %" PRIu64 " batches\n",
+			ds->name, best.batches);
 	/* at least 5 copies: the baseline is the denominator, a slow one inflates the ratio */
 	rc = bench_memcpy(best.bytes, repeat > 5 ? repeat : 5, &memcpy_bps);
 	if (rc < 0)

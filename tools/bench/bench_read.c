@@ -16,21 +16,21 @@
 #include "tools/common/cliarg.h"
 #include "tools/common/scan.h"
 
-#define MEMCPY_BUF (64ul << 20)
+#define MEMCPY_BUF	 (64ul << 20)
 #define MEMCPY_MIN_BYTES (512ul << 20)
-#define READ_BUF (1ul << 20)
+#define READ_BUF	 (1ul << 20)
 
 static void read_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sluice-bench read DIR [--threads N] [--repeat R]\n"
-		"\n"
-		"Runs the validate path (read + frame + CRC + decode and check every\n"
-		"manifest feature) over the dataset with 1 thread and with N threads (default:\n"
-		"online CPUs), and, in the same run, memcpy of the same number of bytes (a 64 MiB\n"
-		"buffer copied repeatedly) and a plain read() loop over the same files (page\n"
-		"cache warmed first).\n"
-		"Each measurement is the best of R runs (default 3).\n");
+	fprintf(f, "usage: sluice-bench read DIR [--threads N] [--repeat R]\n"
+		   "\n"
+		   "Runs the validate path (read + frame + CRC + decode and check every\n"
+		   "manifest feature) over the dataset with 1 thread and with N threads (default:\n"
+		   "online CPUs), and, in the same run, memcpy of the same number of bytes (a 64 "
+		   "MiB\n"
+		   "buffer copied repeatedly) and a plain read() loop over the same files (page\n"
+		   "cache warmed first).\n"
+		   "Each measurement is the best of R runs (default 3).\n");
 }
 
 /* Read every file whole with read(); returns the bytes read or a negative errno. */
@@ -145,8 +145,8 @@ static int bench_read_loop(const struct dataset *ds, unsigned repeat)
  * One validate-path measurement: best of `repeat` full scans, decoding on a pool of `threads`
  * workers (use_pool), or on `threads` scan threads that decode what they read.
  */
-static int bench_decode(const struct dataset *ds, const char *name, unsigned threads,
-			bool use_pool, unsigned repeat, double memcpy_mb_per_s)
+static int bench_decode(const struct dataset *ds, const char *name, unsigned threads, bool use_pool,
+			unsigned repeat, double memcpy_mb_per_s)
 {
 	struct sched_pool *pool = NULL;
 	struct check_run best_run;
@@ -200,20 +200,23 @@ static int bench_decode(const struct dataset *ds, const char *name, unsigned thr
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 	cpu_s = best_run.scan.process_cpu_s > 0 ? best_run.scan.process_cpu_s : 1e-9;
 	mbs_cpu = (double)best_run.scan.total.file_bytes / cpu_s / 1e6;
-	printf("bench=%s threads=%u io_threads=%u files=%" PRIu64 " records=%" PRIu64 " bytes=%" PRIu64
-	       " problems=%" PRIu64 " wall_s=%.4f records_per_s=%.0f mb_per_s=%.1f cpu_s=%.4f "
+	printf("bench=%s threads=%u io_threads=%u files=%" PRIu64 " records=%" PRIu64
+	       " bytes=%" PRIu64 " problems=%" PRIu64 " wall_s=%.4f records_per_s=%.0f "
+						      "mb_per_s=%.1f cpu_s=%.4f "
 	       "records_per_cpu_s=%.0f mb_per_cpu_s=%.1f baseline_mb_per_s=%.0f ratio=%.3f "
 	       "engine=%s\n",
 	       name, threads, best_run.scan.threads, best_run.scan.total.files,
-	       best_run.scan.total.records,
-	       best_run.scan.total.file_bytes, best_run.problems_total, best_run.scan.wall_s,
-	       (double)best_run.scan.total.records / best_run.scan.wall_s,
+	       best_run.scan.total.records, best_run.scan.total.file_bytes, best_run.problems_total,
+	       best_run.scan.wall_s, (double)best_run.scan.total.records / best_run.scan.wall_s,
 	       (double)best_run.scan.total.file_bytes / best_run.scan.wall_s / 1e6, cpu_s,
 	       (double)best_run.scan.total.records / cpu_s, mbs_cpu, memcpy_mb_per_s,
 	       mbs_cpu / memcpy_mb_per_s, iox_engine_name(best_run.scan.engine));
 	if (best_run.problems_total)
-		fprintf(stderr, "sluice-bench read: warning: the dataset has %" PRIu64
-			" problems (run sluicectl validate)\n", best_run.problems_total);
+		fprintf(stderr,
+			"sluice-bench read: warning: the dataset has %" PRIu64 " problems (run "
+									       "sluicectl "
+									       "validate)\n",
+			best_run.problems_total);
 	check_run_fini(&best_run);
 	return 0;
 }

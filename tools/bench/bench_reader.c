@@ -16,15 +16,16 @@
 
 static void reader_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sluice-bench reader --name NAME [--socket PATH] [--batches N]\n"
-		"                           [--warmup N]\n"
-		"\n"
-		"Attaches to pipeline NAME of a running sluiced (broadcast) and reads N batches\n"
-		"(default 20000) after N warm-up ones (default 500) the way a training loop\n"
-		"does: sluice_next, every tensor's view (sluice_batch_describe), release.\n"
-		"Prints the batches per second and the process's CPU time per batch. It is\n"
-		"the C side of tools/bench/python_reader.py, which runs the same loop in Python.\n");
+	fprintf(f, "usage: sluice-bench reader --name NAME [--socket PATH] [--batches N]\n"
+		   "                           [--warmup N]\n"
+		   "\n"
+		   "Attaches to pipeline NAME of a running sluiced (broadcast) and reads N "
+		   "batches\n"
+		   "(default 20000) after N warm-up ones (default 500) the way a training loop\n"
+		   "does: sluice_next, every tensor's view (sluice_batch_describe), release.\n"
+		   "Prints the batches per second and the process's CPU time per batch. It is\n"
+		   "the C side of tools/bench/python_reader.py, which runs the same loop in "
+		   "Python.\n");
 }
 
 struct reader_args {
@@ -144,8 +145,9 @@ int bench_reader(int argc, char **argv)
 	wall = scan_now_s() - t0;
 	cpu = scan_process_cpu_s() - c0;
 	printf("bench=reader lang=c batches=%" PRIu64 " rows=%" PRIu64 " bytes=%" PRIu64
-	       " wall_s=%.4f batches_per_s=%.1f cpu_us_per_batch=%.2f\n", a.batches, rows, bytes,
-	       wall, (double)a.batches / wall, cpu * 1e6 / (double)a.batches);
+	       " wall_s=%.4f batches_per_s=%.1f cpu_us_per_batch=%.2f\n",
+	       a.batches, rows, bytes, wall, (double)a.batches / wall,
+	       cpu * 1e6 / (double)a.batches);
 	sluice_detach(r);
 	sluice_disconnect(c);
 	return 0;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sluice-bench sched: tiny-task throughput against a mutex+condvar FIFO pool; parallel_for scaling. */
+/* sluice-bench sched: tiny-task throughput against a mutex+condvar FIFO pool; parallel_for scaling.
+ */
 #include "bench.h"
 
 #include <errno.h>
@@ -293,7 +294,8 @@ int bench_sched(int argc, char **argv)
 			return 1;
 		}
 		for (uint64_t r = 0; r < repeat; r++) {
-			double a = run_sched(pool, (unsigned)depth), b = run_fifo(w, (unsigned)depth);
+			double a = run_sched(pool, (unsigned)depth),
+			       b = run_fifo(w, (unsigned)depth);
 
 			if (a > best)
 				best = a;
@@ -303,7 +305,8 @@ int bench_sched(int argc, char **argv)
 		sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 		printf("bench=sched_tiny workers=%u tasks=%zu work_ns=%.0f tasks_per_s=%.0f "
 		       "baseline_tasks_per_s=%.0f ratio=%.2f\n",
-		       w, ((size_t)2 << depth) - 1, work_ns, best, base, base > 0 ? best / base : 0);
+		       w, ((size_t)2 << depth) - 1, work_ns, best, base,
+		       base > 0 ? best / base : 0);
 	}
 
 	/* parallel_for: the same loop with 1..max_workers workers. */

@@ -15,9 +15,12 @@ static const struct bench benches[] = {
 	{ "read", bench_read, "read + frame + CRC + decode a dataset, against memcpy and read()" },
 	{ "sched", bench_sched, "tiny tasks vs a mutex+condvar pool; parallel_for scaling" },
 	{ "crc", bench_crc, "CRC32C (table, SSE4.2, VPCLMULQDQ) per buffer size, against memcpy" },
-	{ "pipeline", bench_pipeline, "batches per CPU-second of the pipeline engine, against memcpy" },
-	{ "next", bench_next, "sluice_next latency and throughput through sluiced; sharing's cost" },
-	{ "reader", bench_reader, "a C training loop over a running sluiced (python_reader.py baseline)" },
+	{ "pipeline", bench_pipeline,
+	  "batches per CPU-second of the pipeline engine, against memcpy" },
+	{ "next", bench_next,
+	  "sluice_next latency and throughput through sluiced; sharing's cost" },
+	{ "reader", bench_reader,
+	  "a C training loop over a running sluiced (python_reader.py baseline)" },
 };
 
 static void usage(FILE *f)

@@ -14,21 +14,21 @@
 struct check_expect {
 	const struct manifest_feature *mf;
 	enum pbex_kind kind;
-	uint32_t slot;       /* index in the context (or feature-list) schema */
-	uint64_t elems;      /* product of the known (>= 0) dims: values, or raw elements */
-	bool inferred;       /* raw with a -1 dim: any multiple of elems per byte string */
-	uint64_t n_strings;  /* raw: byte strings per record (or per step) */
-	bool need_values;    /* the dtype has a range narrower than the list's values */
-	bool fast;           /* the right kind and count are all there is to check */
-	size_t elem_size;    /* raw: bytes per element */
-	char shape_str[96];  /* "[13]", "[-1, 4]" for messages */
+	uint32_t slot;	    /* index in the context (or feature-list) schema */
+	uint64_t elems;	    /* product of the known (>= 0) dims: values, or raw elements */
+	bool inferred;	    /* raw with a -1 dim: any multiple of elems per byte string */
+	uint64_t n_strings; /* raw: byte strings per record (or per step) */
+	bool need_values;   /* the dtype has a range narrower than the list's values */
+	bool fast;	    /* the right kind and count are all there is to check */
+	size_t elem_size;   /* raw: bytes per element */
+	char shape_str[96]; /* "[13]", "[-1, 4]" for messages */
 };
 
 struct checker {
 	const struct manifest *m;
 	bool sequence;
 	size_t max_problems;
-	struct pbex_schema *schema;      /* Example features, or SequenceExample context */
+	struct pbex_schema *schema;	 /* Example features, or SequenceExample context */
 	struct pbex_schema *list_schema; /* SequenceExample feature lists (var_len), or NULL */
 	size_t n_ctx, n_lists;
 	struct check_expect *ex;
@@ -36,7 +36,7 @@ struct checker {
 
 static const char *const class_names[CHECK_NCLASSES] = {
 	[CHECK_FRAMING] = "framing", [CHECK_DECODE] = "decode", [CHECK_MISSING] = "missing",
-	[CHECK_KIND] = "kind",       [CHECK_SHAPE] = "shape",   [CHECK_RAW] = "raw",
+	[CHECK_KIND] = "kind",	     [CHECK_SHAPE] = "shape",	[CHECK_RAW] = "raw",
 	[CHECK_DTYPE] = "dtype",
 };
 
@@ -363,8 +363,7 @@ static bool float_fits(float v, enum manifest_dtype t)
 	}
 }
 
-static void check_count(struct rec_ctx *rc, uint32_t fi, const struct check_expect *e,
-			uint64_t n)
+static void check_count(struct rec_ctx *rc, uint32_t fi, const struct check_expect *e, uint64_t n)
 {
 	if (n != e->elems)
 		problem(rc, fi, CHECK_SHAPE, "expected %" PRIu64 " values (shape %s), got %" PRIu64,

@@ -40,9 +40,9 @@ struct check_problem {
 	uint32_t file_index;
 	uint64_t record;
 	uint64_t offset;
-	uint32_t feature;         /* manifest index; UINT32_MAX for record-wide problems */
+	uint32_t feature; /* manifest index; UINT32_MAX for record-wide problems */
 	enum check_class cls;
-	char msg[512];            /* `feature "NAME": expected ..., got ...` (or the decoder's) */
+	char msg[512]; /* `feature "NAME": expected ..., got ...` (or the decoder's) */
 };
 
 struct checker;
@@ -59,10 +59,10 @@ void checker_destroy(struct checker *c);
 
 struct check_thread {
 	const struct checker *c;
-	uint64_t records;               /* records checked */
-	uint64_t bad_records;           /* records with at least one problem */
+	uint64_t records;     /* records checked */
+	uint64_t bad_records; /* records with at least one problem */
 	uint64_t counts[CHECK_NCLASSES];
-	size_t n_kept;                  /* problems[] holds the first n_kept by (file, offset) */
+	size_t n_kept;			/* problems[] holds the first n_kept by (file, offset) */
 	struct check_problem *problems; /* max_problems entries */
 	/* private scratch */
 	struct pbex_feature *feat_;
@@ -92,8 +92,8 @@ size_t check_merge(const struct checker *c, const struct check_thread *threads, 
 struct check_run {
 	struct scan_result scan;
 	uint64_t counts[CHECK_NCLASSES];
-	uint64_t problems_total;        /* sum of counts */
-	uint64_t bad_records;           /* records with a feature problem (framing not counted) */
+	uint64_t problems_total; /* sum of counts */
+	uint64_t bad_records;	 /* records with a feature problem (framing not counted) */
 	size_t n_problems;
 	struct check_problem *problems; /* the first max_problems, by (file, offset, feature) */
 };

@@ -15,21 +15,21 @@
 
 #define SCAN_MAX_QUEUED 16
 /* Pool mode: chunks a thread keeps in flight on the pool, and the size of one pool task. */
-#define SCAN_INFLIGHT 4
+#define SCAN_INFLIGHT	  4
 #define SCAN_TASK_RECORDS 64
-#define SCAN_TASK_BYTES (1u << 20)
+#define SCAN_TASK_BYTES	  (1u << 20)
 
 /* State shared by the threads of one scan. */
 struct scan_shared {
 	const struct dataset *ds;
 	const struct scan_opts *opts;
 	atomic_size_t next_file; /* the next file to hand out */
-	atomic_bool stop;        /* set by a callback error: threads finish their record, leave */
-	pthread_mutex_t lock;    /* protects what follows */
+	atomic_bool stop;	 /* set by a callback error: threads finish their record, leave */
+	pthread_mutex_t lock;	 /* protects what follows */
 	struct scan_result *res;
-	int fail;                /* first fatal error (negative errno) */
+	int fail; /* first fatal error (negative errno) */
 	struct io_error fail_err;
-	struct sched_queue *q;   /* pool mode: the scan's queue */
+	struct sched_queue *q;			     /* pool mode: the scan's queue */
 	atomic_uint_fast64_t bad_crc, bad_crc_bytes; /* pool mode: records the workers rejected */
 };
 
@@ -132,8 +132,8 @@ unsigned scan_opts_threads(const struct scan_opts *opts, const struct dataset *d
 	if (opts->threads)
 		return opts->threads;
 	if (opts->pool) {
-		bool compressed = ds && ds->manifest &&
-				  ds->manifest->compression != TFR_COMPRESSION_NONE;
+		bool compressed =
+			ds && ds->manifest && ds->manifest->compression != TFR_COMPRESSION_NONE;
 		unsigned w = sched_pool_workers(opts->pool);
 
 		n = compressed ? w : (w + 7) / 8;
@@ -270,7 +270,8 @@ static void scan_task_run(void *arg)
 		rc = tfr_record_verify(rec, b->file.path, &ioe);
 		if (rc < 0) {
 			atomic_fetch_add_explicit(&sh->bad_crc, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&sh->bad_crc_bytes, rec->len, memory_order_relaxed);
+			atomic_fetch_add_explicit(&sh->bad_crc_bytes, rec->len,
+						  memory_order_relaxed);
 			add_error(sh, &b->file, rc, rec->offset, rec->index, &ioe, false);
 			continue;
 		}
@@ -482,8 +483,8 @@ static void *scan_thread_main(void *arg)
 
 		/* Keep `queued` files in the iox while there are files left. */
 		while (active < queued && !atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
-			size_t idx = atomic_fetch_add_explicit(&sh->next_file, 1,
-							      memory_order_relaxed);
+			size_t idx =
+				atomic_fetch_add_explicit(&sh->next_file, 1, memory_order_relaxed);
 
 			if (idx >= sh->ds->n_files)
 				break;
@@ -518,7 +519,8 @@ static void *scan_thread_main(void *arg)
 		t->counts.file_bytes += ch.len;
 		if (ch.error) {
 			if (!s->dead)
-				add_error(t->sh, &s->file, ch.error, ch.offset, s->next_index, &ioe, true);
+				add_error(t->sh, &s->file, ch.error, ch.offset, s->next_index, &ioe,
+					  true);
 			iox_release(t->iox, &ch);
 			finish_slot(t, s);
 			active--;
@@ -554,7 +556,8 @@ static void *scan_thread_main(void *arg)
 				rc = -EBADMSG;
 				io_error_set(&ioe, "%s: the reader wanted input after the end",
 					     s->file.path);
-				add_error(t->sh, &s->file, rc, s->next_offset, s->next_index, &ioe, true);
+				add_error(t->sh, &s->file, rc, s->next_offset, s->next_index, &ioe,
+					  true);
 			}
 			rc = 1;
 		}

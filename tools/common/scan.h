@@ -47,14 +47,14 @@ typedef int (*scan_record_fn)(void *thread_ctx, const struct scan_file *file,
 			      const struct tfr_record *rec, struct io_error *err);
 
 struct scan_opts {
-	size_t size;            /* sizeof(struct scan_opts), set by _init */
-	unsigned threads;       /* scan threads; 0: the online CPUs, or in pool mode: see .c */
-	unsigned files_queued;  /* files queued per thread's iox (default 2) */
-	size_t chunk_len;       /* iox read size (default 1 MiB) */
+	size_t size;		/* sizeof(struct scan_opts), set by _init */
+	unsigned threads;	/* scan threads; 0: the online CPUs, or in pool mode: see .c */
+	unsigned files_queued;	/* files queued per thread's iox (default 2) */
+	size_t chunk_len;	/* iox read size (default 1 MiB) */
 	enum iox_engine engine; /* default AUTO */
-	bool verify_crc;        /* default true */
-	size_t max_errors;      /* framing errors kept (the first by file and offset), default 20 */
-	scan_record_fn fn;      /* may be NULL: frame only */
+	bool verify_crc;	/* default true */
+	size_t max_errors;	/* framing errors kept (the first by file and offset), default 20 */
+	scan_record_fn fn;	/* may be NULL: frame only */
 	void *const *thread_ctx; /* scan_opts_contexts() entries, or NULL */
 	struct sched_pool *pool; /* decode on this pool (pool mode), or NULL */
 };
@@ -70,19 +70,19 @@ unsigned scan_opts_threads(const struct scan_opts *opts, const struct dataset *d
 unsigned scan_opts_contexts(const struct scan_opts *opts, const struct dataset *ds);
 
 struct scan_counts {
-	uint64_t files;        /* files finished (cleanly or not) */
+	uint64_t files; /* files finished (cleanly or not) */
 	uint64_t records;
 	uint64_t file_bytes;   /* bytes read from the files (compressed size) */
 	uint64_t record_bytes; /* payload bytes of the records */
-	double cpu_s;          /* CLOCK_THREAD_CPUTIME_ID of the thread (total: their sum) */
+	double cpu_s;	       /* CLOCK_THREAD_CPUTIME_ID of the thread (total: their sum) */
 };
 
 struct scan_error {
 	uint32_t file_index;
 	uint64_t record; /* index of the bad record in its file */
 	uint64_t offset; /* byte offset of the bad record (in the decompressed stream) */
-	int code;        /* negative errno */
-	char msg[512];   /* what the reader or iox said (names the file) */
+	int code;	 /* negative errno */
+	char msg[512];	 /* what the reader or iox said (names the file) */
 };
 
 struct scan_result {
@@ -90,12 +90,12 @@ struct scan_result {
 	struct scan_counts *per_thread; /* threads entries */
 	struct scan_counts total;
 	double wall_s;
-	double process_cpu_s;           /* CLOCK_PROCESS_CPUTIME_ID across the scan */
-	enum iox_engine engine;         /* what the iox of thread 0 used */
-	char fallback_reason[256];      /* "" when io_uring was used */
-	uint64_t n_errors;              /* framing / I/O errors seen */
-	uint64_t files_failed;          /* files that ended with a sticky error */
-	size_t n_kept;                  /* errors[] holds the first n_kept by (file, offset) */
+	double process_cpu_s;	   /* CLOCK_PROCESS_CPUTIME_ID across the scan */
+	enum iox_engine engine;	   /* what the iox of thread 0 used */
+	char fallback_reason[256]; /* "" when io_uring was used */
+	uint64_t n_errors;	   /* framing / I/O errors seen */
+	uint64_t files_failed;	   /* files that ended with a sticky error */
+	size_t n_kept;		   /* errors[] holds the first n_kept by (file, offset) */
 	struct scan_error *errors;
 };
 

@@ -63,19 +63,45 @@ static void json_elem(struct jsonout *j, enum ipc_dtype t, const uint8_t *p)
 
 	memcpy(&u, p, ipc_dtype_size(t));
 	switch (t) {
-	case IPC_DTYPE_INT8: jsonout_int64(j, u.i8); break;
-	case IPC_DTYPE_INT16: jsonout_int64(j, u.i16); break;
-	case IPC_DTYPE_INT32: jsonout_int64(j, u.i32); break;
-	case IPC_DTYPE_INT64: jsonout_int64(j, u.i64); break;
-	case IPC_DTYPE_UINT8: jsonout_uint64(j, u.u8); break;
-	case IPC_DTYPE_UINT16: jsonout_uint64(j, u.u16); break;
-	case IPC_DTYPE_UINT32: jsonout_uint64(j, u.u32); break;
-	case IPC_DTYPE_UINT64: jsonout_uint64(j, u.u64); break;
-	case IPC_DTYPE_FLOAT16: json_real(j, half_to_float(u.u16), 9); break;
-	case IPC_DTYPE_FLOAT32: json_real(j, u.f32, 9); break;
-	case IPC_DTYPE_FLOAT64: json_real(j, u.f64, 17); break;
-	case IPC_DTYPE_BOOL: jsonout_char(j, u.u8 ? '1' : '0'); break;
-	default: jsonout_cstr(j, "null"); break;
+	case IPC_DTYPE_INT8:
+		jsonout_int64(j, u.i8);
+		break;
+	case IPC_DTYPE_INT16:
+		jsonout_int64(j, u.i16);
+		break;
+	case IPC_DTYPE_INT32:
+		jsonout_int64(j, u.i32);
+		break;
+	case IPC_DTYPE_INT64:
+		jsonout_int64(j, u.i64);
+		break;
+	case IPC_DTYPE_UINT8:
+		jsonout_uint64(j, u.u8);
+		break;
+	case IPC_DTYPE_UINT16:
+		jsonout_uint64(j, u.u16);
+		break;
+	case IPC_DTYPE_UINT32:
+		jsonout_uint64(j, u.u32);
+		break;
+	case IPC_DTYPE_UINT64:
+		jsonout_uint64(j, u.u64);
+		break;
+	case IPC_DTYPE_FLOAT16:
+		json_real(j, half_to_float(u.u16), 9);
+		break;
+	case IPC_DTYPE_FLOAT32:
+		json_real(j, u.f32, 9);
+		break;
+	case IPC_DTYPE_FLOAT64:
+		json_real(j, u.f64, 17);
+		break;
+	case IPC_DTYPE_BOOL:
+		jsonout_char(j, u.u8 ? '1' : '0');
+		break;
+	default:
+		jsonout_cstr(j, "null");
+		break;
 	}
 }
 
@@ -159,9 +185,8 @@ uint32_t tj_crc(uint32_t crc, const void *p, uint64_t n)
 	return (uint32_t)c;
 }
 
-uint32_t tj_tensor_crc(uint32_t crc, const int64_t *splits, uint64_t rows,
-		       const int64_t *offsets, uint64_t n_elems, const void *data,
-		       uint64_t data_len)
+uint32_t tj_tensor_crc(uint32_t crc, const int64_t *splits, uint64_t rows, const int64_t *offsets,
+		       uint64_t n_elems, const void *data, uint64_t data_len)
 {
 	if (splits)
 		crc = tj_crc(crc, splits, (rows + 1) * 8);

@@ -23,8 +23,7 @@ uint32_t tj_crc(uint32_t crc, const void *p, uint64_t n);
  * A tensor's digest, continued from crc (0 to start): row_splits (rows + 1 int64s, when
  * ragged), string offsets (n_elems + 1, for strings), then the data bytes.
  */
-uint32_t tj_tensor_crc(uint32_t crc, const int64_t *splits, uint64_t rows,
-		       const int64_t *offsets, uint64_t n_elems, const void *data,
-		       uint64_t data_len);
+uint32_t tj_tensor_crc(uint32_t crc, const int64_t *splits, uint64_t rows, const int64_t *offsets,
+		       uint64_t n_elems, const void *data, uint64_t data_len);
 
 #endif

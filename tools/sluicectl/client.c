@@ -40,7 +40,7 @@ static bool is_help(const char *a)
 
 static int connect_or_fail(const char *cmd, struct sluice_client **ret)
 {
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	if (sluice_connect(sluicectl_socket, ret, &err) < 0)
 		return fail(cmd, err.msg);
@@ -49,26 +49,30 @@ static int connect_or_fail(const char *cmd, struct sluice_client **ret)
 
 /* ---- list ---- */
 
-static const char list_usage[] =
-	"usage: sluicectl [--socket PATH] list\n"
-	"\n"
-	"One line per pipeline of sluiced: name, status, readers, batches\n"
-	"published, ring occupancy (slots used/slots).\n";
+static const char list_usage[] = "usage: sluicectl [--socket PATH] list\n"
+				 "\n"
+				 "One line per pipeline of sluiced: name, status, readers, "
+				 "batches\n"
+				 "published, ring occupancy (slots used/slots).\n";
 
 static const char *status_name(uint32_t s)
 {
 	switch (s) {
-	case IPC_CTL_PL_RUNNING: return "running";
-	case IPC_CTL_PL_FINISHED: return "finished";
-	case IPC_CTL_PL_FAILED: return "failed";
-	default: return "?";
+	case IPC_CTL_PL_RUNNING:
+		return "running";
+	case IPC_CTL_PL_FINISHED:
+		return "finished";
+	case IPC_CTL_PL_FAILED:
+		return "failed";
+	default:
+		return "?";
 	}
 }
 
 int cmd_list(int argc, char **argv)
 {
 	struct sluice_client *c = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	struct ipc_ctl_list_reply lr;
 	int rc;
 
@@ -100,16 +104,16 @@ int cmd_list(int argc, char **argv)
 
 /* ---- stats ---- */
 
-static const char stats_usage[] =
-	"usage: sluicectl [--socket PATH] stats NAME [--json]\n"
-	"\n"
-	"The statistics of pipeline NAME: one 'key value' per line, or one JSON\n"
-	"object with --json.\n";
+static const char stats_usage[] = "usage: sluicectl [--socket PATH] stats NAME [--json]\n"
+				  "\n"
+				  "The statistics of pipeline NAME: one 'key value' per line, or "
+				  "one JSON\n"
+				  "object with --json.\n";
 
 int cmd_stats(int argc, char **argv)
 {
 	struct sluice_client *c = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	struct ipc_ctl_stats_reply sr;
 	const char *name = NULL;
 	bool json = false;
@@ -185,9 +189,10 @@ static int read_spec(const char *path, char **ret, char *msg, size_t cap)
 		rc = -EINVAL;
 	if (rc < 0) {
 		snprintf(msg, cap, "%s: %s", path,
-			 rc == -EFBIG ? "larger than the 60 KiB a spec may have" :
-			 rc == -ENODATA ? "empty" : rc == -EINVAL ? "holds a NUL byte" :
-			 "read error");
+			 rc == -EFBIG	  ? "larger than the 60 KiB a spec may have"
+			 : rc == -ENODATA ? "empty"
+			 : rc == -EINVAL  ? "holds a NUL byte"
+					  : "read error");
 		free(spec);
 		return rc;
 	}
@@ -198,16 +203,17 @@ static int read_spec(const char *path, char **ret, char *msg, size_t cap)
 
 /* ---- register ---- */
 
-static const char register_usage[] =
-	"usage: sluicectl [--socket PATH] register SPEC\n"
-	"\n"
-	"Register the pipeline spec SPEC (a JSON file) with sluiced, which starts it\n"
-	"unless an identical one runs. Prints the pipeline's name and fingerprint.\n";
+static const char register_usage[] = "usage: sluicectl [--socket PATH] register SPEC\n"
+				     "\n"
+				     "Register the pipeline spec SPEC (a JSON file) with sluiced, "
+				     "which starts it\n"
+				     "unless an identical one runs. Prints the pipeline's name and "
+				     "fingerprint.\n";
 
 int cmd_register(int argc, char **argv)
 {
 	struct sluice_client *c = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	char name[IPC_CTL_NAME_MAX + 1], msg[600], *spec;
 	uint8_t fp[16];
 	int rc;
@@ -302,8 +308,10 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 		} else if (!strcmp(a, "--batches") || !strcmp(a, "--index") ||
 			   !strcmp(a, "--count")) {
 			if (!val || cli_parse_u64(val, a[2] == 'b' ? UINT64_MAX : UINT32_MAX, &v))
-				return usage_error("drain", "--batches, --index and --count need "
-						   "a number", drain_usage);
+				return usage_error("drain",
+						   "--batches, --index and --count need "
+						   "a number",
+						   drain_usage);
 			if (a[2] == 'b') {
 				o->max_batches = v;
 			} else if (a[2] == 'i') {
@@ -408,8 +416,8 @@ static int check_values(const char *list, const struct sluice_batch *b, char *ms
 	return 0;
 }
 
-static int drain_json(struct jsonout *j, const struct drain_opts *o,
-		      const struct sluice_batch *b, char *msg, size_t cap)
+static int drain_json(struct jsonout *j, const struct drain_opts *o, const struct sluice_batch *b,
+		      char *msg, size_t cap)
 {
 	size_t n = sluice_batch_num_tensors(b), i;
 	uint32_t crc = 0;
@@ -467,7 +475,7 @@ int cmd_drain(int argc, char **argv)
 	struct drain_opts o;
 	struct sluice_client *c = NULL;
 	struct sluice_reader *r = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	struct jsonout j;
 	uint64_t batches = 0, rows = 0, last_b = 0, last_rows = 0;
 	double t0, last_t, now, wall;
@@ -541,8 +549,8 @@ int cmd_drain(int argc, char **argv)
 		if (wall <= 0)
 			wall = 1e-9;
 		printf("total: batches=%" PRIu64 " rows=%" PRIu64 " wall_s=%.3f batches_per_s=%.1f "
-		       "rows_per_s=%.0f\n", batches, rows, wall, (double)batches / wall,
-		       (double)rows / wall);
+		       "rows_per_s=%.0f\n",
+		       batches, rows, wall, (double)batches / wall, (double)rows / wall);
 	}
 	if (o.state_out) {
 		uint8_t st[SLUICE_STATE_MAX];

@@ -20,14 +20,14 @@
 
 #define GEN_MAX_FILES 99999u
 
-#define CTR_DENSE 13
-#define CTR_SPARSE 26
+#define CTR_DENSE	13
+#define CTR_SPARSE	26
 #define IMAGE_MIN_BYTES 2048
 #define IMAGE_MAX_BYTES 30720 /* uniform in [min, max]: mean 16 KiB */
-#define IMAGE_CLASSES 1000
+#define IMAGE_CLASSES	1000
 #define IMAGE_MAX_BOXES 5
-#define SEQ_MAX_STEPS 20
-#define SEQ_TOKENS 4 /* token ids per step */
+#define SEQ_MAX_STEPS	20
+#define SEQ_TOKENS	4 /* token ids per step */
 
 enum gen_kind { GEN_IMAGE, GEN_CTR, GEN_SEQ };
 
@@ -284,8 +284,8 @@ static int write_manifest(struct gen *g, struct io_error *err)
 	return manifest_write_file(&m, path, err);
 }
 
-static int write_file(struct gen *g, unsigned fi, uint64_t first, uint64_t count,
-		      uint64_t *bytes, struct io_error *err)
+static int write_file(struct gen *g, unsigned fi, uint64_t first, uint64_t count, uint64_t *bytes,
+		      struct io_error *err)
 {
 	struct tfr_writer *w;
 	struct stat st;
@@ -408,7 +408,8 @@ int cmd_gen(int argc, char **argv)
 		switch (c) {
 		case OPT_FILES:
 			if (cli_parse_u64(optarg, UINT64_MAX, &v) || v < 1 || v > GEN_MAX_FILES) {
-				fprintf(stderr, "sluicectl gen: --files: expected 1..%u, got '%s'\n",
+				fprintf(stderr,
+					"sluicectl gen: --files: expected 1..%u, got '%s'\n",
 					GEN_MAX_FILES, optarg);
 				return 2;
 			}
@@ -416,8 +417,10 @@ int cmd_gen(int argc, char **argv)
 			break;
 		case OPT_RECORDS:
 			if (cli_parse_u64(optarg, UINT64_MAX, &v)) {
-				fprintf(stderr, "sluicectl gen: --records: expected a number, "
-						"got '%s'\n", optarg);
+				fprintf(stderr,
+					"sluicectl gen: --records: expected a number, "
+					"got '%s'\n",
+					optarg);
 				return 2;
 			}
 			g.records = v;
@@ -425,14 +428,17 @@ int cmd_gen(int argc, char **argv)
 			break;
 		case OPT_COMPRESSION:
 			if (!*optarg || tfr_compression_parse(optarg, &g.compression)) {
-				fprintf(stderr, "sluicectl gen: --compression: expected none, gzip "
-						"or zlib, got '%s'\n", optarg);
+				fprintf(stderr,
+					"sluicectl gen: --compression: expected none, gzip "
+					"or zlib, got '%s'\n",
+					optarg);
 				return 2;
 			}
 			break;
 		case OPT_SEED:
 			if (cli_parse_u64(optarg, UINT64_MAX, &g.seed)) {
-				fprintf(stderr, "sluicectl gen: --seed: expected a number, got '%s'\n",
+				fprintf(stderr,
+					"sluicectl gen: --seed: expected a number, got '%s'\n",
 					optarg);
 				return 2;
 			}
@@ -454,7 +460,8 @@ int cmd_gen(int argc, char **argv)
 		if (strcmp(argv[optind], kinds[k].name) == 0)
 			break;
 	if (k == sizeof(kinds) / sizeof(kinds[0])) {
-		fprintf(stderr, "sluicectl gen: unknown kind '%s' (image, ctr, seq)\n", argv[optind]);
+		fprintf(stderr, "sluicectl gen: unknown kind '%s' (image, ctr, seq)\n",
+			argv[optind]);
 		return 2;
 	}
 	g.kind = (enum gen_kind)k;

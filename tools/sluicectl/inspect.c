@@ -20,9 +20,9 @@
 #include "jsonout.h"
 
 #define INSPECT_DEFAULT_CHUNK (1u << 20)
-#define INSPECT_MAX_CHUNK (1u << 30)
+#define INSPECT_MAX_CHUNK     (1u << 30)
 /* Values and steps shown per feature in the text dump. */
-#define INSPECT_PREVIEW 8
+#define INSPECT_PREVIEW	      8
 #define INSPECT_PREVIEW_STEPS 4
 #define INSPECT_PREVIEW_BYTES 40
 
@@ -88,8 +88,7 @@ static int entry_add(struct inspect *in, const uint8_t *name, size_t name_len,
 	return 0;
 }
 
-static int on_feature(void *ctx, const uint8_t *name, size_t name_len,
-		      const struct pbex_feature *f)
+static int on_feature(void *ctx, const uint8_t *name, size_t name_len, const struct pbex_feature *f)
 {
 	struct inspect_entry *e;
 	int ret = entry_add(ctx, name, name_len, &e);
@@ -424,9 +423,10 @@ static int inspect_record(struct inspect *in, const struct tfr_record *rec, stru
 	if (ret == -ENOMEM)
 		io_error_set(err, "out of memory");
 	if (ret) {
-		io_error_prefix(err, "%s: record %" PRIu64 " at offset %" PRIu64 ": not a valid %s: ",
-				in->path, rec->index, rec->offset,
-				in->sequence ? "SequenceExample" : "Example");
+		io_error_prefix(
+			err,
+			"%s: record %" PRIu64 " at offset %" PRIu64 ": not a valid %s: ", in->path,
+			rec->index, rec->offset, in->sequence ? "SequenceExample" : "Example");
 		return ret;
 	}
 	entries_finish(in);
@@ -575,23 +575,30 @@ int cmd_inspect(int argc, char **argv)
 				   tfr_compression_parse(optarg, &in.compression) == 0) {
 				in.compression_auto = false;
 			} else {
-				fprintf(stderr, "sluicectl inspect: --compression: expected auto, "
-						"none, gzip or zlib, got '%s'\n", optarg);
+				fprintf(stderr,
+					"sluicectl inspect: --compression: expected auto, "
+					"none, gzip or zlib, got '%s'\n",
+					optarg);
 				return 2;
 			}
 			break;
 		case OPT_LIMIT:
 			if (cli_parse_u64(optarg, UINT64_MAX, &v)) {
-				fprintf(stderr, "sluicectl inspect: --limit: expected a number, "
-						"got '%s'\n", optarg);
+				fprintf(stderr,
+					"sluicectl inspect: --limit: expected a number, "
+					"got '%s'\n",
+					optarg);
 				return 2;
 			}
 			in.limit = v;
 			break;
 		case OPT_CHUNK:
-			if (cli_parse_u64(optarg, UINT64_MAX, &v) || v < 1 || v > INSPECT_MAX_CHUNK) {
-				fprintf(stderr, "sluicectl inspect: --chunk-size: expected 1..%u, "
-						"got '%s'\n", INSPECT_MAX_CHUNK, optarg);
+			if (cli_parse_u64(optarg, UINT64_MAX, &v) || v < 1 ||
+			    v > INSPECT_MAX_CHUNK) {
+				fprintf(stderr,
+					"sluicectl inspect: --chunk-size: expected 1..%u, "
+					"got '%s'\n",
+					INSPECT_MAX_CHUNK, optarg);
 				return 2;
 			}
 			in.chunk = (size_t)v;

@@ -31,11 +31,11 @@ static void usage(FILE *f)
 	size_t i;
 
 	fprintf(f, "usage: sluicectl [--help|--version] [--socket PATH] COMMAND [ARGS...]\n\n"
-		"commands:\n");
+		   "commands:\n");
 	for (i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
 		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
 	fprintf(f, "\n'sluicectl COMMAND --help' describes a command's arguments.\n"
-		"--socket PATH (or $SLUICE_SOCKET) names sluiced's control socket.\n");
+		   "--socket PATH (or $SLUICE_SOCKET) names sluiced's control socket.\n");
 }
 
 int main(int argc, char **argv)

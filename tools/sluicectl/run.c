@@ -19,33 +19,32 @@
 #include "tools/common/tensorjson.h"
 
 #define RUN_STATE_IN_MAX (1u << 20)
-#define RUN_MAX_WORKERS 4096
+#define RUN_MAX_WORKERS	 4096
 
 static void run_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sluicectl run SPEC [options]\n"
-		"\n"
-		"Run the pipeline spec SPEC (a JSON file) in this process and read its\n"
-		"batches until the end of the stream (or --batches N), checking each\n"
-		"batch's layout.\n"
-		"\n"
-		"options:\n"
-		"  --batches N        stop after N batches\n"
-		"  --json             one JSON line per batch: seq, epoch, rows, end_epoch,\n"
-		"                     and per tensor its dtype, shape, ragged, CRC-32 digest\n"
-		"  --values NAME,...  (with --json) also print these tensors' values (and\n"
-		"                     a ragged tensor's row_splits)\n"
-		"  --state-in FILE    resume from a state written by --state-out\n"
-		"  --state-out FILE   after the last batch, write the pipeline's state\n"
-		"  --engine E         auto (default), uring or pread\n"
-		"  --direct           read with O_DIRECT (no page cache, no kernel copy)\n"
-		"  --workers N        parse on a pool of N workers (default: the pipeline's\n"
-		"                     own pool of num_parallel_parses workers)\n"
-		"\n"
-		"Without --json: one line per batch, the rate on stderr every second, and\n"
-		"totals. Exit status: 0 done, 1 the pipeline failed (error on stderr),\n"
-		"2 usage.\n");
+	fprintf(f, "usage: sluicectl run SPEC [options]\n"
+		   "\n"
+		   "Run the pipeline spec SPEC (a JSON file) in this process and read its\n"
+		   "batches until the end of the stream (or --batches N), checking each\n"
+		   "batch's layout.\n"
+		   "\n"
+		   "options:\n"
+		   "  --batches N        stop after N batches\n"
+		   "  --json             one JSON line per batch: seq, epoch, rows, end_epoch,\n"
+		   "                     and per tensor its dtype, shape, ragged, CRC-32 digest\n"
+		   "  --values NAME,...  (with --json) also print these tensors' values (and\n"
+		   "                     a ragged tensor's row_splits)\n"
+		   "  --state-in FILE    resume from a state written by --state-out\n"
+		   "  --state-out FILE   after the last batch, write the pipeline's state\n"
+		   "  --engine E         auto (default), uring or pread\n"
+		   "  --direct           read with O_DIRECT (no page cache, no kernel copy)\n"
+		   "  --workers N        parse on a pool of N workers (default: the pipeline's\n"
+		   "                     own pool of num_parallel_parses workers)\n"
+		   "\n"
+		   "Without --json: one line per batch, the rate on stderr every second, and\n"
+		   "totals. Exit status: 0 done, 1 the pipeline failed (error on stderr),\n"
+		   "2 usage.\n");
 }
 
 /* A name inside an argument (not NUL-terminated). */
@@ -171,15 +170,15 @@ struct run {
 	struct run_opts o;
 	struct pl_pipeline *p;
 	size_t n_schema;
-	bool *want_values;              /* per schema index */
+	bool *want_values;		/* per schema index */
 	struct ipc_tensor_view *tviews; /* per schema index, for the batch at hand */
 	struct jsonout out;
 	uint64_t batches, rows;
 };
 
 /* Check a batch against the layout and the schema; tviews[] in schema order. */
-static int check_batch(struct run *r, const struct pl_batch *b, struct ipc_batch_view *v,
-		       char *msg, size_t cap)
+static int check_batch(struct run *r, const struct pl_batch *b, struct ipc_batch_view *v, char *msg,
+		       size_t cap)
 {
 	size_t s;
 	unsigned i, d;
@@ -190,10 +189,11 @@ static int check_batch(struct run *r, const struct pl_batch *b, struct ipc_batch
 		return rc;
 	if (v->seq != b->seq || v->epoch != b->epoch || v->rows != b->rows ||
 	    v->flags != b->flags) {
-		snprintf(msg, cap, "the header (seq %" PRIu64 ", epoch %" PRIu64 ", rows %" PRIu64
+		snprintf(msg, cap,
+			 "the header (seq %" PRIu64 ", epoch %" PRIu64 ", rows %" PRIu64
 			 ", flags 0x%x) disagrees with pl_batch (seq %" PRIu64 ", epoch %" PRIu64
-			 ", rows %" PRIu64 ", flags 0x%x)", v->seq, v->epoch, v->rows, v->flags,
-			 b->seq, b->epoch, b->rows, b->flags);
+			 ", rows %" PRIu64 ", flags 0x%x)",
+			 v->seq, v->epoch, v->rows, v->flags, b->seq, b->epoch, b->rows, b->flags);
 		return -EBADMSG;
 	}
 	if (v->flags & IPC_BATCH_F_ERROR)
@@ -220,8 +220,10 @@ static int check_batch(struct run *r, const struct pl_batch *b, struct ipc_batch
 		info = pl_pipeline_tensor(r->p, t.schema_index);
 		if ((unsigned)info->dtype != (unsigned)t.dtype || info->rank != t.rank ||
 		    info->ragged != (t.kind == IPC_TENSOR_RAGGED)) {
-			snprintf(msg, cap, "tensor %u (%s): %s rank %u%s, the schema says %s rank "
-				 "%u%s", i, info->name, ipc_dtype_name(t.dtype), t.rank,
+			snprintf(msg, cap,
+				 "tensor %u (%s): %s rank %u%s, the schema says %s rank "
+				 "%u%s",
+				 i, info->name, ipc_dtype_name(t.dtype), t.rank,
 				 t.kind == IPC_TENSOR_RAGGED ? " ragged" : "",
 				 ipc_dtype_name((unsigned)info->dtype), info->rank,
 				 info->ragged ? " ragged" : "");
@@ -229,9 +231,10 @@ static int check_batch(struct run *r, const struct pl_batch *b, struct ipc_batch
 		}
 		for (d = 1; d < t.rank; d++) {
 			if (info->shape[d] >= 0 && info->shape[d] != t.shape[d]) {
-				snprintf(msg, cap, "tensor %u (%s): shape[%u] is %" PRId64 ", the "
-					 "schema says %" PRId64, i, info->name, d, t.shape[d],
-					 info->shape[d]);
+				snprintf(msg, cap,
+					 "tensor %u (%s): shape[%u] is %" PRId64 ", the "
+					 "schema says %" PRId64,
+					 i, info->name, d, t.shape[d], info->shape[d]);
 				return -EBADMSG;
 			}
 		}
@@ -470,9 +473,8 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 		       " evacuations=%" PRIu64 " io_engine=%s%s%s\n",
 		       r->batches, r->rows, wall, (double)r->batches / wall, (double)r->rows / wall,
 		       st.records, st.skipped_records, st.skipped_files, st.record_bytes,
-		       st.copied_bytes, st.evacuations,
-		       st.io_engine ? st.io_engine : "?", st.io_fallback ? " fallback=" : "",
-		       st.io_fallback ? st.io_fallback : "");
+		       st.copied_bytes, st.evacuations, st.io_engine ? st.io_engine : "?",
+		       st.io_fallback ? " fallback=" : "", st.io_fallback ? st.io_fallback : "");
 	}
 	if (fflush(stdout) != 0) {
 		snprintf(msg, cap, "writing the output: %s", strerror(errno));

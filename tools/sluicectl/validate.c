@@ -17,24 +17,25 @@
 
 static void validate_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sluicectl validate DIR [options]\n"
-		"       sluicectl validate MANIFEST LIST [options]\n"
-		"\n"
-		"Decode every record of a dataset (DIR/__manifest__.json and DIR/**/*.tfrecords,\n"
-		"or a manifest file and a file listing data files) and check each manifest\n"
-		"feature:\n"
-		"presence, list kind, element count against shape, values against dtype.\n"
-		"Records are SequenceExamples when the manifest has allow_var_len.\n"
-		"\n"
-		"options:\n"
-		"  --threads N      decode workers (default: online CPUs)\n"
-		"  --no-pool        decode on the reading threads instead of the task pool\n"
-		"  --max-errors N   problems to print (default 20)\n"
-		"  --no-crc         do not verify record CRCs\n"
-		"\n"
-		"exit status: 0 valid, 1 problems found (or the dataset cannot be read), 2 usage.\n"
-		"SLUICE_IO_ENGINE=pread forces the pread engine instead of io_uring.\n");
+	fprintf(f, "usage: sluicectl validate DIR [options]\n"
+		   "       sluicectl validate MANIFEST LIST [options]\n"
+		   "\n"
+		   "Decode every record of a dataset (DIR/__manifest__.json and "
+		   "DIR/**/*.tfrecords,\n"
+		   "or a manifest file and a file listing data files) and check each manifest\n"
+		   "feature:\n"
+		   "presence, list kind, element count against shape, values against dtype.\n"
+		   "Records are SequenceExamples when the manifest has allow_var_len.\n"
+		   "\n"
+		   "options:\n"
+		   "  --threads N      decode workers (default: online CPUs)\n"
+		   "  --no-pool        decode on the reading threads instead of the task pool\n"
+		   "  --max-errors N   problems to print (default 20)\n"
+		   "  --no-crc         do not verify record CRCs\n"
+		   "\n"
+		   "exit status: 0 valid, 1 problems found (or the dataset cannot be read), 2 "
+		   "usage.\n"
+		   "SLUICE_IO_ENGINE=pread forces the pread engine instead of io_uring.\n");
 }
 
 static void print_problem(const struct dataset *ds, const struct check_problem *p)
@@ -182,14 +183,14 @@ int cmd_validate(int argc, char **argv)
 		printf("pool: workers=%u tasks=%" PRIu64 " injected=%" PRIu64 " steals=%" PRIu64
 		       " steal_fails=%" PRIu64 " parks=%" PRIu64 " parked_ms=%.1f\n",
 		       workers, pool_total.tasks, pool_total.injected, pool_total.steals,
-		       pool_total.steal_fails, pool_total.parks, (double)pool_total.parked_ns / 1e6);
+		       pool_total.steal_fails, pool_total.parks,
+		       (double)pool_total.parked_ns / 1e6);
 	printf("speed: %s=%u io_threads=%u wall_s=%.3f cpu_s=%.3f records_per_s=%.0f "
 	       "mb_per_s=%.1f records_per_cpu_s=%.0f mb_per_cpu_s=%.1f\n",
 	       use_pool ? "workers" : "threads", workers, run.scan.threads, run.scan.wall_s,
-	       run.scan.process_cpu_s,
-	       (double)run.scan.total.records / secs,
-	       (double)run.scan.total.file_bytes / secs / 1e6,
-	       (double)run.scan.total.records / cpu, (double)run.scan.total.file_bytes / cpu / 1e6);
+	       run.scan.process_cpu_s, (double)run.scan.total.records / secs,
+	       (double)run.scan.total.file_bytes / secs / 1e6, (double)run.scan.total.records / cpu,
+	       (double)run.scan.total.file_bytes / cpu / 1e6);
 	rc = run.problems_total ? 1 : 0;
 	printf("result: %s\n", rc ? "INVALID" : "valid");
 	check_run_fini(&run);

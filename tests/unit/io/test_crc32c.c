@@ -61,9 +61,9 @@ static void test_rfc3720_fold(void **state)
 static void test_rfc3720_dispatch(void **state)
 {
 	check_rfc3720(crc32c_extend);
-	assert_string_equal(crc32c_impl_name(), crc32c_fold_available() ? "vpclmulqdq" :
-						crc32c_hw_available()   ? "sse4.2" :
-									  "table");
+	assert_string_equal(crc32c_impl_name(), crc32c_fold_available() ? "vpclmulqdq"
+						: crc32c_hw_available() ? "sse4.2"
+									: "table");
 }
 
 /*
@@ -123,7 +123,7 @@ static void test_copy(void **state)
 	assert_non_null(dst);
 	for (size_t i = 0; i < N + 64; i++)
 		src[i] = (uint8_t)(i * 131 + (i >> 7));
-	const size_t lens[] = {0, 1, 7, 63, 64, 255, 256, 4095, 4096, 4097, 8192, 12345, N};
+	const size_t lens[] = { 0, 1, 7, 63, 64, 255, 256, 4095, 4096, 4097, 8192, 12345, N };
 	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
 		for (size_t off = 0; off < 3; off++) {
 			memset(dst, 0xee, N + 64);
@@ -162,8 +162,8 @@ static size_t copy_fns(copy_fn fns[4], const char *names[4])
 }
 
 /* Bytes either side of the destination that must stay untouched; the most dst offset, plus one. */
-#define GUARD 64
-#define MAX_OFF 64
+#define GUARD	   64
+#define MAX_OFF	   64
 #define GUARD_BYTE 0xa5
 
 static void fill_random(uint8_t *buf, size_t n, uint64_t seed)
@@ -183,8 +183,8 @@ static void fill_random(uint8_t *buf, size_t n, uint64_t seed)
  * + GUARD bytes): the CRC is crc32c_extend's, the copy is exact, every other byte of dbuf keeps
  * GUARD_BYTE.
  */
-static void check_copy(copy_fn fn, const char *name, uint32_t init, const uint8_t *src,
-		       size_t len, uint8_t *dbuf, size_t doff)
+static void check_copy(copy_fn fn, const char *name, uint32_t init, const uint8_t *src, size_t len,
+		       uint8_t *dbuf, size_t doff)
 {
 	size_t total = GUARD + MAX_OFF + len + GUARD;
 	uint8_t *dst = dbuf + GUARD + doff;
@@ -287,8 +287,8 @@ static void test_copy_alignment(void **state)
 			for (size_t soff = 0; soff < 64; soff++)
 				for (size_t doff = 0; doff < MAX_OFF; doff++)
 					check_copy(fns[f], names[f],
-						   copy_inits[(soff + doff) % N_INITS],
-						   src + soff, lens[k], dbuf, doff);
+						   copy_inits[(soff + doff) % N_INITS], src + soff,
+						   lens[k], dbuf, doff);
 	free(src);
 	free(dbuf);
 }
@@ -297,8 +297,8 @@ static void test_mask(void **state)
 {
 	/* masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 */
 	assert_int_equal(crc32c_mask(0), 0xa282ead8);
-	assert_int_equal(crc32c_mask(0x8a9136aa), ((0x8a9136aau >> 15) | (0x8a9136aau << 17)) +
-							  0xa282ead8u);
+	assert_int_equal(crc32c_mask(0x8a9136aa),
+			 ((0x8a9136aau >> 15) | (0x8a9136aau << 17)) + 0xa282ead8u);
 	for (uint32_t c = 1; c < 0xffff0000u; c += 0x10001u * 7)
 		assert_int_equal(crc32c_unmask(crc32c_mask(c)), c);
 	/* The header TensorFlow wrote for a 24-byte record (pwnall singles.tfrecords, record 0). */
@@ -310,12 +310,17 @@ static void test_mask(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rfc3720_table),  cmocka_unit_test(test_rfc3720_hw),
-		cmocka_unit_test(test_rfc3720_fold),   cmocka_unit_test(test_rfc3720_dispatch),
+		cmocka_unit_test(test_rfc3720_table),
+		cmocka_unit_test(test_rfc3720_hw),
+		cmocka_unit_test(test_rfc3720_fold),
+		cmocka_unit_test(test_rfc3720_dispatch),
 		cmocka_unit_test(test_hw_table_agree),
-		cmocka_unit_test(test_extend_split),   cmocka_unit_test(test_mask),
-		cmocka_unit_test(test_copy),           cmocka_unit_test(test_copy_every_length),
-		cmocka_unit_test(test_copy_long),      cmocka_unit_test(test_copy_alignment),
+		cmocka_unit_test(test_extend_split),
+		cmocka_unit_test(test_mask),
+		cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_copy_every_length),
+		cmocka_unit_test(test_copy_long),
+		cmocka_unit_test(test_copy_alignment),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,7 +27,7 @@
  * chunk can be checked at any offset. The sizes mix random ones up to 3 MiB with the edges:
  * 0, 1, exact multiples of every chunk_len the tests use, and one off either side.
  */
-#define NFILES 50
+#define NFILES	 50
 #define MAX_SIZE (3u << 20)
 
 struct tfile {
@@ -92,8 +92,8 @@ static void write_file(const char *path, uint64_t seed, uint64_t size)
 
 static int group_setup(void **state)
 {
-	static const uint64_t edges[] = { 0, 1, 4096, 65536, 3 * 65536, 65535, 65537, 4095,
-					  4097, MAX_SIZE, 8192 * 5, 12345 };
+	static const uint64_t edges[] = { 0,	 1,    4096, 65536,    3 * 65536, 65535,
+					  65537, 4095, 4097, MAX_SIZE, 8192 * 5,  12345 };
 	const char *tmp = getenv("TMPDIR");
 	uint64_t r = 42;
 	unsigned i;
@@ -648,8 +648,8 @@ static void test_fake_refusal_fallback(void **state)
 	assert_int_equal(iox_create(&o, &iox, &err), 0);
 	assert_int_equal(iox_engine_used(iox), IOX_ENGINE_PREAD);
 	assert_non_null(iox_fallback_reason(iox));
-	assert_string_equal(iox_fallback_reason(iox),
-			    "io_uring_queue_init: Operation not permitted");
+	assert_string_equal(iox_fallback_reason(iox), "io_uring_queue_init: Operation not "
+						      "permitted");
 	reset_files();
 	assert_int_equal(iox_add_file(iox, g_files[7].path, &g_files[7]), 0);
 	while (iox_next(iox, 5000, &c, NULL) == 1) {
@@ -788,8 +788,8 @@ static void test_registered_buffers(void **state)
 	unsetenv("SLUICE_IOX_FAKE_REGISTER_ERRNO");
 	assert_false(iox_fixed_buffers(iox));
 	if (iox_engine_used(iox) == IOX_ENGINE_URING)
-		assert_string_equal(iox_fixed_note(iox),
-				    "io_uring_register_buffers: Cannot allocate memory");
+		assert_string_equal(iox_fixed_note(iox), "io_uring_register_buffers: Cannot "
+							 "allocate memory");
 	reset_files();
 	for (i = 0; i < 12; i++)
 		assert_true(iox_add_file(iox, g_files[i].path, &g_files[i]) >= 0);
@@ -799,8 +799,8 @@ static void test_registered_buffers(void **state)
 	iox_destroy(iox);
 }
 
-#define BOTH(f)                                                                    \
-	cmocka_unit_test_prestate(f, (void *)&eng_uring),                          \
+#define BOTH(f)                                           \
+	cmocka_unit_test_prestate(f, (void *)&eng_uring), \
 		cmocka_unit_test_prestate(f, (void *)&eng_pread)
 
 int main(void)

@@ -10,11 +10,11 @@ static void test_packed_unpacked_mixed(void **state)
 	static const float fwant[] = { 1.5f, 2.0f, 3.0f, -4.25f };
 
 	expect_i64s(FEATURES(ENTRY("a", I64LIST(CAT(PACKED(V(1), V(2)), TAG(1, 0), V(3),
-						   PACKED(V(4)), TAG(1, 0), V(300))))),
+						    PACKED(V(4)), TAG(1, 0), V(300))))),
 		    "a", want, 5);
 	expect_floats(FEATURES(ENTRY("x", FLOATLIST(CAT(TAG(1, 5), F32(1.5f),
-						     PACKED(F32(2.0f), F32(3.0f)), TAG(1, 5),
-						     F32(-4.25f))))),
+							PACKED(F32(2.0f), F32(3.0f)), TAG(1, 5),
+							F32(-4.25f))))),
 		      "x", fwant, 4);
 }
 
@@ -23,10 +23,17 @@ static void test_fields_in_any_order(void **state)
 	static const int64_t want[] = { 5 };
 
 	/* value before key in the entry; unknown fields everywhere before the known ones */
-	expect_i64s(CAT(UNKNOWNS, LD(1, CAT(UNKNOWNS, LD(1, CAT(UNKNOWNS, VALUE(CAT(UNKNOWNS,
-			I64LIST(CAT(UNKNOWNS, PACKED(V(5)), UNKNOWNS)), UNKNOWNS)), KEY("k"),
-			UNKNOWNS)), UNKNOWNS)), UNKNOWNS),
-		    "k", want, 1);
+	expect_i64s(
+		CAT(UNKNOWNS,
+		    LD(1, CAT(UNKNOWNS,
+			      LD(1, CAT(UNKNOWNS,
+					VALUE(CAT(UNKNOWNS,
+						  I64LIST(CAT(UNKNOWNS, PACKED(V(5)), UNKNOWNS)),
+						  UNKNOWNS)),
+					KEY("k"), UNKNOWNS)),
+			      UNKNOWNS)),
+		    UNKNOWNS),
+		"k", want, 1);
 }
 
 static void test_unknown_wire_types_skipped(void **state)
@@ -61,17 +68,20 @@ static void test_known_field_wrong_wire_type(void **state)
 	assert_int_equal(f.count, 0);
 	/* Int64List.value as fixed64, FloatList.value as varint and fixed64, BytesList.value as
 	 * varint: unknown fields; the list is set and empty */
-	assert_int_equal(decode1(FEATURES(ENTRY("a", I64LIST(CAT(TAG(1, 1), HEX(1, 0, 0, 0, 0, 0, 0,
-								      0))))), "a", &f, NULL), 0);
+	assert_int_equal(
+		decode1(FEATURES(ENTRY("a", I64LIST(CAT(TAG(1, 1), HEX(1, 0, 0, 0, 0, 0, 0, 0))))),
+			"a", &f, NULL),
+		0);
 	assert_int_equal(f.kind, PBEX_KIND_INT64);
 	assert_int_equal(f.count, 0);
 	assert_int_equal(decode1(FEATURES(ENTRY("a", FLOATLIST(CAT(TAG(1, 0), V(3), TAG(1, 1),
-								    HEX(0, 0, 0, 0, 0, 0, 0, 0))))),
-				 "a", &f, NULL), 0);
+								   HEX(0, 0, 0, 0, 0, 0, 0, 0))))),
+				 "a", &f, NULL),
+			 0);
 	assert_int_equal(f.kind, PBEX_KIND_FLOAT);
 	assert_int_equal(f.count, 0);
-	assert_int_equal(decode1(FEATURES(ENTRY("a", BYTESLIST(CAT(TAG(1, 0), V(3))))), "a", &f,
-				 NULL), 0);
+	assert_int_equal(
+		decode1(FEATURES(ENTRY("a", BYTESLIST(CAT(TAG(1, 0), V(3))))), "a", &f, NULL), 0);
 	assert_int_equal(f.kind, PBEX_KIND_BYTES);
 	assert_int_equal(f.count, 0);
 	/* the map key as a varint: unknown, so the key is "" */
@@ -97,7 +107,8 @@ static void test_repeated_map_key_last_wins(void **state)
 	/* a later entry of another kind replaces the earlier one entirely */
 	assert_int_equal(decode1(FEATURES(ENTRY("a", I64LIST(PACKED(V(1)))),
 					  ENTRY("a", FLOATLIST(PACKED(F32(1.0f))))),
-				 "a", &f, NULL), 0);
+				 "a", &f, NULL),
+			 0);
 	assert_int_equal(f.kind, PBEX_KIND_FLOAT);
 	assert_int_equal(f.count, 1);
 }
@@ -114,8 +125,8 @@ static void test_repeated_key_and_value_in_entry(void **state)
 	assert_false(f.present);
 	expect_i64s(rec, "b", want, 1);
 	/* two value fields: the Features merge, the lists concatenate */
-	rec = FEATURES(LD(1, CAT(KEY("a"), VALUE(I64LIST(PACKED(V(1)))),
-				 VALUE(I64LIST(PACKED(V(7)))))));
+	rec = FEATURES(
+		LD(1, CAT(KEY("a"), VALUE(I64LIST(PACKED(V(1)))), VALUE(I64LIST(PACKED(V(7)))))));
 	expect_i64s(rec, "a", want, 2);
 	/* two value fields of different kinds: the last kind wins */
 	rec = FEATURES(LD(1, CAT(KEY("a"), VALUE(I64LIST(PACKED(V(1)))),
@@ -145,9 +156,9 @@ static void test_kind_set_twice(void **state)
 	struct wire rec;
 
 	/* another kind: the last wins */
-	expect_floats(FEATURES(ENTRY("a", CAT(I64LIST(PACKED(V(1))),
-					      FLOATLIST(PACKED(F32(2.0f)))))),
-		      "a", fl, 1);
+	expect_floats(
+		FEATURES(ENTRY("a", CAT(I64LIST(PACKED(V(1))), FLOATLIST(PACKED(F32(2.0f)))))), "a",
+		fl, 1);
 	/* the same kind twice: the lists concatenate */
 	expect_i64s(FEATURES(ENTRY("a", CAT(I64LIST(PACKED(V(1))), I64LIST(PACKED(V(5), V(6)))))),
 		    "a", concat, 3);
@@ -156,8 +167,9 @@ static void test_kind_set_twice(void **state)
 					    FLOATLIST(PACKED(F32(1.0f))), I64LIST(PACKED(V(9)))))),
 		    "a", last, 1);
 	/* bytes twice, then merged through a second value field of the entry */
-	rec = FEATURES(LD(1, CAT(KEY("s"), VALUE(CAT(BYTESLIST(BVAL("x")), UNKNOWNS,
-						     BYTESLIST(CAT(BVAL("yy"), BVAL(""))))),
+	rec = FEATURES(LD(1, CAT(KEY("s"),
+				 VALUE(CAT(BYTESLIST(BVAL("x")), UNKNOWNS,
+					   BYTESLIST(CAT(BVAL("yy"), BVAL(""))))),
 				 VALUE(BYTESLIST(BVAL("zzz"))))));
 	assert_int_equal(decode1(rec, "s", &f, NULL), 0);
 	assert_int_equal(f.kind, PBEX_KIND_BYTES);
@@ -221,14 +233,18 @@ static void test_varint_encodings(void **state)
 
 	/* negative as 10 bytes; 1 as an over-long varint; 10th byte above 1 keeps its low bit
 	 * (google.protobuf reads 80x9 02 as 0 and ffx9 7f as -1) */
-	expect_i64s(FEATURES(ENTRY("a", I64LIST(CAT(
-			    PACKED(V(-1), V(INT64_MIN), V(INT64_MAX), HEX(0x81, 0x80, 0x80, 0x00)),
-			    TAG(1, 0),
-			    HEX(0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00),
-			    PACKED(HEX(0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02),
-				   HEX(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)),
-			    TAG(1, 0),
-			    HEX(0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01))))),
+	expect_i64s(FEATURES(ENTRY("a", I64LIST(CAT(PACKED(V(-1), V(INT64_MIN), V(INT64_MAX),
+							   HEX(0x81, 0x80, 0x80, 0x00)),
+						    TAG(1, 0),
+						    HEX(0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+							0x80, 0x80, 0x00),
+						    PACKED(HEX(0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+							       0x80, 0x80, 0x80, 0x02),
+							   HEX(0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+							       0xff, 0xff, 0xff, 0x7f)),
+						    TAG(1, 0),
+						    HEX(0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+							0x80, 0x80, 0x01))))),
 		    "a", want, 8);
 }
 
@@ -238,10 +254,10 @@ static void test_overlong_tag_and_length(void **state)
 
 	/* a 5-byte tag is truncated to 32 bits (88 80 80 80 10 is field 1, varint); a length
 	 * takes up to 5 bytes: both as google.protobuf's cpp parser */
-	expect_i64s(FEATURES(ENTRY("a", I64LIST(CAT(HEX(0x88, 0x80, 0x80, 0x80, 0x10), V(5),
-						   HEX(0x0a, 0x81, 0x80, 0x80, 0x80, 0x00),
-						   V(6))))),
-		    "a", want, 2);
+	expect_i64s(
+		FEATURES(ENTRY("a", I64LIST(CAT(HEX(0x88, 0x80, 0x80, 0x80, 0x10), V(5),
+						HEX(0x0a, 0x81, 0x80, 0x80, 0x80, 0x00), V(6))))),
+		"a", want, 2);
 }
 
 static void test_group_nesting_limit_ok(void **state)
@@ -250,7 +266,7 @@ static void test_group_nesting_limit_ok(void **state)
 
 	/* 4 messages below the record (Features, entry, Feature, Int64List) + 96 groups = 100 */
 	expect_i64s(FEATURES(ENTRY("a", I64LIST(CAT(PACKED(V(1)), w_repeat(TAG(5, 3), 96),
-						   w_repeat(TAG(5, 4), 96))))),
+						    w_repeat(TAG(5, 4), 96))))),
 		    "a", want, 1);
 	expect_i64s(CAT(w_repeat(TAG(5, 3), 100), w_repeat(TAG(5, 4), 100),
 			FEATURES(ENTRY("a", I64LIST(PACKED(V(1)))))),
@@ -276,8 +292,8 @@ static void test_unrequested_damage_not_seen(void **state)
 
 static void test_reject_varint_too_long(void **state)
 {
-	struct wire rec, eleven = HEX(0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
-				      0x00);
+	struct wire rec,
+		eleven = HEX(0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00);
 	char msg[200];
 
 	/* packed: the offset is that of the varint */
@@ -322,17 +338,20 @@ static void test_reject_length_past_parent(void **state)
 	rec = FEATURES(ENTRY("image/encoded", BYTESLIST(bad)));
 	snprintf(msg, sizeof(msg),
 		 "feature \"image/encoded\": bytes_list: length 4000 runs past the end of its "
-		 "message (byte %zu)", rec.n - bad.n);
+		 "message (byte %zu)",
+		 rec.n - bad.n);
 	/* 2 + 2 + 15 + 2 + 2: the tags, lengths and key above */
 	assert_int_equal(rec.n - bad.n, 23);
 	expect_reject(rec, "image/encoded", msg);
 	/* a list running past its Feature, the Feature past its entry */
 	rec = FEATURES(LD(1, CAT(KEY("a"), VALUE(CAT(TAG(3, 2), V(9), HEX(1))))));
-	expect_reject(rec, "a", "feature \"a\": Feature: length 9 runs past the end of its message "
-				"(byte 9)");
+	expect_reject(rec, "a",
+		      "feature \"a\": Feature: length 9 runs past the end of its message "
+		      "(byte 9)");
 	rec = FEATURES(LD(1, CAT(KEY("a"), TAG(2, 2), V(9), HEX(1))));
-	expect_reject(rec, "a", "feature \"a\": map entry: length 9 runs past the end of its "
-				"message (byte 7)");
+	expect_reject(rec, "a",
+		      "feature \"a\": map entry: length 9 runs past the end of its "
+		      "message (byte 7)");
 	/* an entry running past the Features, the Features past the record */
 	rec = LD(1, CAT(TAG(1, 2), V(9), HEX(1)));
 	expect_reject(rec, "a", "Features: length 9 runs past the end of its message (byte 2)");
@@ -363,7 +382,8 @@ static void test_reject_bad_groups(void **state)
 	rec = FEATURES(ENTRY("a", I64LIST(CAT(PACKED(V(1)), TAG(5, 4)))));
 	snprintf(msg, sizeof(msg),
 		 "feature \"a\": int64_list: end-group tag for field 5 without a matching "
-		 "start-group (byte %zu)", rec.n - 1);
+		 "start-group (byte %zu)",
+		 rec.n - 1);
 	expect_reject(rec, "a", msg);
 	/* at the top level too (google.protobuf's Python implementation rejects it) */
 	expect_reject(TAG(5, 4), "a",
@@ -390,7 +410,8 @@ static void test_reject_packed_float_length(void **state)
 	rec = FEATURES(ENTRY("f", FLOATLIST(PACKED(F32(1.0f), HEX(0)))));
 	snprintf(msg, sizeof(msg),
 		 "feature \"f\": float_list: packed float_list length 5 is not a multiple of 4 "
-		 "(byte %zu)", rec.n - 7);
+		 "(byte %zu)",
+		 rec.n - 7);
 	expect_reject(rec, "f", msg);
 }
 
@@ -417,8 +438,8 @@ static void test_reject_nesting_too_deep(void **state)
 	char msg[200];
 
 	/* 4 messages + 97 groups = 101 levels below the record */
-	rec = FEATURES(ENTRY("a", I64LIST(CAT(PACKED(V(1)), w_repeat(TAG(5, 3), 97),
-					      w_repeat(TAG(5, 4), 97)))));
+	rec = FEATURES(ENTRY(
+		"a", I64LIST(CAT(PACKED(V(1)), w_repeat(TAG(5, 3), 97), w_repeat(TAG(5, 4), 97)))));
 	snprintf(msg, sizeof(msg), "feature \"a\": int64_list: nesting deeper than 100 (byte %zu)",
 		 rec.n - 2 * 97 + 96);
 	expect_reject(rec, "a", msg);
@@ -500,10 +521,10 @@ static void test_bytes_values(void **state)
 	char got[64];
 	size_t l;
 
-	assert_int_equal(decode1(FEATURES(ENTRY("b", BYTESLIST(CAT(BVAL(""), BVAL("ab"),
-								    BVAL(""))))),
-				 "b", &f, NULL),
-			 0);
+	assert_int_equal(
+		decode1(FEATURES(ENTRY("b", BYTESLIST(CAT(BVAL(""), BVAL("ab"), BVAL(""))))), "b",
+			&f, NULL),
+		0);
 	assert_int_equal(f.count, 3);
 	assert_int_equal(f.bytes_len, 2);
 	bytes_joined(&f, got, sizeof(got));

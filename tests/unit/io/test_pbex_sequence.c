@@ -123,8 +123,9 @@ static struct wire sequence_record(void)
 			  ENTRY("other", STEP(I64LIST(PACKED(V(5))))),
 			  /* a FeatureList given as two value fields: the steps concatenate */
 			  LD(1, CAT(KEY("w"), VALUE(STEP(BYTESLIST(CAT(BVAL("a"), BVAL("bc"))))),
-				    UNKNOWNS, VALUE(CAT(UNKNOWNS, STEP(I64LIST(CAT(TAG(1, 0), V(7),
-									      PACKED(V(8))))))))),
+				    UNKNOWNS,
+				    VALUE(CAT(UNKNOWNS,
+					      STEP(I64LIST(CAT(TAG(1, 0), V(7), PACKED(V(8))))))))),
 			  ENTRY("empty", EMPTY)));
 }
 
@@ -203,9 +204,8 @@ static void test_sequence_foreach_and_errors(void **state)
 	struct wire rec = sequence_record(), bad;
 	char msg[200];
 
-	assert_int_equal(pbex_sequence_example_foreach(rec.b, rec.n, log_cb, list_log_cb, &lg,
-						       NULL),
-			 0);
+	assert_int_equal(
+		pbex_sequence_example_foreach(rec.b, rec.n, log_cb, list_log_cb, &lg, NULL), 0);
 	assert_string_equal(lg.s, "len:int64_list:1;id:bytes_list:1;[tok:3];[other:1];[w:2];"
 				  "[empty:0];");
 	assert_int_equal(pbex_sequence_example_foreach(rec.b, rec.n, NULL, NULL, NULL, NULL), 0);
@@ -215,7 +215,8 @@ static void test_sequence_foreach_and_errors(void **state)
 				      STEP(FLOATLIST(PACKED(HEX(1, 2, 3)))))));
 	snprintf(msg, sizeof(msg),
 		 "feature_list \"tok\": step 1: float_list: packed float_list length 3 is not a "
-		 "multiple of 4 (byte %zu)", bad.n - 5);
+		 "multiple of 4 (byte %zu)",
+		 bad.n - 5);
 	assert_int_equal(pbex_decode_sequence_example(NULL, ls, bad.b, bad.n, NULL, &l, &err),
 			 -EBADMSG);
 	assert_string_equal(err.msg, msg);
@@ -280,9 +281,8 @@ static void test_real_file_singles(void **state)
 		assert_true(off + 12 + len + 4 <= n);
 		memset(&err, 0, sizeof(err));
 		assert_int_equal(pbex_decode_example(s, buf + off + 12, len, out, &err), 0);
-		assert_int_equal(pbex_example_foreach(buf + off + 12, len, count_cb, &visited,
-						      NULL),
-				 0);
+		assert_int_equal(
+			pbex_example_foreach(buf + off + 12, len, count_cb, &visited, NULL), 0);
 		for (int i = 0; i < 3; i++)
 			assert_int_equal(out[i].present, i == rec);
 		switch (rec) {

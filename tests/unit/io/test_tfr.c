@@ -93,7 +93,7 @@ static struct blob write_file(enum tfr_compression c, unsigned n)
 
 struct result {
 	unsigned records;
-	int rc;      /* last return: TFR_END or the error */
+	int rc; /* last return: TFR_END or the error */
 	char msg[512];
 	bool zero_copy_seen;
 };
@@ -232,7 +232,8 @@ static void test_gzip_concatenated(void **state)
 	memcpy(cat.p, a.p, a.len);
 	memcpy(cat.p + a.len, a.p, a.len);
 	for (size_t chunk = 3; chunk < (1u << 30); chunk *= 97) {
-		struct result res = read_chunked(&cat, TFR_COMPRESSION_GZIP, chunk, false, 0, false);
+		struct result res =
+			read_chunked(&cat, TFR_COMPRESSION_GZIP, chunk, false, 0, false);
 
 		assert_int_equal(res.rc, TFR_END);
 		assert_int_equal(res.records, 60);
@@ -369,8 +370,8 @@ static void test_data_crc_recoverable(void **state)
 			got[k++] = rc;
 			if (rc < 0) {
 				assert_int_equal(rc, -EBADMSG);
-				assert_non_null(strstr(err.msg,
-					"x: record 1 at offset 116: data CRC mismatch"));
+				assert_non_null(strstr(err.msg, "x: record 1 at offset 116: data "
+								"CRC mismatch"));
 				assert_false(tfr_reader_failed(r));
 			} else {
 				assert_int_equal(rec.data[0], 'a' + (k == 1 ? 0 : 2));
@@ -405,7 +406,7 @@ static void test_deferred_data_crc(void **state)
 		assert_false(rec.crc_checked);
 		assert_int_equal(rec.index, k);
 		assert_int_equal(rec.masked_crc, 0); /* the footer is left unread */
-		if (k != 1) /* ...and still there, after data */
+		if (k != 1)			     /* ...and still there, after data */
 			assert_int_equal(tfr_record_stored_crc(rec.data, rec.len),
 					 crc32c_mask(crc32c(rec.data, rec.len)));
 		if (k == 1) {
@@ -501,8 +502,8 @@ static void test_gzip_cut(void **state)
 	g.len = full / 2; /* in the middle of the deflate data */
 	res = read_chunked(&g, TFR_COMPRESSION_GZIP, 1000, false, 0, false);
 	assert_int_equal(res.rc, -EBADMSG);
-	assert_true(strstr(res.msg, "gzip stream cut short") ||
-		    strstr(res.msg, "truncated: the file ends"));
+	assert_true(strstr(res.msg, "gzip stream cut short") || strstr(res.msg, "truncated: the "
+										"file ends"));
 	assert_true(res.records < 40);
 	free(g.p);
 }
@@ -603,21 +604,43 @@ static void test_testdata(void **state)
 		unsigned records;
 	} want[] = {
 		{ "tensorflow+tfx__tfx_examples_mnist_data_mnist.tfrecord", 1000 },
-		{ "tensorflow+tfx__tfx_components_testdata_penguin_data_Split-eval_data_tfrecord-00000-of-00001.gz", 100 },
-		{ "tensorflow+tfx__tfx_components_testdata_csv_example_gen_Split-eval_data_tfrecord-00000-of-00012.gz", 424 },
-		{ "tensorflow+tfx__tfx_components_testdata_external_tfrecord_data_tfrecord-00001-of-00002.gz", 5012 },
-		{ "tensorflow+tfx__tfx_components_testdata_tfrecord_sequence_Split-eval_data_tfrecord_eval.gz", 4500 },
-		{ "tensorflow+tfx__tfx_components_testdata_external_tfrecord_sequence_data_tfrecord-00000-of-00001.gz", 15000 },
-		{ "tensorflow+tfx__tfx_examples_tfjs_next_page_prediction_data_data.tfrecord.gz", 100 },
+		{ "tensorflow+tfx__tfx_components_testdata_penguin_data_Split-eval_data_tfrecord-"
+		  "00000-of-00001.gz",
+		  100 },
+		{ "tensorflow+tfx__tfx_components_testdata_csv_example_gen_Split-eval_data_"
+		  "tfrecord-00000-of-00012.gz",
+		  424 },
+		{ "tensorflow+tfx__tfx_components_testdata_external_tfrecord_data_tfrecord-00001-"
+		  "of-00002.gz",
+		  5012 },
+		{ "tensorflow+tfx__tfx_components_testdata_tfrecord_sequence_Split-eval_data_"
+		  "tfrecord_eval.gz",
+		  4500 },
+		{ "tensorflow+tfx__tfx_components_testdata_external_tfrecord_sequence_data_"
+		  "tfrecord-00000-of-00001.gz",
+		  15000 },
+		{ "tensorflow+tfx__tfx_examples_tfjs_next_page_prediction_data_data.tfrecord.gz",
+		  100 },
 		{ "jongwook+tfrecord_lite__tests_test.tfrecord", 42 },
 		{ "pwnall+tfrecord__testdata_singles.tfrecords", 3 },
-		{ "google+yggdrasil-decision-forests__yggdrasil_decision_forests_test_data_dataset_adult_test.recordio.gz", 9769 },
-		{ "mindspore-ai+mindspore_test__tests_ut_data_dataset_tf_file_dataset_test1.data", 10 },
-		{ "mindspore-ai+mindspore_test__tests_ut_data_dataset_tf_file_dataset_test1.data.gz", 10 },
-		{ "mindspore-ai+mindspore_test__tests_ut_data_dataset_tf_file_dataset_test1.data.zlib", 10 },
-		{ "mindspore-ai+mindspore_test__tests_ut_data_dataset_tf_file_dataset_test3.data.zlib", 10 },
+		{ "google+yggdrasil-decision-forests__yggdrasil_decision_forests_test_data_dataset_"
+		  "adult_test.recordio.gz",
+		  9769 },
+		{ "mindspore-ai+mindspore_test__tests_ut_data_dataset_tf_file_dataset_test1.data",
+		  10 },
+		{ "mindspore-ai+mindspore_test__tests_ut_data_dataset_tf_file_dataset_test1.data."
+		  "gz",
+		  10 },
+		{ "mindspore-ai+mindspore_test__tests_ut_data_dataset_tf_file_dataset_test1.data."
+		  "zlib",
+		  10 },
+		{ "mindspore-ai+mindspore_test__tests_ut_data_dataset_tf_file_dataset_test3.data."
+		  "zlib",
+		  10 },
 		{ "tensorflow+lingvo__lingvo_tasks_mt_testdata_en_fr.tfrecord", 2 },
-		{ "domj07+Tensorflow-Ion-Detetection__models_research_deeplab_testing_pascal_voc_seg_val-00000-of-00001.tfrecord", 3 },
+		{ "domj07+Tensorflow-Ion-Detetection__models_research_deeplab_testing_pascal_voc_"
+		  "seg_val-00000-of-00001.tfrecord",
+		  3 },
 	};
 	const char *dir = shared();
 	char path[1024];
@@ -630,9 +653,9 @@ static void test_testdata(void **state)
 		enum tfr_compression c = tfr_compression_detect(b.p, b.len);
 		bool gz = strstr(want[i].name, ".gz") != NULL;
 
-		assert_int_equal(c, gz ? TFR_COMPRESSION_GZIP :
-				 strstr(want[i].name, ".zlib") ? TFR_COMPRESSION_ZLIB :
-								 TFR_COMPRESSION_NONE);
+		assert_int_equal(c, gz				    ? TFR_COMPRESSION_GZIP
+				    : strstr(want[i].name, ".zlib") ? TFR_COMPRESSION_ZLIB
+								    : TFR_COMPRESSION_NONE);
 		for (size_t chunk = 4099; chunk < (1u << 30); chunk *= 1024) {
 			struct result res = read_chunked(&b, c, chunk, false, 0, true);
 
@@ -652,8 +675,10 @@ static void test_testdata_corrupt(void **state)
 
 	if (!dir)
 		skip();
-	snprintf(path, sizeof(path), "%s/CORRUPT-crlf__domj07+Tensorflow-Ion-Detetection__models_"
-		 "research_object_detection_test_data_pets_examples.record", dir);
+	snprintf(path, sizeof(path),
+		 "%s/CORRUPT-crlf__domj07+Tensorflow-Ion-Detetection__models_"
+		 "research_object_detection_test_data_pets_examples.record",
+		 dir);
 	struct blob b = read_path(path);
 	struct result res = read_chunked(&b, TFR_COMPRESSION_NONE, 65536, false, 0, true);
 	assert_int_equal(res.records, 0);

@@ -20,12 +20,12 @@ void put32(uint8_t *p, uint32_t v);
 struct ipc_ctl_msg parse_ok(const void *b, size_t len, uint16_t type, uint32_t req_id);
 
 /* Expect -EBADMSG with a message containing want (the user includes cmocka.h and string.h). */
-#define EXPECT_BAD(call, want)                                                                \
-	do {                                                                                  \
-		emsg[0] = '\0';                                                               \
-		assert_int_equal((call), -EBADMSG);                                           \
-		if (!strstr(emsg, (want)))                                                    \
-			fail_msg("message \"%s\" does not contain \"%s\"", emsg, (want));     \
+#define EXPECT_BAD(call, want)                                                            \
+	do {                                                                              \
+		emsg[0] = '\0';                                                           \
+		assert_int_equal((call), -EBADMSG);                                       \
+		if (!strstr(emsg, (want)))                                                \
+			fail_msg("message \"%s\" does not contain \"%s\"", emsg, (want)); \
 	} while (0)
 
 /* An ATTACHED with three tensors of every kind; a->tensors points at t (3 entries). */

@@ -12,8 +12,8 @@
 #include "ipc/batch.h"
 
 const struct ipc_ring_tensor test_schema[2] = {
-	{.name = "image", .dtype = IPC_DTYPE_UINT8, .rank = 4, .shape = {-1, 32, 32, 3}},
-	{.name = "tokens", .dtype = IPC_DTYPE_INT64, .rank = 2, .ragged = 1, .shape = {-1, -1}},
+	{ .name = "image", .dtype = IPC_DTYPE_UINT8, .rank = 4, .shape = { -1, 32, 32, 3 } },
+	{ .name = "tokens", .dtype = IPC_DTYPE_INT64, .rank = 2, .ragged = 1, .shape = { -1, -1 } },
 };
 
 struct ipc_ring *make_ring(enum ipc_ring_mode mode, uint64_t data, uint32_t slots, uint32_t rank_n)
@@ -68,8 +68,10 @@ static uint8_t pat(uint64_t seq, uint64_t i)
 /* A batch of len bytes: an ipc_batch header with no tensors, then the seq's pattern. */
 void fill(void *mem, uint64_t len, uint64_t seq)
 {
-	struct ipc_batch_hdr h = {.magic = IPC_BATCH_MAGIC, .version = IPC_BATCH_VERSION,
-				  .seq = seq, .total_bytes = len};
+	struct ipc_batch_hdr h = { .magic = IPC_BATCH_MAGIC,
+				   .version = IPC_BATCH_VERSION,
+				   .seq = seq,
+				   .total_bytes = len };
 	uint8_t *p = mem;
 
 	assert_true(len >= sizeof(h));

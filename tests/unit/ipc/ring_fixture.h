@@ -9,7 +9,7 @@
 #include "ipc/ring.h"
 
 #define PAGE 4096u
-#define MS 1000000ll
+#define MS   1000000ll
 
 /* The two tensors every test ring declares. */
 extern const struct ipc_ring_tensor test_schema[2];

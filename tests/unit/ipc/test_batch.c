@@ -255,13 +255,15 @@ static void corrupt(const struct bb *b, uint64_t len, uint64_t off, unsigned siz
 	free(p);
 }
 
-#define HDR(field) offsetof(struct ipc_batch_hdr, field), \
-	sizeof(((struct ipc_batch_hdr *)0)->field)
-#define TEN(i, field) (sizeof(struct ipc_batch_hdr) + (i) * sizeof(struct ipc_batch_tensor) + \
-		       offsetof(struct ipc_batch_tensor, field)), \
-	sizeof(((struct ipc_batch_tensor *)0)->field)
-#define SHAPE(i, d) (sizeof(struct ipc_batch_hdr) + (i) * sizeof(struct ipc_batch_tensor) + \
-		     offsetof(struct ipc_batch_tensor, shape) + (d) * 8), 8
+#define HDR(field) offsetof(struct ipc_batch_hdr, field), sizeof(((struct ipc_batch_hdr *)0)->field)
+#define TEN(i, field)                                                           \
+	(sizeof(struct ipc_batch_hdr) + (i) * sizeof(struct ipc_batch_tensor) + \
+	 offsetof(struct ipc_batch_tensor, field)),                             \
+		sizeof(((struct ipc_batch_tensor *)0)->field)
+#define SHAPE(i, d)                                                             \
+	(sizeof(struct ipc_batch_hdr) + (i) * sizeof(struct ipc_batch_tensor) + \
+	 offsetof(struct ipc_batch_tensor, shape) + (d)*8),                     \
+		8
 
 /* ---- tests ---- */
 

@@ -20,8 +20,11 @@
 static void test_hello(void **state)
 {
 	struct ipc_ctl_hello in = { .version = IPC_CTL_VERSION, .pid = 4242 }, out;
-	struct ipc_ctl_hello_ok ok = { .version = IPC_CTL_VERSION, .server_pid = 7,
-				       .max_msg = IPC_CTL_MAX_MSG, .max_readers = 64 }, ok2;
+	struct ipc_ctl_hello_ok ok = { .version = IPC_CTL_VERSION,
+				       .server_pid = 7,
+				       .max_msg = IPC_CTL_MAX_MSG,
+				       .max_readers = 64 },
+				ok2;
 	struct ipc_ctl_msg m;
 	size_t len;
 
@@ -193,15 +196,16 @@ static void test_reader_ref_state(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-		assert_int_equal(ipc_ctl_encode_reader_ref(buf, sizeof(buf), types[i], 3, &ref,
-							   &len), 0);
+		assert_int_equal(
+			ipc_ctl_encode_reader_ref(buf, sizeof(buf), types[i], 3, &ref, &len), 0);
 		m = parse_ok(buf, len, types[i], 3);
-		assert_int_equal(ipc_ctl_decode_reader_ref(&m, types[i], &ref2, emsg,
-							   sizeof(emsg)), 0);
+		assert_int_equal(ipc_ctl_decode_reader_ref(&m, types[i], &ref2, emsg, sizeof(emsg)),
+				 0);
 		assert_int_equal(ref2.reader_id, 12);
 		/* Decoding it as another of the three is a type error. */
 		EXPECT_BAD(ipc_ctl_decode_reader_ref(&m, types[(i + 1) % 3], &ref2, emsg,
-						     sizeof(emsg)), "got a");
+						     sizeof(emsg)),
+			   "got a");
 	}
 	assert_int_equal(ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_LIST, 3, &ref, &len),
 			 -EINVAL);
@@ -259,8 +263,8 @@ static void test_list(void **state)
 
 static void test_stats(void **state)
 {
-	static const char *const keys[] = { "batches_published", "batches_taken", "wait_ns",
-					     "lag", "occupancy_permille" };
+	static const char *const keys[] = { "batches_published", "batches_taken", "wait_ns", "lag",
+					    "occupancy_permille" };
 	struct ipc_ctl_stats s = { .name = "ctr" }, s2;
 	struct ipc_ctl_stat st[5];
 	struct ipc_ctl_stats_reply in = { .name = "ctr", .stats = st, .n_stats = 5 }, out;
@@ -370,7 +374,8 @@ static void test_version_mismatch(void **state)
 
 	/* Types that are not frozen are not decoded across versions. */
 	assert_int_equal(ipc_ctl_encode_stats(buf, sizeof(buf), 1,
-					      &(struct ipc_ctl_stats){ .name = "a" }, &len), 0);
+					      &(struct ipc_ctl_stats){ .name = "a" }, &len),
+			 0);
 	put16(buf + 4, 2);
 	assert_int_equal(ipc_ctl_msg_parse(buf, len, &m, emsg, sizeof(emsg)), -EPROTONOSUPPORT);
 	assert_int_equal(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), -EPROTONOSUPPORT);
@@ -416,7 +421,8 @@ static void test_encode_limits(void **state)
 	sr.stats = NULL;
 	assert_int_equal(ipc_ctl_encode_stats_reply(buf, sizeof(buf), 1, &sr, &len), -EINVAL);
 	assert_int_equal(ipc_ctl_encode_error(buf, sizeof(buf), 1,
-					      &(struct ipc_ctl_error){ .code = 0 }, &len), -EINVAL);
+					      &(struct ipc_ctl_error){ .code = 0 }, &len),
+			 -EINVAL);
 
 	/* A spec that fills the message exactly; one byte more does not fit. */
 	memset(spec, ' ', sizeof(spec));

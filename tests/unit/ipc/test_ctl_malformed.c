@@ -57,19 +57,22 @@ static void test_bad_header(void **state)
 
 	(void)state;
 	assert_int_equal(ipc_ctl_encode_stats(buf, sizeof(buf), 1,
-					      &(struct ipc_ctl_stats){ .name = "a" }, &len), 0);
+					      &(struct ipc_ctl_stats){ .name = "a" }, &len),
+			 0);
 	for (i = 0; i < IPC_CTL_HDR_SIZE; i++)
-		EXPECT_BAD(ipc_ctl_msg_parse(buf, i, &m, emsg, sizeof(emsg)),
-			   "shorter than the 20-byte header");
+		EXPECT_BAD(ipc_ctl_msg_parse(buf, i, &m, emsg, sizeof(emsg)), "shorter than the "
+									      "20-byte header");
 	EXPECT_BAD(ipc_ctl_msg_parse(NULL, 0, &m, emsg, sizeof(emsg)), "shorter");
 
 	/* Length mismatch: the datagram is shorter or longer than the header says. */
-	EXPECT_BAD(ipc_ctl_msg_parse(buf, len - 1, &m, emsg, sizeof(emsg)),
-		   "header says 7 body bytes, the message has 6");
-	EXPECT_BAD(ipc_ctl_msg_parse(buf, len + 1, &m, emsg, sizeof(emsg)),
-		   "header says 7 body bytes, the message has 8");
-	EXPECT_BAD(ipc_ctl_msg_parse(buf, IPC_CTL_MAX_MSG + 1, &m, emsg, sizeof(emsg)),
-		   "at most 65536");
+	EXPECT_BAD(ipc_ctl_msg_parse(buf, len - 1, &m, emsg, sizeof(emsg)), "header says 7 body "
+									    "bytes, the message "
+									    "has 6");
+	EXPECT_BAD(ipc_ctl_msg_parse(buf, len + 1, &m, emsg, sizeof(emsg)), "header says 7 body "
+									    "bytes, the message "
+									    "has 8");
+	EXPECT_BAD(ipc_ctl_msg_parse(buf, IPC_CTL_MAX_MSG + 1, &m, emsg, sizeof(emsg)), "at most "
+											"65536");
 
 	/* Unknown flags: optional ones are ignored, required ones are not. */
 	put32(buf + 8, 0x8000);
@@ -107,16 +110,17 @@ static void test_bad_tlv(void **state)
 		memset(body + at, 1, n);
 		len = raw_msg(buf, IPC_CTL_STATS, 1, body, at + n);
 		m = parse_ok(buf, len, IPC_CTL_STATS, 1);
-		EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)),
-			   "truncated field header at byte 8");
+		EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), "truncated field "
+									      "header at byte 8");
 	}
 	/* A length past the end (and a huge one that would wrap a pointer). */
 	n = raw_field(body, 0, 1, "abc", 3);
 	put32(body + 2, 4);
 	len = raw_msg(buf, IPC_CTL_STATS, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_STATS, 1);
-	EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)),
-		   "field 1 at byte 0: length 4 runs past the end (3 bytes left)");
+	EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), "field 1 at byte 0: length 4 "
+								      "runs past the end (3 bytes "
+								      "left)");
 	put32(body + 2, 0xffffffffu);
 	len = raw_msg(buf, IPC_CTL_STATS, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_STATS, 1);
@@ -127,8 +131,8 @@ static void test_bad_tlv(void **state)
 	n = raw_field(body, n, 1, "abd", 3);
 	len = raw_msg(buf, IPC_CTL_STATS, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_STATS, 1);
-	EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)),
-		   "ctl STATS: field 1 at byte 9: duplicate tag");
+	EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), "ctl STATS: field 1 at byte "
+								      "9: duplicate tag");
 
 	/* Tag 0. */
 	n = raw_field(body, 0, 0, "abc", 3);
@@ -140,8 +144,9 @@ static void test_bad_tlv(void **state)
 	n = raw_field(body, 0, 1, "ab\0c", 4);
 	len = raw_msg(buf, IPC_CTL_STATS, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_STATS, 1);
-	EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)),
-		   "ctl STATS: name (tag 1): string holds a NUL at byte 2");
+	EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), "ctl STATS: name (tag 1): "
+								      "string holds a NUL at byte "
+								      "2");
 	memset(big, 'n', sizeof(big));
 	n = raw_field(body, 0, 1, NULL, 0);
 	len = raw_msg(buf, IPC_CTL_STATS, 1, body, n);
@@ -153,8 +158,8 @@ static void test_bad_tlv(void **state)
 		n = raw_field(b2, 0, 1, big, IPC_CTL_NAME_MAX + 1);
 		len = raw_msg(buf, IPC_CTL_STATS, 1, b2, n);
 		m = parse_ok(buf, len, IPC_CTL_STATS, 1);
-		EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)),
-			   "name (tag 1): 256 bytes, at most 255");
+		EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), "name (tag 1): 256 "
+									      "bytes, at most 255");
 		n = raw_field(b2, 0, 1, big, IPC_CTL_NAME_MAX);
 		len = raw_msg(buf, IPC_CTL_STATS, 1, b2, n);
 		m = parse_ok(buf, len, IPC_CTL_STATS, 1);
@@ -167,13 +172,13 @@ static void test_bad_tlv(void **state)
 	n = raw_u32(body, n, 2, 1);
 	len = raw_msg(buf, IPC_CTL_HELLO, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_HELLO, 1);
-	EXPECT_BAD(ipc_ctl_decode_hello(&m, &h, emsg, sizeof(emsg)),
-		   "ctl HELLO: version (tag 1): length 8, expected 4");
+	EXPECT_BAD(ipc_ctl_decode_hello(&m, &h, emsg, sizeof(emsg)), "ctl HELLO: version (tag 1): "
+								     "length 8, expected 4");
 	n = raw_u32(body, 0, 1, 1);
 	len = raw_msg(buf, IPC_CTL_HELLO, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_HELLO, 1);
-	EXPECT_BAD(ipc_ctl_decode_hello(&m, &h, emsg, sizeof(emsg)),
-		   "ctl HELLO: missing field pid (tag 2)");
+	EXPECT_BAD(ipc_ctl_decode_hello(&m, &h, emsg, sizeof(emsg)), "ctl HELLO: missing field pid "
+								     "(tag 2)");
 	{
 		struct ipc_ctl_registered r;
 		uint8_t fp[IPC_CTL_FP_LEN] = { 0 };
@@ -183,14 +188,17 @@ static void test_bad_tlv(void **state)
 		n = raw_u32(body, n, 3, 2);
 		len = raw_msg(buf, IPC_CTL_REGISTERED, 1, body, n);
 		m = parse_ok(buf, len, IPC_CTL_REGISTERED, 1);
-		EXPECT_BAD(ipc_ctl_decode_registered(&m, &r, emsg, sizeof(emsg)),
-			   "created (tag 3): expected 0 or 1, got 2");
+		EXPECT_BAD(ipc_ctl_decode_registered(&m, &r, emsg, sizeof(emsg)), "created (tag "
+										  "3): expected 0 "
+										  "or 1, got 2");
 		n = raw_field(body, 0, 1, "x", 1);
 		n = raw_field(body, n, 2, fp, sizeof(fp) - 1);
 		len = raw_msg(buf, IPC_CTL_REGISTERED, 1, body, n);
 		m = parse_ok(buf, len, IPC_CTL_REGISTERED, 1);
-		EXPECT_BAD(ipc_ctl_decode_registered(&m, &r, emsg, sizeof(emsg)),
-			   "fingerprint (tag 2): length 15, expected 16");
+		EXPECT_BAD(ipc_ctl_decode_registered(&m, &r, emsg, sizeof(emsg)), "fingerprint "
+										  "(tag 2): length "
+										  "15, expected "
+										  "16");
 	}
 
 	/* Unknown tags are skipped, small and large, with values of any length. */
@@ -210,14 +218,13 @@ static void test_bad_tlv(void **state)
 	EXPECT_BAD(ipc_ctl_decode_hello(&m, &h, emsg, sizeof(emsg)), "field 60");
 
 	/* The wrong decoder for the type. */
-	EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)),
-		   "ctl STATS: got a HELLO message (type 0x0001)");
+	EXPECT_BAD(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), "ctl STATS: got a HELLO "
+								      "message (type 0x0001)");
 	/* LIST carries no fields, but its framing is still checked. */
 	n = raw_field(body, 0, 7, "abc", 3);
 	len = raw_msg(buf, IPC_CTL_LIST, 1, body, n - 1);
 	m = parse_ok(buf, len, IPC_CTL_LIST, 1);
-	EXPECT_BAD(ipc_ctl_decode_empty(&m, IPC_CTL_LIST, emsg, sizeof(emsg)),
-		   "ctl LIST: field 7");
+	EXPECT_BAD(ipc_ctl_decode_empty(&m, IPC_CTL_LIST, emsg, sizeof(emsg)), "ctl LIST: field 7");
 }
 
 /* The required fields of an ATTACHED, by hand; returns the body's length. */
@@ -251,8 +258,8 @@ static void test_bad_rules(void **state)
 	n = raw_u32(body, 0, 3, 0);
 	len = raw_msg(buf, IPC_CTL_ATTACH, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_ATTACH, 1);
-	EXPECT_BAD(ipc_ctl_decode_attach(&m, &a, emsg, sizeof(emsg)),
-		   "expected exactly one of name and spec, got neither");
+	EXPECT_BAD(ipc_ctl_decode_attach(&m, &a, emsg, sizeof(emsg)), "expected exactly one of "
+								      "name and spec, got neither");
 	n = raw_field(body, 0, 1, "p", 1);
 	n = raw_field(body, n, 2, "{}", 2);
 	n = raw_u32(body, n, 3, 0);
@@ -270,8 +277,8 @@ static void test_bad_rules(void **state)
 	n = raw_u32(body, n, 5, 4);
 	len = raw_msg(buf, IPC_CTL_ATTACH, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_ATTACH, 1);
-	EXPECT_BAD(ipc_ctl_decode_attach(&m, &a, emsg, sizeof(emsg)),
-		   "rank_index 4, rank_count 4: expected index < count");
+	EXPECT_BAD(ipc_ctl_decode_attach(&m, &a, emsg, sizeof(emsg)), "rank_index 4, rank_count 4: "
+								      "expected index < count");
 	n = raw_field(body, 0, 1, "p", 1);
 	n = raw_u32(body, n, 3, IPC_CTL_MODE_SPLIT);
 	n = raw_u32(body, n, 5, 4);
@@ -287,16 +294,17 @@ static void test_bad_rules(void **state)
 		n = raw_field(b2, n, 6, st, sizeof(st));
 		len = raw_msg(buf, IPC_CTL_ATTACH, 1, b2, n);
 		m = parse_ok(buf, len, IPC_CTL_ATTACH, 1);
-		EXPECT_BAD(ipc_ctl_decode_attach(&m, &a, emsg, sizeof(emsg)),
-			   "state (tag 6): 4097 bytes, at most 4096");
+		EXPECT_BAD(ipc_ctl_decode_attach(&m, &a, emsg, sizeof(emsg)), "state (tag 6): 4097 "
+									      "bytes, at most "
+									      "4096");
 	}
 
 	/* ERROR with a code that is not a negative errno. */
 	n = raw_u32(body, 0, 1, 5);
 	len = raw_msg(buf, IPC_CTL_ERROR, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_ERROR, 1);
-	EXPECT_BAD(ipc_ctl_decode_error(&m, &e, emsg, sizeof(emsg)),
-		   "code: expected a negative errno, got 5");
+	EXPECT_BAD(ipc_ctl_decode_error(&m, &e, emsg, sizeof(emsg)), "code: expected a negative "
+								     "errno, got 5");
 
 	/* A bad entry inside a repeated field is named by its index; nothing leaks. */
 	fill_attached(&at, t);
@@ -315,8 +323,9 @@ static void test_bad_rules(void **state)
 		assert_true(p > buf);
 		p[6] = 99;
 	}
-	EXPECT_BAD(ipc_ctl_decode_attached(&m, &at, emsg, sizeof(emsg)),
-		   "ctl ATTACHED: tensors[2]: dtype: expected 0..12, got 99");
+	EXPECT_BAD(ipc_ctl_decode_attached(&m, &at, emsg, sizeof(emsg)), "ctl ATTACHED: "
+									 "tensors[2]: dtype: "
+									 "expected 0..12, got 99");
 
 	/* A nested entry with a truncated field and one with a shape of 9 dimensions. */
 	k = raw_field(sub, 0, 1, "a", 1);
@@ -324,8 +333,10 @@ static void test_bad_rules(void **state)
 	n = raw_field(body, 0, 1, sub, (uint32_t)k);
 	len = raw_msg(buf, IPC_CTL_LIST_REPLY, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_LIST_REPLY, 1);
-	EXPECT_BAD(ipc_ctl_decode_list_reply(&m, &lr, emsg, sizeof(emsg)),
-		   "ctl LIST_REPLY: pipelines[0]: fingerprint (tag 2): length 8, expected 16");
+	EXPECT_BAD(ipc_ctl_decode_list_reply(&m, &lr, emsg, sizeof(emsg)), "ctl LIST_REPLY: "
+									   "pipelines[0]: "
+									   "fingerprint (tag 2): "
+									   "length 8, expected 16");
 	k = raw_field(sub, 0, 1, "a", 1);
 	k = raw_u32(sub, k, 2, 0);
 	{
@@ -337,9 +348,11 @@ static void test_bad_rules(void **state)
 	n = raw_field(body, n, 9, sub, (uint32_t)k);
 	len = raw_msg(buf, IPC_CTL_ATTACHED, 1, body, n);
 	m = parse_ok(buf, len, IPC_CTL_ATTACHED, 1);
-	EXPECT_BAD(ipc_ctl_decode_attached(&m, &at, emsg, sizeof(emsg)),
-		   "ctl ATTACHED: tensors[0]: shape (tag 3): length 72, expected a multiple of 8 "
-		   "up to 64");
+	EXPECT_BAD(ipc_ctl_decode_attached(&m, &at, emsg, sizeof(emsg)), "ctl ATTACHED: "
+									 "tensors[0]: shape (tag "
+									 "3): length 72, expected "
+									 "a multiple of 8 "
+									 "up to 64");
 	/* The nested entry's length runs past the message (the outer reader catches it). */
 	n = attached_required(body);
 	n = raw_field(body, n, 9, sub, (uint32_t)k);

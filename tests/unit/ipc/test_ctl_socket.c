@@ -122,7 +122,8 @@ static void test_fd_passing(void **state)
 
 	/* send refuses fds on a type that carries none, and more than ATTACHED carries. */
 	assert_int_equal(ipc_ctl_encode_stats(buf, sizeof(buf), 1,
-					      &(struct ipc_ctl_stats){ .name = "a" }, &len), 0);
+					      &(struct ipc_ctl_stats){ .name = "a" }, &len),
+			 0);
 	assert_int_equal(ipc_ctl_send(sv[0], buf, len, memfds, 1), -EINVAL);
 	assert_int_equal(ipc_ctl_send(sv[0], buf, IPC_CTL_HDR_SIZE - 1, NULL, 0), -EINVAL);
 	assert_int_equal(ipc_ctl_send(sv[0], buf, IPC_CTL_MAX_MSG + 1, NULL, 0), -EMSGSIZE);
@@ -335,10 +336,8 @@ static void test_peer_cred(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fd_passing),
-		cmocka_unit_test(test_ctrunc),
-		cmocka_unit_test(test_mtrunc),
-		cmocka_unit_test(test_unexpected_fds),
+		cmocka_unit_test(test_fd_passing), cmocka_unit_test(test_ctrunc),
+		cmocka_unit_test(test_mtrunc),	   cmocka_unit_test(test_unexpected_fds),
 		cmocka_unit_test(test_peer_cred),
 	};
 

@@ -176,7 +176,7 @@ static void test_full(void **state)
 	take_release(c, 1);
 	ipc_ring_collect(r, NULL);
 	assert_int_equal(ipc_ring_reserve(r, 1, &e2), 0);
-	assert_int_equal(e2.off, PAGE); /* seq 1's extent */
+	assert_int_equal(e2.off, PAGE);		     /* seq 1's extent */
 	assert_int_equal(ipc_ring_cancel(r, &e), 0); /* not the newest: any order */
 	assert_int_equal(ipc_ring_publish(r, &e, 100, 0, 0, NULL), -EINVAL); /* cancelled */
 	fill(e2.mem, 100, 4);
@@ -244,8 +244,8 @@ static void test_split(void **state)
 	struct ipc_ring *r = make_ring(IPC_RING_SPLIT, 1 << 20, 32, 0);
 	struct ipc_ring_client *c[3];
 	struct ipc_ring_batch b;
-	uint8_t seen[24] = {0};
-	unsigned got[3] = {0};
+	uint8_t seen[24] = { 0 };
+	unsigned got[3] = { 0 };
 	uint64_t lag;
 
 	for (int i = 0; i < 3; i++)

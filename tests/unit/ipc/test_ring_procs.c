@@ -32,14 +32,21 @@
 #define UNDER_TSAN 0
 #endif
 
-#define MS 1000000ll
-#define N_BROADCAST 100000u
-#define N_SPLIT 30000u
+#define MS		       1000000ll
+#define N_BROADCAST	       100000u
+#define N_SPLIT		       30000u
 #define VICTIM_STOPS_RELEASING (N_BROADCAST / 3)
 
 /* Child exit codes. */
 enum {
-	CX_OK = 0, CX_ATTACH = 10, CX_ORDER, CX_LEN, CX_BYTES, CX_VIEW, CX_NEXT, CX_RELEASE,
+	CX_OK = 0,
+	CX_ATTACH = 10,
+	CX_ORDER,
+	CX_LEN,
+	CX_BYTES,
+	CX_VIEW,
+	CX_NEXT,
+	CX_RELEASE,
 	CX_COUNT
 };
 
@@ -55,8 +62,11 @@ static uint8_t pat(uint64_t seq, uint64_t i)
 
 static void fill(uint8_t *p, uint64_t len, uint64_t seq)
 {
-	struct ipc_batch_hdr h = {.magic = IPC_BATCH_MAGIC, .version = IPC_BATCH_VERSION,
-				  .seq = seq, .epoch = seq / 1000, .total_bytes = len};
+	struct ipc_batch_hdr h = { .magic = IPC_BATCH_MAGIC,
+				   .version = IPC_BATCH_VERSION,
+				   .seq = seq,
+				   .epoch = seq / 1000,
+				   .total_bytes = len };
 
 	memcpy(p, &h, sizeof(h));
 	for (uint64_t i = sizeof(h); i < len; i++)
@@ -81,8 +91,8 @@ static int check(const struct ipc_ring_batch *b)
 struct child_args {
 	int data_fd, cb_fd;
 	enum ipc_ring_mode mode;
-	bool victim;         /* stops releasing at VICTIM_STOPS_RELEASING and waits to be killed */
-	uint64_t expect_n;   /* broadcast: batches it must see */
+	bool victim;	   /* stops releasing at VICTIM_STOPS_RELEASING and waits to be killed */
+	uint64_t expect_n; /* broadcast: batches it must see */
 	_Atomic uint8_t *seen; /* split: a count per seq, shared with the parent */
 };
 
@@ -245,8 +255,8 @@ static void test_procs_broadcast_kill(void **state)
 static void test_procs_split(void **state)
 {
 	struct ipc_ring *r = make(IPC_RING_SPLIT);
-	_Atomic uint8_t *seen = mmap(NULL, N_SPLIT, PROT_READ | PROT_WRITE,
-				     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	_Atomic uint8_t *seen =
+		mmap(NULL, N_SPLIT, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	struct child_args a[3];
 	pid_t pid[3];
 	unsigned id[3];

@@ -136,29 +136,29 @@ static void test_corrupt_header(void **state)
 	const struct ipc_ring_hdr *h = ipc_ring_hdr_(r);
 	uint64_t so = h->schema_off;
 	const struct edit edits[] = {
-		{offsetof(struct ipc_ring_hdr, magic), 0x12345678, 4},
-		{offsetof(struct ipc_ring_hdr, version), 9, 2},
-		{offsetof(struct ipc_ring_hdr, hdr_size), 64, 2},
-		{offsetof(struct ipc_ring_hdr, mode), 3, 4},
-		{offsetof(struct ipc_ring_hdr, rank_n), 3, 4},
-		{offsetof(struct ipc_ring_hdr, total_size), 1ull << 40, 8},
-		{offsetof(struct ipc_ring_hdr, n_slots), 6, 4},
-		{offsetof(struct ipc_ring_hdr, n_slots), 1u << 20, 4},
-		{offsetof(struct ipc_ring_hdr, n_schema), 100000, 4},
-		{offsetof(struct ipc_ring_hdr, n_schema), 1000, 4}, /* runs into the slots */
-		{offsetof(struct ipc_ring_hdr, schema_off), 8, 8},
-		{offsetof(struct ipc_ring_hdr, slots_off), UINT64_MAX - 63, 8},
-		{offsetof(struct ipc_ring_hdr, order_off), 64, 8},
-		{offsetof(struct ipc_ring_hdr, order_off), 1ull << 50, 8},
-		{offsetof(struct ipc_ring_hdr, data_off), 1ull << 62, 8},
-		{offsetof(struct ipc_ring_hdr, data_off), 8192, 8}, /* data ends past the end */
-		{offsetof(struct ipc_ring_hdr, data_size), UINT64_MAX & ~4095ull, 8},
-		{offsetof(struct ipc_ring_hdr, data_size), 0, 8},
-		{so + offsetof(struct ipc_ring_tensor, dtype), 99, 1},
-		{so + offsetof(struct ipc_ring_tensor, rank), 9, 1},
-		{so + offsetof(struct ipc_ring_tensor, ragged), 2, 1},
-		{so, 0, 1},                       /* empty name */
-		{so, 'A', IPC_RING_NAME_MAX},     /* no NUL in the name */
+		{ offsetof(struct ipc_ring_hdr, magic), 0x12345678, 4 },
+		{ offsetof(struct ipc_ring_hdr, version), 9, 2 },
+		{ offsetof(struct ipc_ring_hdr, hdr_size), 64, 2 },
+		{ offsetof(struct ipc_ring_hdr, mode), 3, 4 },
+		{ offsetof(struct ipc_ring_hdr, rank_n), 3, 4 },
+		{ offsetof(struct ipc_ring_hdr, total_size), 1ull << 40, 8 },
+		{ offsetof(struct ipc_ring_hdr, n_slots), 6, 4 },
+		{ offsetof(struct ipc_ring_hdr, n_slots), 1u << 20, 4 },
+		{ offsetof(struct ipc_ring_hdr, n_schema), 100000, 4 },
+		{ offsetof(struct ipc_ring_hdr, n_schema), 1000, 4 }, /* runs into the slots */
+		{ offsetof(struct ipc_ring_hdr, schema_off), 8, 8 },
+		{ offsetof(struct ipc_ring_hdr, slots_off), UINT64_MAX - 63, 8 },
+		{ offsetof(struct ipc_ring_hdr, order_off), 64, 8 },
+		{ offsetof(struct ipc_ring_hdr, order_off), 1ull << 50, 8 },
+		{ offsetof(struct ipc_ring_hdr, data_off), 1ull << 62, 8 },
+		{ offsetof(struct ipc_ring_hdr, data_off), 8192, 8 }, /* data ends past the end */
+		{ offsetof(struct ipc_ring_hdr, data_size), UINT64_MAX & ~4095ull, 8 },
+		{ offsetof(struct ipc_ring_hdr, data_size), 0, 8 },
+		{ so + offsetof(struct ipc_ring_tensor, dtype), 99, 1 },
+		{ so + offsetof(struct ipc_ring_tensor, rank), 9, 1 },
+		{ so + offsetof(struct ipc_ring_tensor, ragged), 2, 1 },
+		{ so, 0, 1 },			/* empty name */
+		{ so, 'A', IPC_RING_NAME_MAX }, /* no NUL in the name */
 	};
 	unsigned id;
 	int cb_fd;
@@ -269,7 +269,7 @@ static void test_client_checks_shared_values(void **state)
 	assert_int_equal(ipc_ring_client_next(c, 0, &b), -EBADMSG);
 	atomic_store(&h->head, 2);
 	atomic_store(&h->error, 1); /* not a negative errno: reported once nothing is left */
-	take(c, 1); /* a batch published before the error still comes first */
+	take(c, 1);		    /* a batch published before the error still comes first */
 	assert_int_equal(ipc_ring_client_next(c, 0, &b), -EIO);
 	atomic_store(&h->error, 0);
 	ipc_ring_client_detach(c);

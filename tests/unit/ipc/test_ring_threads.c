@@ -118,7 +118,7 @@ static void test_next_sleeps_and_wakes(void **state)
 	for (int mode = IPC_RING_BROADCAST; mode <= IPC_RING_SPLIT; mode++) {
 		struct ipc_ring *r = make_ring((enum ipc_ring_mode)mode, 1 << 20, 4, 0);
 		struct ipc_ring_client *c = add(r, 0, NULL);
-		struct delayed d = {r, 20, true};
+		struct delayed d = { r, 20, true };
 		struct ipc_ring_batch b;
 		pthread_t t;
 		int rc;
@@ -161,14 +161,13 @@ static void *treader_main(void *arg)
 {
 	struct treader *t = arg;
 	uint64_t expect = 0;
-	struct ipc_ring_batch b, hold = {.seq = UINT64_MAX};
+	struct ipc_ring_batch b, hold = { .seq = UINT64_MAX };
 	int rc;
 
 	t->ok = true;
 	while ((rc = ipc_ring_client_next(t->c, 20000 * MS, &b)) == 0) {
 		if ((t->mode == IPC_RING_BROADCAST ? b.seq != expect : b.seq < expect) ||
-		    b.len != tlen(b.seq) ||
-		    !check(&b, b.seq)) {
+		    b.len != tlen(b.seq) || !check(&b, b.seq)) {
 			t->ok = false;
 			break;
 		}
@@ -372,7 +371,7 @@ static void test_lag_race(void **state)
 	(void)state;
 	for (unsigned iter = 0; iter < 200; iter++) {
 		struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 64 * PAGE, 4, 0);
-		struct lag_reader t = {.seed = iter};
+		struct lag_reader t = { .seed = iter };
 		unsigned id;
 		pthread_t th;
 		uint64_t published = 0;

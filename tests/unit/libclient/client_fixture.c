@@ -25,8 +25,8 @@
 /* ---- the fake daemon ---- */
 
 static const struct ipc_ring_tensor test_schema[2] = {
-	{.name = "x", .dtype = IPC_DTYPE_FLOAT32, .rank = 2, .shape = {-1, 3}},
-	{.name = "tok", .dtype = IPC_DTYPE_INT64, .rank = 2, .ragged = 1, .shape = {-1, -1}},
+	{ .name = "x", .dtype = IPC_DTYPE_FLOAT32, .rank = 2, .shape = { -1, 3 } },
+	{ .name = "tok", .dtype = IPC_DTYPE_INT64, .rank = 2, .ragged = 1, .shape = { -1, -1 } },
 };
 
 static void srv_send(int fd, const void *buf, size_t len, const int *fds, size_t nfds)
@@ -39,7 +39,7 @@ static void srv_send(int fd, const void *buf, size_t len, const int *fds, size_t
 
 static void srv_error(int fd, uint32_t req, int code, const char *text)
 {
-	struct ipc_ctl_error e = {.code = code};
+	struct ipc_ctl_error e = { .code = code };
 	uint8_t buf[2048];
 	size_t len;
 
@@ -151,17 +151,19 @@ static bool srv_handle(struct srv *s, int ci)
 	switch (m.type) {
 	case IPC_CTL_HELLO: {
 		struct ipc_ctl_hello h;
-		struct ipc_ctl_hello_ok ok = {.version = IPC_CTL_VERSION, .server_pid = 1,
-					      .max_msg = IPC_CTL_MAX_MSG};
+		struct ipc_ctl_hello_ok ok = { .version = IPC_CTL_VERSION,
+					       .server_pid = 1,
+					       .max_msg = IPC_CTL_MAX_MSG };
 
 		assert_int_equal(ipc_ctl_decode_hello(&m, &h, emsg, sizeof(emsg)), 0);
 		assert_int_equal(h.version, IPC_CTL_VERSION);
 		assert_string_equal(h.client, "libsluice");
 		s->n_hello++;
 		if (s->hello_mode == HELLO_ERROR_V2) {
-			struct ipc_ctl_error e = {.code = -EPROTONOSUPPORT};
+			struct ipc_ctl_error e = { .code = -EPROTONOSUPPORT };
 
-			snprintf(e.text, sizeof(e.text), "client speaks protocol 1, sluiced "
+			snprintf(e.text, sizeof(e.text),
+				 "client speaks protocol 1, sluiced "
 				 "speaks 2");
 			assert_int_equal(ipc_ctl_encode_error(out, sizeof(out), m.req_id, &e, &len),
 					 0);
@@ -191,25 +193,26 @@ static bool srv_handle(struct srv *s, int ci)
 				return true;
 			}
 			assert_int_equal(ipc_ctl_encode_reader_ref(out, sizeof(out),
-								   IPC_CTL_DETACHED, m.req_id,
-								   &ref, &len), 0);
+								   IPC_CTL_DETACHED, m.req_id, &ref,
+								   &len),
+					 0);
 		} else {
 			char st[32];
-			struct ipc_ctl_state state = {.reader_id = ref.reader_id, .state = st};
+			struct ipc_ctl_state state = { .reader_id = ref.reader_id, .state = st };
 
 			s->n_save++;
-			state.state_len = (uint32_t)snprintf(st, sizeof(st), "pos:%llu:%d",
-							     (unsigned long long)ref.reader_id,
-							     s->n_save);
-			assert_int_equal(ipc_ctl_encode_state(out, sizeof(out), m.req_id, &state,
-							      &len), 0);
+			state.state_len =
+				(uint32_t)snprintf(st, sizeof(st), "pos:%llu:%d",
+						   (unsigned long long)ref.reader_id, s->n_save);
+			assert_int_equal(
+				ipc_ctl_encode_state(out, sizeof(out), m.req_id, &state, &len), 0);
 		}
 		srv_send(fd, out, len, NULL, 0);
 		return true;
 	}
 	case IPC_CTL_REGISTER: {
 		struct ipc_ctl_register reg;
-		struct ipc_ctl_registered r = {.created = true};
+		struct ipc_ctl_registered r = { .created = true };
 
 		assert_int_equal(ipc_ctl_decode_register(&m, &reg, emsg, sizeof(emsg)), 0);
 		if (reg.spec_len < 2 || reg.spec[0] != '{') {
@@ -225,10 +228,13 @@ static bool srv_handle(struct srv *s, int ci)
 		return true;
 	}
 	case IPC_CTL_LIST: {
-		struct ipc_ctl_pipeline_info pi = {.name = "train", .status = 0, .n_readers = 2,
-						   .batches_published = 7, .slots_used = 3,
-						   .n_slots = 8};
-		struct ipc_ctl_list_reply lr = {.pipelines = &pi, .n_pipelines = 1};
+		struct ipc_ctl_pipeline_info pi = { .name = "train",
+						    .status = 0,
+						    .n_readers = 2,
+						    .batches_published = 7,
+						    .slots_used = 3,
+						    .n_slots = 8 };
+		struct ipc_ctl_list_reply lr = { .pipelines = &pi, .n_pipelines = 1 };
 
 		assert_int_equal(ipc_ctl_encode_list_reply(out, sizeof(out), m.req_id, &lr, &len),
 				 0);
@@ -237,8 +243,8 @@ static bool srv_handle(struct srv *s, int ci)
 	}
 	case IPC_CTL_STATS: {
 		struct ipc_ctl_stats st;
-		struct ipc_ctl_stat kv[2] = {{"batches_published", 7}, {"wait_ns", -1}};
-		struct ipc_ctl_stats_reply sr = {.stats = kv, .n_stats = 2};
+		struct ipc_ctl_stat kv[2] = { { "batches_published", 7 }, { "wait_ns", -1 } };
+		struct ipc_ctl_stats_reply sr = { .stats = kv, .n_stats = 2 };
 
 		assert_int_equal(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), 0);
 		if (strcmp(st.name, "train")) {
@@ -278,11 +284,11 @@ static void *srv_main(void *arg)
 		struct pollfd p[2 + MAX_CONNS];
 		int n = 0, ci;
 
-		p[n++] = (struct pollfd){.fd = s->stop[0], .events = POLLIN};
-		p[n++] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+		p[n++] = (struct pollfd){ .fd = s->stop[0], .events = POLLIN };
+		p[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
 		pthread_mutex_lock(&s->lock);
 		for (ci = 0; ci < MAX_CONNS; ci++)
-			p[n++] = (struct pollfd){.fd = s->conns[ci], .events = POLLIN};
+			p[n++] = (struct pollfd){ .fd = s->conns[ci], .events = POLLIN };
 		pthread_mutex_unlock(&s->lock);
 		if (poll(p, (nfds_t)n, -1) < 0) {
 			if (errno == EINTR)
@@ -315,7 +321,7 @@ static void *srv_main(void *arg)
 		if (s->conns[ci] < 0)
 			continue;
 		if (s->send_shutdown) {
-			struct ipc_ctl_shutdown sd = {.flags = IPC_CTL_SHUTDOWN_RESTART};
+			struct ipc_ctl_shutdown sd = { .flags = IPC_CTL_SHUTDOWN_RESTART };
 			uint8_t buf[256];
 			size_t len;
 
@@ -350,7 +356,7 @@ static struct ipc_ring *make_ring(uint32_t slots, uint64_t data)
 /* Start a server at dir/sock_name (dir made when empty); it owns a fresh ring. */
 void srv_start_at(struct srv *s, const char *dir, const char *sock_name)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
 	memset(s, 0, sizeof(*s));
 	if (dir) {
@@ -627,7 +633,7 @@ void check_batch(struct sluice_batch *b, uint64_t seq)
 struct sluice_client *connect_ok(struct srv *s)
 {
 	struct sluice_client *c = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	if (sluice_connect(s->path, &c, &err))
 		fail_msg("sluice_connect: %s", err.msg);
@@ -638,7 +644,7 @@ struct sluice_reader *attach_ok(struct sluice_client *c, const char *name)
 {
 	struct sluice_attach_opts o;
 	struct sluice_reader *r = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	sluice_attach_opts_init(&o);
 	o.name = name;
@@ -650,7 +656,7 @@ struct sluice_reader *attach_ok(struct sluice_client *c, const char *name)
 struct sluice_batch *next_ok(struct sluice_reader *r, uint64_t seq)
 {
 	struct sluice_batch *b = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	int rc = sluice_next(r, 5000, &b, &err);
 
 	if (rc != 1)

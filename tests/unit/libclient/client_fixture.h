@@ -14,7 +14,7 @@
 /* ---- the fake daemon ---- */
 
 #define MAX_CONNS 4
-#define MAX_RDRS 16
+#define MAX_RDRS  16
 
 enum hello_mode {
 	HELLO_NORMAL = 0,

@@ -42,8 +42,8 @@ struct fake_cuda_state {
 };
 
 static const struct ipc_ring_tensor schema[2] = {
-	{.name = "x", .dtype = IPC_DTYPE_FLOAT32, .rank = 2, .shape = {-1, 3}},
-	{.name = "tok", .dtype = IPC_DTYPE_INT64, .rank = 2, .ragged = 1, .shape = {-1, -1}},
+	{ .name = "x", .dtype = IPC_DTYPE_FLOAT32, .rank = 2, .shape = { -1, 3 } },
+	{ .name = "tok", .dtype = IPC_DTYPE_INT64, .rank = 2, .ragged = 1, .shape = { -1, -1 } },
 };
 
 struct fixture {
@@ -123,8 +123,8 @@ static int setup(void **state)
 	o.name = "test-cuda";
 	assert_int_equal(ipc_ring_create(&o, &f.ring, msg, sizeof(msg)), 0);
 	assert_int_equal(ipc_ring_add_reader(f.ring, 0, &id, &cb_fd), 0);
-	assert_int_equal(ipc_ring_client_attach(ipc_ring_data_fd(f.ring), cb_fd, &rc, msg,
-						sizeof(msg)), 0);
+	assert_int_equal(
+		ipc_ring_client_attach(ipc_ring_data_fd(f.ring), cb_fd, &rc, msg, sizeof(msg)), 0);
 	close(cb_fd);
 	/* what ring_new() in sluice.c does */
 	f.lr = calloc(1, sizeof(*f.lr));
@@ -173,7 +173,7 @@ static void test_bad_arguments(void **state)
 {
 	struct fixture *f = *state;
 	struct sluice_batch *b = next_batch(f);
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	assert_int_equal(sluice_batch_copy_to_cuda(NULL, NULL, NULL, NULL, &err), -EINVAL);
 	assert_int_equal(err.code, -EINVAL);
@@ -185,8 +185,8 @@ static void test_no_runtime_is_enodev(void **state)
 {
 	struct fixture *f = *state;
 	struct sluice_batch *b = next_batch(f);
-	struct sluice_error err = {0, ""};
-	void *dst[2] = {NULL, NULL};
+	struct sluice_error err = { 0, "" };
+	void *dst[2] = { NULL, NULL };
 
 	setenv("SLUICE_CUDA_LIBRARY", "/nonexistent/libcudart.so", 1);
 	assert_int_equal(sluice_batch_copy_to_cuda(b, dst, NULL, NULL, &err), -ENODEV);
@@ -201,8 +201,8 @@ static void test_real_runtime_without_gpu(void **state)
 	struct fixture *f = *state;
 	const char *real = "/usr/local/cuda/lib64/libcudart.so";
 	struct sluice_batch *b;
-	struct sluice_error err = {0, ""};
-	void *dst[2] = {NULL, NULL}; /* skip both tensors: safe with a real GPU too */
+	struct sluice_error err = { 0, "" };
+	void *dst[2] = { NULL, NULL }; /* skip both tensors: safe with a real GPU too */
 	int rc;
 
 	if (access(real, R_OK) != 0)
@@ -223,8 +223,8 @@ static void test_fake_without_device_is_enodev(void **state)
 {
 	struct fixture *f = *state;
 	struct sluice_batch *b;
-	struct sluice_error err = {0, ""};
-	void *dst[2] = {NULL, NULL};
+	struct sluice_error err = { 0, "" };
+	void *dst[2] = { NULL, NULL };
 
 	if (real_gpu)
 		skip();
@@ -257,12 +257,12 @@ static void test_copy_waits_in_release(void **state)
 {
 	struct fixture *f = *state;
 	struct sluice_batch *b;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	struct fake_cuda_state *st;
 	struct sluice_tensor x, tok;
 	float xd[ROWS * 3];
 	int64_t td[16], sd[ROWS + 1];
-	void *dst[2] = {xd, td}, *aux[2] = {NULL, sd};
+	void *dst[2] = { xd, td }, *aux[2] = { NULL, sd };
 	uint64_t data_len;
 	const void *data;
 
@@ -280,7 +280,7 @@ static void test_copy_waits_in_release(void **state)
 	assert_ptr_equal(st->reg_base, data);
 	assert_int_equal(st->reg_len, data_len);
 	assert_int_equal(st->reg_flags, 0x01 | 0x08); /* portable, read-only */
-	assert_int_equal(st->copies_queued, 3);       /* x; tok's values and row_splits */
+	assert_int_equal(st->copies_queued, 3);	      /* x; tok's values and row_splits */
 	assert_int_equal(st->copies_done, 0);
 	assert_int_equal(st->unpinned, 0);
 	assert_int_equal(st->events_live, 1);
@@ -315,7 +315,7 @@ static void test_skips_and_one_registration(void **state)
 	struct sluice_batch *b;
 	struct fake_cuda_state *st;
 	int64_t td[16];
-	void *dst[2] = {NULL, td};
+	void *dst[2] = { NULL, td };
 	int queued;
 
 	if (real_gpu)

@@ -40,7 +40,7 @@ static void test_strerror(void **state)
 static void test_socket_path(void **state)
 {
 	char buf[108], long_path[300];
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	unsetenv("SLUICE_SOCKET");
 	unsetenv("RUNTIME_DIRECTORY");
@@ -75,8 +75,8 @@ static void test_socket_path(void **state)
 static void test_connect_errors(void **state)
 {
 	struct sluice_client *c = NULL;
-	struct sluice_error err = {0, ""};
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sluice_error err = { 0, "" };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char dir[] = "/tmp/sluice-lc-XXXXXX", path[108];
 	int fd;
 
@@ -109,7 +109,7 @@ static void test_connect_env(void **state)
 {
 	struct srv s;
 	struct sluice_client *c = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	char dir[] = "/tmp/sluice-lc-XXXXXX", sub[80];
 
 	srv_start(&s);
@@ -147,7 +147,7 @@ static void test_version_mismatch(void **state)
 {
 	struct srv s;
 	struct sluice_client *c = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	srv_start_at(&s, NULL, "sluice.sock");
 	s.hello_mode = HELLO_ERROR_V2;
@@ -174,7 +174,7 @@ static void test_attach_read_release(void **state)
 	struct sluice_client *c;
 	struct sluice_reader *r;
 	struct sluice_batch *held[6], *b = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	srv_start(&s);
 	c = connect_ok(&s);
@@ -222,7 +222,7 @@ static void test_end_of_stream(void **state)
 	struct sluice_client *c;
 	struct sluice_reader *r;
 	struct sluice_batch *b = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	srv_start(&s);
 	c = connect_ok(&s);
@@ -248,7 +248,7 @@ static void test_error_batch(void **state)
 	struct sluice_client *c;
 	struct sluice_reader *r;
 	struct sluice_batch *b = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	srv_start(&s);
 	c = connect_ok(&s);
@@ -283,7 +283,7 @@ static void test_attach_errors(void **state)
 	struct sluice_client *c;
 	struct sluice_reader *r = NULL;
 	struct sluice_attach_opts o;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	srv_start(&s);
 	c = connect_ok(&s);
@@ -352,7 +352,7 @@ static void test_save_detach_disconnect(void **state)
 	struct srv s;
 	struct sluice_client *c;
 	struct sluice_reader *r1, *r2, *r3;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	uint8_t buf[SLUICE_STATE_MAX];
 	char want[32];
 	size_t len = 0;
@@ -389,7 +389,7 @@ static void test_register_list_stats(void **state)
 {
 	struct srv s;
 	struct sluice_client *c;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	struct ipc_ctl_list_reply lr;
 	struct ipc_ctl_stats_reply sr;
 	uint8_t fp[16];
@@ -424,7 +424,7 @@ static void test_register_list_stats(void **state)
 /* ---- threads: next in one thread, release in another, publishing in a third ---- */
 
 #define STRESS_BATCHES 3000
-#define QCAP 8
+#define QCAP	       8
 
 struct stress {
 	struct srv *s;
@@ -443,7 +443,7 @@ static void *stress_reader(void *arg)
 
 	for (uint64_t seq = 0; seq < STRESS_BATCHES; seq++) {
 		struct sluice_batch *b = NULL;
-		struct sluice_error err = {0, ""};
+		struct sluice_error err = { 0, "" };
 		int rc = sluice_next(st->r, -1, &b, &err);
 
 		if (rc != 1)

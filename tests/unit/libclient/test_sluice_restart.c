@@ -31,7 +31,7 @@ static void restart(bool graceful)
 	struct sluice_client *c;
 	struct sluice_reader *r;
 	struct sluice_batch *held, *b;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	uint8_t st[64];
 	char saved[64];
 	size_t len;
@@ -96,7 +96,7 @@ static void test_reconnect_gives_up(void **state)
 	struct sluice_reader *r;
 	struct sluice_attach_opts o;
 	struct sluice_batch *b = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 	uint8_t tmp[8];
 	size_t len = 0;
 
@@ -127,7 +127,7 @@ static void test_reader_removed(void **state)
 	struct sluice_client *c;
 	struct sluice_reader *r;
 	struct sluice_batch *b = NULL;
-	struct sluice_error err = {0, ""};
+	struct sluice_error err = { 0, "" };
 
 	srv_start(&s);
 	c = connect_ok(&s);
@@ -156,7 +156,7 @@ static void *two_reader(void *arg)
 
 	for (;;) {
 		struct sluice_batch *b = NULL;
-		struct sluice_error err = {0, ""};
+		struct sluice_error err = { 0, "" };
 		int rc = sluice_next(t->r, 10000, &b, &err);
 
 		if (rc == 0)

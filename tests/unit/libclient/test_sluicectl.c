@@ -95,12 +95,15 @@ static void test_sluicectl(void **state)
 
 	snprintf(cmd, sizeof(cmd), "%s --socket %s drain train --json --values x", ctl, s.path);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
-	snprintf(want, sizeof(want), "{\"seq\": 0, \"epoch\": 0, \"rows\": 4, \"digest\": "
+	snprintf(want, sizeof(want),
+		 "{\"seq\": 0, \"epoch\": 0, \"rows\": 4, \"digest\": "
 		 "\"%08x\", \"values\": {\"x\": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}}\n",
 		 expected_digest(0));
 	assert_memory_equal(out, want, strlen(want));
-	snprintf(want, sizeof(want), "{\"seq\": 2, \"epoch\": 0, \"rows\": 4, \"digest\": "
-		 "\"%08x\", \"values\": {\"x\": [200, ", expected_digest(2));
+	snprintf(want, sizeof(want),
+		 "{\"seq\": 2, \"epoch\": 0, \"rows\": 4, \"digest\": "
+		 "\"%08x\", \"values\": {\"x\": [200, ",
+		 expected_digest(2));
 	assert_non_null(strstr(out, want));
 	snprintf(cmd, sizeof(cmd), "%s --socket %s drain train --batches 2", ctl, s.path);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
@@ -109,8 +112,7 @@ static void test_sluicectl(void **state)
 		 s.path);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 1);
 	assert_non_null(strstr(out, "no tensor named 'nope'"));
-	snprintf(cmd, sizeof(cmd), "%s --socket %s drain train --index 1 2>/dev/null", ctl,
-		 s.path);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s drain train --index 1 2>/dev/null", ctl, s.path);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
 	assert_int_equal(srv_readers(&s), 0); /* every drain's reader went with its socket */
 

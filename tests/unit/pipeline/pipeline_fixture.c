@@ -429,9 +429,8 @@ void stream_add(struct stream *s, const struct pl_batch *b, bool copy)
 	m->len = b->len;
 	m->index = ((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
 	m->first_id = s->n_ids;
-	if (!s->bad &&
-	    verify_batch(b, s->ids, &s->n_ids, sizeof(s->ids) / sizeof(s->ids[0]), s->why,
-			 sizeof(s->why)) < 0)
+	if (!s->bad && verify_batch(b, s->ids, &s->n_ids, sizeof(s->ids) / sizeof(s->ids[0]),
+				    s->why, sizeof(s->why)) < 0)
 		s->bad = true;
 	if (copy) {
 		m->copy = malloc(b->len);

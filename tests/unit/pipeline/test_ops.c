@@ -408,8 +408,12 @@ static struct pl_slice_dim sl_index(int64_t i)
 
 static struct pl_slice_dim sl_range(int64_t start, int64_t stop, int64_t step)
 {
-	return (struct pl_slice_dim){ .kind = PL_SLICE_RANGE, .has_start = true, .start = start,
-				      .has_stop = true, .stop = stop, .has_step = true,
+	return (struct pl_slice_dim){ .kind = PL_SLICE_RANGE,
+				      .has_start = true,
+				      .start = start,
+				      .has_stop = true,
+				      .stop = stop,
+				      .has_step = true,
 				      .step = step };
 }
 
@@ -669,11 +673,26 @@ struct value_case {
 	uint64_t want; /* the element's bytes, little-endian host assumed by the test table */
 };
 
-#define V_NONE { .kind = PL_VALUE_NONE }
-#define V_BOOL(x) { .kind = PL_VALUE_BOOL, .b = (x) }
-#define V_INT(x) { .kind = PL_VALUE_INT, .i = (x) }
-#define V_REAL(x) { .kind = PL_VALUE_REAL, .r = (x) }
-#define V_STR(x) { .kind = PL_VALUE_STRING, .s = (char *)(x), .s_len = sizeof(x) - 1 }
+#define V_NONE                        \
+	{                             \
+		.kind = PL_VALUE_NONE \
+	}
+#define V_BOOL(x)                               \
+	{                                       \
+		.kind = PL_VALUE_BOOL, .b = (x) \
+	}
+#define V_INT(x)                               \
+	{                                      \
+		.kind = PL_VALUE_INT, .i = (x) \
+	}
+#define V_REAL(x)                               \
+	{                                       \
+		.kind = PL_VALUE_REAL, .r = (x) \
+	}
+#define V_STR(x)                                                                  \
+	{                                                                         \
+		.kind = PL_VALUE_STRING, .s = (char *)(x), .s_len = sizeof(x) - 1 \
+	}
 
 static const struct value_case value_cases[] = {
 	{ V_NONE, MANIFEST_DTYPE_INT32, 0, 0 },

@@ -515,7 +515,7 @@ static void test_help_inside(void **state)
 
 struct cancel_help {
 	struct sched_pool *pool;
-	atomic_bool go;      /* the destroyer may start */
+	atomic_bool go; /* the destroyer may start */
 	atomic_uint ran;
 };
 

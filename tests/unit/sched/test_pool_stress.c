@@ -340,8 +340,8 @@ static void *help_driver_main(void *arg)
 		for (unsigned i = 0; i < n; i++) {
 			unsigned fl = (r + i) % 3 ? SCHED_SPAWN_NO_WAKE : 0;
 
-			d->tasks[i] = (struct help_task){ &d->slots[i],
-							  (d->id << 24) ^ (r << 8) ^ i };
+			d->tasks[i] =
+				(struct help_task){ &d->slots[i], (d->id << 24) ^ (r << 8) ^ i };
 			if (sched_spawn_flags(&g, help_fill, &d->tasks[i], fl) != 0)
 				d->bad++;
 		}
