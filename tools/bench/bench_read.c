@@ -202,7 +202,7 @@ static int bench_decode(const struct dataset *ds, const char *name, unsigned thr
 	mbs_cpu = (double)best_run.scan.total.file_bytes / cpu_s / 1e6;
 	printf("bench=%s threads=%u io_threads=%u files=%" PRIu64 " records=%" PRIu64
 	       " bytes=%" PRIu64 " problems=%" PRIu64 " wall_s=%.4f records_per_s=%.0f "
-						      "mb_per_s=%.1f cpu_s=%.4f "
+	       "mb_per_s=%.1f cpu_s=%.4f "
 	       "records_per_cpu_s=%.0f mb_per_cpu_s=%.1f baseline_mb_per_s=%.0f ratio=%.3f "
 	       "engine=%s\n",
 	       name, threads, best_run.scan.threads, best_run.scan.total.files,
@@ -214,8 +214,8 @@ static int bench_decode(const struct dataset *ds, const char *name, unsigned thr
 	if (best_run.problems_total)
 		fprintf(stderr,
 			"sluice-bench read: warning: the dataset has %" PRIu64 " problems (run "
-									       "sluicectl "
-									       "validate)\n",
+			"sluicectl "
+			"validate)\n",
 			best_run.problems_total);
 	check_run_fini(&best_run);
 	return 0;
