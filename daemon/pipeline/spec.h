@@ -19,9 +19,9 @@
  *
  * Errors are one line: origin, JSON path, what was expected and what was there:
  *   spec.json: args.primary_features[1].to_name: duplicate "label" (also
- * args.primary_features[0].to_name) spec.json: args.num_prefetch: expected an integer >= 0 or
- * "auto", got -1 spec.json: args.shuffel: unknown key (expected one of: dataset, target_batch_size,
- * ...)
+ *     args.primary_features[0].to_name)
+ *   spec.json: args.num_prefetch: expected an integer >= 0 or "auto", got -1
+ *   spec.json: args.shuffel: unknown key (expected one of: dataset, ...)
  */
 
 #define PL_AUTO	    (-2) /* a knob given as "auto" */
