@@ -17,6 +17,32 @@ for f in $files; do
 		status=1
 	fi
 done
+# The engine's stages (docs/pipeline.md) know their neighbours only through the callbacks the
+# driver gives them: a stage's file includes no other stage's header, and no file of
+# daemon/pipeline/ includes another unit's *_internal.h (X.c and X_*.c may include X_internal.h).
+stages="files read frame window interleave shuffle assemble deliver"
+for st in $stages; do
+	for f in $(git ls-files "daemon/pipeline/$st.c" "daemon/pipeline/${st}_*.c" "daemon/pipeline/$st.h"); do
+		for other in $stages rowparse chain driver; do
+			case "$other" in "$st") continue ;; esac
+			[ "$st" = assemble ] && [ "$other" = rowparse ] && continue # parse = assemble + rowparse
+			if grep -qE "#include \"(daemon/pipeline/)?${other}(_internal)?\.h\"" "$f"; then
+				echo "lint: $f: the $st stage includes $other's header (stages meet only in the driver)" >&2
+				status=1
+			fi
+		done
+	done
+done
+for f in $(git ls-files 'daemon/pipeline/*.c' 'daemon/pipeline/*.h'); do
+	base=$(basename "$f"); base=${base%.[ch]}; base=${base%_internal}
+	for inc in $(grep -oE '#include "[a-z_/]*_internal\.h"' "$f" | sed -E 's/.*"(.*)"/\1/'); do
+		unit=$(basename "$inc" _internal.h)
+		case "$base" in "$unit" | "$unit"_*) ;; *)
+			echo "lint: $f includes $inc, the internals of another unit" >&2
+			status=1 ;;
+		esac
+	done
+done
 if command -v clang-format >/dev/null; then
 	for f in $(git ls-files '*.c' '*.h'); do
 		if ! clang-format "$f" | cmp -s - "$f"; then

@@ -26,9 +26,8 @@ static void row_fail(struct pl_bjob *job, size_t row, int code, const struct io_
  * The scratch of the thread running a parse task: its pool worker's, or, outside the pool, the
  * driver's (the only other thread that runs this pipeline's tasks: in sched_group_help).
  */
-static struct pl_worker_scratch *scratch_get(struct pl_asm_ctx *ax)
+static struct pl_worker_scratch *scratch_get(struct pl_asm_ctx *ax, int w)
 {
-	int w = sched_worker_index(ax->pool);
 	if (w < 0) {
 		if (!ax->drv_scratch)
 			ax->drv_scratch = pl_scratch_create(ax->plan);
@@ -439,7 +438,8 @@ static void task_run(void *arg)
 	 * the two differ only when its thread is preempted.
 	 */
 	uint64_t c0 = pl_clock_ns(CLOCK_MONOTONIC);
-	struct pl_worker_scratch *ws = scratch_get(ax);
+	int wi = sched_worker_index(ax->pool);
+	struct pl_worker_scratch *ws = scratch_get(ax, wi);
 	struct io_error e;
 	if (t->measure) {
 		/*
@@ -480,8 +480,12 @@ static void task_run(void *arg)
 		if (r < 0)
 			row_fail(job, row, r, &e);
 	}
-	atomic_fetch_add_explicit(&ax->parse_ns, pl_clock_ns(CLOCK_MONOTONIC) - c0,
-				  memory_order_relaxed);
+	/* one writer per counter (this worker, or the driver): a plain add, published relaxed */
+	struct pl_asm_worker *wk =
+		&ax->wk[wi < 0 || (unsigned)wi >= ax->n_workers ? ax->n_workers : (unsigned)wi];
+	uint64_t ns = atomic_load_explicit(&wk->task_ns, memory_order_relaxed);
+	atomic_store_explicit(&wk->task_ns, ns + pl_clock_ns(CLOCK_MONOTONIC) - c0,
+			      memory_order_relaxed);
 }
 
 /*
@@ -562,7 +566,31 @@ static int bjob_tasks(struct pl_bjob *job)
 int pl_asm_idle(void *ctx)
 {
 	struct pl_asm_ctx *ax = ctx;
-	return sched_queue_help_one(ax->q);
+	unsigned prev = pl_prof_enter(ax->prof, PL_STAGE_PARSE);
+	int r = sched_queue_help_one(ax->q);
+	pl_prof_leave(ax->prof, prev);
+	return r;
+}
+
+int pl_asm_ctx_init(struct pl_asm_ctx *ax)
+{
+	ax->scratch = calloc(ax->n_workers + 1, sizeof(*ax->scratch));
+	ax->wk = aligned_alloc(64, (ax->n_workers + 1) * sizeof(*ax->wk));
+	if (!ax->scratch || !ax->wk)
+		return -ENOMEM;
+	for (unsigned i = 0; i <= ax->n_workers; i++)
+		atomic_init(&ax->wk[i].task_ns, 0);
+	return 0;
+}
+
+uint64_t pl_asm_task_ns(const struct pl_asm_ctx *ax, bool with_driver)
+{
+	uint64_t ns = 0;
+	if (!ax->wk)
+		return 0;
+	for (unsigned i = 0; i < ax->n_workers + (with_driver ? 1u : 0u); i++)
+		ns += atomic_load_explicit(&ax->wk[i].task_ns, memory_order_relaxed);
+	return ns;
 }
 
 /*
@@ -602,9 +630,9 @@ static void note_slack(struct pl_asm_ctx *ax)
 	ax->last_blocked_ns = blocked;
 }
 
-int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
-		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
-		  struct io_error *err)
+static int bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
+		      uint64_t epoch, uint64_t index_in_epoch, uint32_t flags,
+		      struct pl_bjob **ret_job, struct io_error *err)
 {
 	const struct pl_plan *plan = ax->plan;
 	struct pl_bjob *job = calloc(1, sizeof(*job));
@@ -683,7 +711,7 @@ int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uin
 	note_slack(ax);
 	unsigned first = ax->lazy && !ax->behind ? SCHED_SPAWN_NO_WAKE : 0;
 	if (first)
-		atomic_fetch_add_explicit(&ax->lazy_fills, 1, memory_order_relaxed);
+		ax->lazy_fills++;
 	r = spawn_pass(job, false, first, ax->behind ? 0 : SCHED_SPAWN_NO_WAKE);
 	if (r < 0) {
 		sched_group_help(&job->group);
@@ -694,6 +722,19 @@ int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uin
 	return 0;
 fail:
 	bjob_free(job);
+	return r;
+}
+
+int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
+		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
+		  struct io_error *err)
+{
+	unsigned prev = pl_prof_enter(ax->prof, PL_STAGE_PARSE);
+	ax->st.elems_in += n_rows;
+	for (size_t i = 0; i < n_rows; i++)
+		ax->st.bytes_in += rows[i].len;
+	int r = bjob_start(ax, rows, n_rows, seq, epoch, index_in_epoch, flags, ret_job, err);
+	pl_prof_leave(ax->prof, prev);
 	return r;
 }
 
@@ -732,8 +773,8 @@ static int relayout(struct pl_bjob *job, struct io_error *err)
 	return r < 0 ? r : w;
 }
 
-int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *ret_batch,
-		   struct io_error *err)
+static int bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *ret_batch,
+		       struct io_error *err)
 {
 	const struct pl_plan *plan = ax->plan;
 	if (!pl_bjob_done(job))
@@ -767,7 +808,7 @@ int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *
 	}
 	size_t skipped = count_bad(job);
 	if (skipped) {
-		atomic_fetch_add_explicit(&ax->skipped_records, skipped, memory_order_relaxed);
+		ax->st.dropped += skipped;
 		if (!plan->measure)
 			pl_asm_squeeze(job);
 	}
@@ -779,8 +820,20 @@ int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *
 	ret_batch->rows = job->n_good;
 	ret_batch->flags = job->flags;
 	job->mem = NULL; /* the caller's now */
+	ax->st.elems_out += job->n_good;
+	ax->st.bytes_out += job->len;
+	ax->st.completions++;
 	bjob_free(job);
 	return 0;
+}
+
+int pl_bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_batch *ret_batch,
+		   struct io_error *err)
+{
+	unsigned prev = pl_prof_enter(ax->prof, PL_STAGE_PARSE);
+	int r = bjob_finish(ax, job, ret_batch, err);
+	pl_prof_leave(ax->prof, prev);
+	return r;
 }
 
 void pl_asm_ctx_fini(struct pl_asm_ctx *ax)
@@ -792,4 +845,6 @@ void pl_asm_ctx_fini(struct pl_asm_ctx *ax)
 	ax->scratch = NULL;
 	pl_scratch_destroy(ax->drv_scratch);
 	ax->drv_scratch = NULL;
+	free(ax->wk);
+	ax->wk = NULL;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "assemble.h"
 #include "ipc/batch.h"
 #include "rowparse.h"
 

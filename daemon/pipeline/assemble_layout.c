@@ -166,9 +166,11 @@ int pl_asm_layout(struct pl_bjob *job, struct io_error *err)
 			return r;
 	}
 	job->len = pl_asm_align_up(at, IPC_BATCH_EXTENT_ALIGN);
+	unsigned prev = pl_prof_enter(ax->prof, PL_STAGE_IDLE_); /* it may wait for the consumer */
 	uint64_t t0 = pl_clock_ns(CLOCK_MONOTONIC);
 	job->mem = ax->alloc(ax->alloc_ctx, job->len);
 	ax->alloc_ns += pl_clock_ns(CLOCK_MONOTONIC) - t0; /* a ring full of unread batches waits */
+	pl_prof_leave(ax->prof, prev);
 	if (!job->mem) {
 		io_error_set(err, "out of memory for a batch of %zu bytes", job->len);
 		return -ENOMEM;

@@ -11,6 +11,7 @@
 #include "io/iox.h"
 #include "io/manifest.h"
 #include "spec.h"
+#include "stage.h"
 
 /*
  * A pipeline reads the spec's dataset and produces batches in the layout of ipc/batch.h into
@@ -148,6 +149,8 @@ struct pl_stats {
 	uint64_t next_wait_ns;	 /* time pl_pipeline_next() waited */
 	const char *io_engine;	 /* "io_uring" or "pread" */
 	const char *io_fallback; /* why not io_uring, or NULL */
+	/* per stage (enum pl_stage_id; names from pl_stage_name): docs/pipeline.md */
+	struct pl_stage_stats stages[PL_STAGE_COUNT_];
 };
 void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret_stats);
 

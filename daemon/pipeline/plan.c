@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The plan: a spec checked against its dataset's manifest and compiled into output tensors. */
-#include "pipeline_internal.h"
+#include "plan.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ipc/batch.h"
+#include "rng.h"
 
 _Static_assert((int)MANIFEST_DTYPE_INT8 == IPC_DTYPE_INT8 &&
 		       (int)MANIFEST_DTYPE_UINT64 == IPC_DTYPE_UINT64 &&

@@ -3,7 +3,15 @@
 #ifndef SLUICE_PIPELINE_ROWPARSE_H
 #define SLUICE_PIPELINE_ROWPARSE_H
 
-#include "pipeline_internal.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/ioerr.h"
+#include "io/pbex.h"
+#include "ops.h"
+#include "plan.h"
+#include "record.h"
 
 /*
  * Used by the parse tasks (assemble.c), each with the scratch of the worker it runs on. The

@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The driver's input chain: creates the input stages and connects each to its upstream. */
+#include "chain.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "files.h"
+#include "frame.h"
+#include "interleave.h"
+#include "rowparse.h"
+#include "shuffle.h"
+#include "window.h"
+
+/* One interleave slot: a file at a time, read, framed and (sequence loaders) windowed. */
+struct pl_slot {
+	struct pl_chain *c;
+	struct pl_read *rd;
+	struct pl_frame *fr;
+	struct pl_window *win; /* NULL: the independent loader */
+};
+
+struct pl_chain {
+	struct pl_chain_opts o;
+	const struct pl_plan *plan;
+	struct pl_files *files;
+	struct pl_slot *slots;
+	unsigned n_slots;
+	struct pl_interleave *il;
+	struct pl_shuffle *sh;
+	struct pl_store store;
+	struct pl_worker_scratch *ws; /* records decoded on the driver */
+	uint64_t epoch;
+	atomic_bool stop;
+	struct pl_stage_stats st[PL_STAGE_COUNT_];
+	struct pl_read_totals read_tot;
+	struct pl_frame_totals frame_tot;
+};
+
+/* ---- the callbacks that connect the stages ---- */
+
+static int slot_read(void *ctx, bool wait, struct pl_chunk *ret, struct io_error *err)
+{
+	struct pl_slot *s = ctx;
+	return pl_read_next(s->rd, wait, ret, err);
+}
+
+static void slot_abandon(void *ctx)
+{
+	struct pl_slot *s = ctx;
+	pl_read_abandon(s->rd);
+}
+
+static int slot_frame(void *ctx, bool wait, struct pl_rec *ret, struct io_error *err)
+{
+	struct pl_slot *s = ctx;
+	return pl_frame_next(s->fr, wait, ret, err);
+}
+
+/* interleave → slot k's element */
+static int slot_next(void *ctx, unsigned k, bool wait, struct pl_rec *ret, struct io_error *err)
+{
+	struct pl_chain *c = ctx;
+	struct pl_slot *s = &c->slots[k];
+	if (s->win)
+		return pl_window_next(s->win, wait, ret, err);
+	return pl_frame_next(s->fr, wait, ret, err);
+}
+
+/* interleave → the epoch's next file into slot k */
+static int slot_open(void *ctx, unsigned k, struct io_error *err)
+{
+	struct pl_chain *c = ctx;
+	struct pl_slot *s = &c->slots[k];
+	uint32_t file;
+	if (pl_files_next(c->files, &file) == 0)
+		return 0;
+	const struct dataset_file *f = &c->plan->ds->files[file];
+	int r = pl_read_open(s->rd, f->path, err);
+	if (r == 0)
+		r = pl_frame_open(s->fr, file, f->path, f->size);
+	if (r < 0)
+		return r;
+	if (s->win)
+		pl_window_reset(s->win, c->epoch, file);
+	return 1;
+}
+
+static int shuffle_up(void *ctx, struct pl_rec *ret, struct io_error *err)
+{
+	struct pl_chain *c = ctx;
+	return pl_interleave_next(c->il, ret, err);
+}
+
+struct evac {
+	struct pl_chain *c;
+	const void *owner;
+	uint64_t below;
+};
+
+static int evac_one(void *ctx, struct pl_rec *r)
+{
+	struct evac *e = ctx;
+	if (r->blk->owner != e->owner || r->blk->seq >= e->below)
+		return 0;
+	return pl_store_move(&e->c->store, r);
+}
+
+/* read → move out of the shuffle buffer the records pinning a reader's old chunks */
+static int evacuate(void *ctx, const void *owner, uint64_t below)
+{
+	struct evac e = { .c = ctx, .owner = owner, .below = below };
+	return pl_shuffle_visit(e.c->sh, evac_one, &e);
+}
+
+static struct pl_worker_scratch *scratch(struct pl_chain *c)
+{
+	if (!c->ws)
+		c->ws = pl_scratch_create(c->plan);
+	return c->ws;
+}
+
+/* frame (on_corrupt skip_file) → decode and check a record as the parse task will */
+static int validate(void *ctx, const struct pl_rec *rec)
+{
+	struct pl_chain *c = ctx;
+	const struct pl_plan *plan = c->plan;
+	struct pl_worker_scratch *ws = scratch(c);
+	if (!ws)
+		return -ENOMEM;
+	unsigned prev = pl_prof_enter(c->o.prof, PL_STAGE_PARSE);
+	int r = pl_row_decode(plan, ws, rec, true, NULL);
+	if (r == 0)
+		r = pl_row_shapes(plan, ws, NULL);
+	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
+		struct pl_view v;
+		r = pl_row_view(plan, ws, i, &v, NULL);
+	}
+	pl_prof_leave(c->o.prof, prev);
+	return r;
+}
+
+/*
+ * window (continuous_sequence) → a record's length along axis 0, the same for every output
+ * tensor (after its processing steps). Decoded here, on the driver, because windows depend on
+ * it; the data CRC is checked at the same time and not again by the parse task.
+ */
+static int record_steps(void *ctx, struct pl_rec *rec, int64_t *ret_steps, struct io_error *err)
+{
+	struct pl_chain *c = ctx;
+	const struct pl_plan *plan = c->plan;
+	struct pl_worker_scratch *ws = scratch(c);
+	if (!ws)
+		return -ENOMEM;
+	unsigned prev = pl_prof_enter(c->o.prof, PL_STAGE_PARSE);
+	int r = pl_row_decode(plan, ws, rec, true, err);
+	if (r < 0)
+		goto out;
+	rec->crc_checked = true;
+	r = pl_row_shapes(plan, ws, err);
+	int64_t steps = -1;
+	size_t first = 0;
+	for (size_t i = 0; r == 0 && i < plan->n_out; i++) {
+		struct pl_view v;
+		r = pl_row_view(plan, ws, i, &v, err);
+		if (r < 0)
+			break;
+		if (steps < 0) {
+			steps = v.shape[0];
+			first = i;
+		} else if (v.shape[0] != steps) {
+			io_error_set(err,
+				     "tensors \"%s\" and \"%s\" have different lengths along axis "
+				     "0 "
+				     "(%lld and %lld); continuous_sequence needs them equal",
+				     plan->out[first].name, plan->out[i].name, (long long)steps,
+				     (long long)v.shape[0]);
+			r = -EBADMSG;
+		}
+	}
+	if (r < 0) {
+		if (r != -ENOMEM)
+			pl_row_error_prefix(plan, rec, err);
+		goto out;
+	}
+	*ret_steps = steps < 0 ? 0 : steps;
+out:
+	pl_prof_leave(c->o.prof, prev);
+	return r;
+}
+
+/* ---- life ---- */
+
+static int slot_create(struct pl_chain *c, struct pl_slot *s)
+{
+	const struct pl_plan *plan = c->plan;
+	const struct pl_spec *cfg = &plan->cfg;
+	s->c = c;
+	struct pl_read_opts ro = {
+		.engine = c->o.engine,
+		.direct = c->o.direct,
+		.chunk_len = plan->read_chunk,
+		/* sequence loaders keep records in their window generators: always copied */
+		.pin = cfg->type == PL_LOADER_INDEPENDENT,
+		.idle = c->o.idle,
+		.idle_ctx = c->o.idle_ctx,
+		.evacuate = evacuate,
+		.evacuate_ctx = c,
+		.stop = &c->stop,
+		.st = &c->st[PL_STAGE_READ],
+		.tot = &c->read_tot,
+		.prof = c->o.prof,
+	};
+	int r = pl_read_create(&ro, &s->rd);
+	if (r < 0)
+		return r;
+	struct pl_frame_opts fo = {
+		.compression = plan->ds->manifest->compression,
+		.on_corrupt = cfg->on_corrupt,
+		.read = slot_read,
+		.abandon = slot_abandon,
+		.read_ctx = s,
+		.validate = validate,
+		.validate_ctx = c,
+		.store = &c->store,
+		.st = &c->st[PL_STAGE_FRAME],
+		.tot = &c->frame_tot,
+		.prof = c->o.prof,
+	};
+	r = pl_frame_create(&fo, &s->fr);
+	if (r < 0 || cfg->type == PL_LOADER_INDEPENDENT)
+		return r;
+	struct pl_window_opts wo = {
+		.continuous = cfg->type == PL_LOADER_CONTINUOUS_SEQUENCE,
+		.min_window = cfg->min_window,
+		.max_window = cfg->max_window,
+		.stride = cfg->stride,
+		.seed = cfg->seed,
+		.on_corrupt = cfg->on_corrupt,
+		.next = slot_frame,
+		.next_ctx = s,
+		.steps = record_steps,
+		.steps_ctx = c,
+		.st = &c->st[PL_STAGE_WINDOW],
+		.prof = c->o.prof,
+	};
+	return pl_window_create(&wo, &s->win);
+}
+
+int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, struct io_error *err)
+{
+	const struct pl_plan *plan = opts->plan;
+	const struct pl_spec *cfg = &plan->cfg;
+	struct pl_chain *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->o = *opts;
+	c->plan = plan;
+	atomic_init(&c->stop, false);
+	struct pl_files_opts fo = {
+		.files = plan->files,
+		.n_files = plan->n_files,
+		.shuffle = cfg->shuffle,
+		.buffer = (uint64_t)cfg->num_filenames_shuffle_buffer,
+		.seed = cfg->seed,
+		.st = &c->st[PL_STAGE_FILES],
+		.prof = opts->prof,
+	};
+	int r = pl_files_create(&fo, &c->files);
+	c->n_slots = plan->cycle;
+	c->slots = calloc(c->n_slots, sizeof(*c->slots));
+	if (r < 0 || !c->slots)
+		goto fail;
+	for (unsigned i = 0; i < c->n_slots; i++) {
+		r = slot_create(c, &c->slots[i]);
+		if (r < 0)
+			goto fail;
+	}
+	struct pl_interleave_opts io = {
+		.cycle = c->n_slots,
+		.sloppy = cfg->sloppy_interleave,
+		.next = slot_next,
+		.open = slot_open,
+		.ctx = c,
+		.st = &c->st[PL_STAGE_INTERLEAVE],
+		.prof = opts->prof,
+	};
+	r = pl_interleave_create(&io, &c->il);
+	if (r < 0)
+		goto fail;
+	struct pl_shuffle_opts so = {
+		.enabled = cfg->shuffle,
+		.buffer = (uint64_t)cfg->num_shuffle_buffer_elements,
+		.seed = cfg->seed,
+		.next = shuffle_up,
+		.next_ctx = c,
+		.st = &c->st[PL_STAGE_SHUFFLE],
+		.prof = opts->prof,
+	};
+	r = pl_shuffle_create(&so, &c->sh);
+	if (r < 0)
+		goto fail;
+	*ret = c;
+	return 0;
+fail:
+	pl_chain_destroy(c);
+	if (r == 0 || r == -ENOMEM) {
+		io_error_set(err, "out of memory");
+		r = -ENOMEM;
+	}
+	return r;
+}
+
+void pl_chain_destroy(struct pl_chain *c)
+{
+	if (!c)
+		return;
+	pl_shuffle_destroy(c->sh);
+	for (unsigned i = 0; c->slots && i < c->n_slots; i++) {
+		struct pl_slot *s = &c->slots[i];
+		pl_window_destroy(s->win);
+		if (s->fr)
+			pl_frame_abandon(s->fr); /* the iox goes with its last pinned buffer */
+		pl_frame_destroy(s->fr);
+		pl_read_destroy(s->rd);
+	}
+	pl_interleave_destroy(c->il);
+	pl_files_destroy(c->files);
+	pl_scratch_destroy(c->ws);
+	pl_store_fini(&c->store);
+	free(c->slots);
+	free(c);
+}
+
+int pl_chain_begin_epoch(struct pl_chain *c, uint64_t epoch, struct io_error *err)
+{
+	pl_shuffle_begin_epoch(c->sh, epoch);
+	for (unsigned i = 0; i < c->n_slots; i++)
+		if (pl_frame_is_open(c->slots[i].fr)) /* a file left half read: start over clean */
+			pl_frame_abandon(c->slots[i].fr);
+	c->epoch = epoch;
+	pl_files_begin_epoch(c->files, epoch);
+	return pl_interleave_begin_epoch(c->il, err);
+}
+
+int pl_chain_next(struct pl_chain *c, struct pl_rec *ret, struct io_error *err)
+{
+	return pl_shuffle_next(c->sh, ret, err);
+}
+
+void pl_chain_stop(struct pl_chain *c)
+{
+	atomic_store_explicit(&c->stop, true, memory_order_relaxed);
+}
+
+void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_STAGE_COUNT_],
+			struct pl_chain_totals *ret)
+{
+	for (unsigned i = PL_STAGE_FILES; i <= PL_STAGE_SHUFFLE; i++)
+		st[i] = c->st[i];
+	ret->read = c->read_tot;
+	ret->skipped_files = c->frame_tot.skipped_files;
+	ret->copied_bytes = c->store.copied_bytes;
+}
+
+uint64_t pl_chain_read_wait_ns(const struct pl_chain *c)
+{
+	return c->st[PL_STAGE_READ].wait_up_ns;
+}

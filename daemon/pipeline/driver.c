@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The driver thread: the input chain's elements into batch jobs, finished jobs into deliver. */
+#include "driver.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assemble.h"
+#include "chain.h"
+#include "ipc/batch.h"
+#include "sched/sched.h"
+
+/*
+ * The driver owns the input chain and the order of batches: it collects each batch's rows
+ * (docs/pipeline-semantics.md), starts its job on the pool (the parse stage), and finishes
+ * jobs oldest first into deliver, keeping at most `prefetch` batches ready or in flight. It
+ * owns the clock: its thread's CPU time is split between the stages it runs by sampled rounds
+ * (struct pl_prof), and it publishes every stage's counters after each batch.
+ */
+struct pl_driver {
+	struct pl_driver_opts o;
+	const struct pl_plan *plan;
+	struct pl_chain *chain;
+	struct sched_queue *q;
+	struct pl_asm_ctx ax;
+	struct pl_prof prof;
+	pthread_t thread;
+	bool started;
+
+	/* the driver thread's */
+	struct pl_bjob **inflight; /* FIFO of jobs in flight */
+	size_t head, count, cap;
+	struct io_error err;
+	bool job_failed; /* a batch failed: nothing after it may be delivered */
+	uint64_t rounds; /* batches collected (a sampled round every PL_PROF_EVERY) */
+
+	/* published by the driver, under lock */
+	pthread_mutex_t lock;
+	struct pl_stage_stats st[PL_STAGE_COUNT_];
+	struct pl_chain_totals tot;
+	uint64_t prof_ns[PL_STAGE_COUNT_ + 1];
+	uint64_t lazy_fills, alloc_ns;
+	uint64_t cpu_ns; /* at the driver's end; while it runs, its clock: */
+	clockid_t clock;
+	bool clock_ok; /* the driver runs and clock is its clock */
+};
+
+/* Copy the stages' counters for readers on other threads. `last`: the driver is ending. */
+static void publish_stats(struct pl_driver *d, bool last)
+{
+	struct pl_stage_stats st[PL_STAGE_COUNT_];
+	struct pl_chain_totals tot;
+	pl_chain_get_stats(d->chain, st, &tot);
+	st[PL_STAGE_PARSE] = d->ax.st;
+	st[PL_STAGE_PARSE].buffered = d->count;
+	st[PL_STAGE_PARSE].capacity = d->cap;
+	uint64_t cpu = last ? pl_clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+	pthread_mutex_lock(&d->lock);
+	memcpy(d->st, st, sizeof(st));
+	d->tot = tot;
+	memcpy(d->prof_ns, d->prof.ns, sizeof(d->prof_ns));
+	d->lazy_fills = d->ax.lazy_fills;
+	d->alloc_ns = d->ax.alloc_ns;
+	if (last) {
+		d->cpu_ns = cpu;
+		d->clock_ok = false;
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Finish the oldest job in flight: its batch to deliver, or its error. */
+static int finish_oldest(struct pl_driver *d)
+{
+	struct pl_bjob *job = d->inflight[d->head];
+	d->head = (d->head + 1) % d->cap;
+	d->count--;
+	struct pl_batch b;
+	int r = pl_bjob_finish(&d->ax, job, &b, &d->err);
+	unsigned prev = pl_prof_enter(&d->prof, PL_STAGE_DELIVER);
+	int e = pl_deliver_put(d->o.dl, r == 0 ? &b : NULL, &d->err);
+	pl_prof_leave(&d->prof, prev);
+	if (r == 0)
+		r = e;
+	if (r < 0) {
+		d->job_failed = true;
+		pl_deliver_fail(d->o.dl, r, &d->err);
+	}
+	return r;
+}
+
+/* Wait until another job may start: finish jobs that are done, or wait for the consumer. */
+static int make_room(struct pl_driver *d)
+{
+	for (;;) {
+		while (d->count > 0 && pl_bjob_done(d->inflight[d->head])) {
+			int r = finish_oldest(d);
+			if (r < 0)
+				return r;
+		}
+		int room = pl_deliver_room(d->o.dl);
+		if (room != 0)
+			return room < 0 ? room : 0;
+		if (d->count > 0) {
+			int r = finish_oldest(d);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		unsigned prev = pl_prof_enter(&d->prof, PL_STAGE_IDLE_);
+		pl_deliver_wait_room(d->o.dl);
+		pl_prof_leave(&d->prof, prev);
+	}
+}
+
+static void drop_rows(struct pl_rec *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		pl_rec_unref(&rows[i]);
+	free(rows);
+}
+
+/* Start a batch of rows (or skip it while replaying up to a restored position). */
+static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t epoch,
+		    uint64_t *index, uint64_t *seq, bool last, bool skip)
+{
+	const struct pl_spec *c = &d->plan->cfg;
+	if (skip) {
+		drop_rows(rows, n);
+		(*index)++;
+		return 0;
+	}
+	int r = make_room(d);
+	if (r < 0) {
+		drop_rows(rows, n);
+		return r;
+	}
+	uint32_t flags = 0;
+	if (last) {
+		flags |= IPC_BATCH_F_END_EPOCH;
+		if (c->epochs != PL_NULL && epoch + 1 >= (uint64_t)c->epochs)
+			flags |= IPC_BATCH_F_END_STREAM;
+	}
+	struct pl_stage_stats dst;
+	uint64_t rows_out;
+	pl_deliver_get_stats(d->o.dl, &dst, &rows_out);
+	/* with ax.alloc_ns: the driver's slack */
+	d->ax.blocked_ns = pl_chain_read_wait_ns(d->chain) + dst.wait_down_ns;
+	struct pl_bjob *job;
+	r = pl_bjob_start(&d->ax, rows, n, *seq, epoch, *index, flags, &job, &d->err);
+	if (r < 0) {
+		pl_deliver_fail(d->o.dl, r, &d->err);
+		return r;
+	}
+	d->inflight[(d->head + d->count) % d->cap] = job;
+	d->count++;
+	pl_deliver_started(d->o.dl);
+	(*index)++;
+	(*seq)++;
+	publish_stats(d, false);
+	return 0;
+}
+
+/* Up to b elements of the epoch into a new array. */
+static int collect(struct pl_driver *d, size_t b, struct pl_rec **ret_rows, size_t *ret_n)
+{
+	pl_prof_sample(&d->prof, d->rounds++ % PL_PROF_EVERY == 0);
+	struct pl_rec *rows = malloc(b * sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	size_t n = 0;
+	while (n < b) {
+		int r = pl_chain_next(d->chain, &rows[n], &d->err);
+		if (r < 0) {
+			drop_rows(rows, n);
+			return r;
+		}
+		if (r == 0)
+			break;
+		n++;
+	}
+	*ret_rows = rows;
+	*ret_n = n;
+	return 0;
+}
+
+/* One epoch: batches of target_batch_size, the last one flagged (semantics doc, 5). */
+static int run_epoch(struct pl_driver *d, uint64_t epoch, uint64_t skip, uint64_t *seq)
+{
+	const struct pl_spec *c = &d->plan->cfg;
+	size_t b = (size_t)c->target_batch_size;
+	int r = pl_chain_begin_epoch(d->chain, epoch, &d->err);
+	if (r < 0)
+		return r;
+	uint64_t index = 0;
+	struct pl_rec *held = NULL;
+	size_t n_held = 0;
+	for (;;) {
+		struct pl_rec *rows = NULL;
+		size_t n = 0;
+		r = collect(d, b, &rows, &n);
+		if (r < 0)
+			n = 0; /* collect dropped the partial rows */
+		bool complete = n == b;
+		bool usable = n > 0 && (complete || !c->drop_remainder);
+		if (r < 0) {
+			/* the batch held back is complete and came before the error: deliver it */
+			if (held) {
+				struct io_error keep = d->err;
+				int e = dispatch(d, held, n_held, epoch, &index, seq, false,
+						 index < skip);
+				held = NULL;
+				d->err = keep;
+				if (e < 0 && e != -ECANCELED)
+					r = e;
+			}
+			break;
+		}
+		if (held) {
+			r = dispatch(d, held, n_held, epoch, &index, seq, !usable, index < skip);
+			held = NULL;
+			if (r < 0) {
+				drop_rows(rows, n);
+				break;
+			}
+		}
+		if (!usable) {
+			drop_rows(rows, n);
+			break;
+		}
+		if (complete) {
+			held = rows;
+			n_held = n;
+			continue;
+		}
+		r = dispatch(d, rows, n, epoch, &index, seq, true, index < skip);
+		break;
+	}
+	if (held)
+		drop_rows(held, n_held);
+	if (r < 0)
+		return r;
+	if (index == 0 && c->epochs == PL_NULL) {
+		io_error_set(&d->err,
+			     "epoch %llu produced no batch (target_batch_size %lld%s): with "
+			     "epochs null this would loop forever",
+			     (unsigned long long)epoch, (long long)c->target_batch_size,
+			     c->drop_remainder ? ", drop_remainder true" : "");
+		return -ENODATA;
+	}
+	return 0;
+}
+
+static void *driver_main(void *arg)
+{
+	struct pl_driver *d = arg;
+	const struct pl_spec *c = &d->plan->cfg;
+	clockid_t clk;
+	if (pthread_getcpuclockid(pthread_self(), &clk) == 0) {
+		pthread_mutex_lock(&d->lock);
+		d->clock = clk;
+		d->clock_ok = true;
+		pthread_mutex_unlock(&d->lock);
+	}
+	pthread_setname_np(pthread_self(), "sluice-driver"); /* for top and perf */
+	int r = 0;
+	uint64_t seq = d->o.start.seq;
+	for (uint64_t e = d->o.start.epoch; r == 0; e++) {
+		if (c->epochs != PL_NULL && e >= (uint64_t)c->epochs)
+			break;
+		r = run_epoch(d, e, e == d->o.start.epoch ? d->o.start.index : 0, &seq);
+	}
+	pl_prof_sample(&d->prof, false);
+	/*
+	 * Batches in flight came before whatever ended the stream, an error included: deliver
+	 * them in order (a job's own error comes first, as pl_deliver_fail keeps the first).
+	 */
+	struct io_error why = d->err;
+	while (r != -ECANCELED && !d->job_failed && d->count > 0)
+		if (finish_oldest(d) < 0)
+			break;
+	if (r < 0 && r != -ECANCELED)
+		pl_deliver_fail(d->o.dl, r, &why);
+	/* stopped or failed: whatever is still in flight is not delivered */
+	while (d->count > 0) {
+		struct pl_bjob *job = d->inflight[d->head];
+		struct pl_batch b;
+		struct io_error e;
+		d->head = (d->head + 1) % d->cap;
+		d->count--;
+		if (pl_bjob_finish(&d->ax, job, &b, &e) == 0)
+			d->o.free(d->o.alloc_ctx, (void *)b.mem, b.len);
+		pl_deliver_put(d->o.dl, NULL, &e);
+	}
+	publish_stats(d, true);
+	pl_deliver_finish(d->o.dl);
+	return NULL;
+}
+
+int pl_driver_create(const struct pl_driver_opts *opts, struct pl_driver **ret,
+		     struct io_error *err)
+{
+	struct pl_driver *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->o = *opts;
+	d->plan = opts->plan;
+	pthread_mutex_init(&d->lock, NULL);
+	d->prof.cur = PL_STAGE_PARSE; /* the driver's own work: collecting batches */
+	d->cap = d->plan->prefetch;
+	d->inflight = calloc(d->cap, sizeof(*d->inflight));
+	int r = d->inflight ? 0 : -ENOMEM;
+	if (r == 0)
+		r = sched_queue_create(opts->pool, 1, -1, &d->q);
+	if (r < 0)
+		goto fail;
+	struct pl_asm_ctx *ax = &d->ax;
+	ax->plan = d->plan;
+	ax->pool = opts->pool;
+	ax->q = d->q;
+	ax->n_workers = sched_pool_workers(opts->pool);
+	ax->alloc = opts->alloc;
+	ax->free = opts->free;
+	ax->alloc_ctx = opts->alloc_ctx;
+	ax->prof = &d->prof;
+	r = pl_asm_ctx_init(ax);
+	if (r < 0)
+		goto fail;
+	struct pl_chain_opts co = {
+		.plan = d->plan,
+		.engine = opts->engine,
+		.direct = opts->direct,
+		.idle = pl_asm_idle,
+		.idle_ctx = ax,
+		.prof = &d->prof,
+	};
+	r = pl_chain_create(&co, &d->chain, err);
+	if (r < 0)
+		goto fail_quiet;
+	*ret = d;
+	return 0;
+fail:
+	io_error_set(err, "out of memory");
+fail_quiet:
+	pl_driver_destroy(d);
+	return r;
+}
+
+int pl_driver_start(struct pl_driver *d, struct io_error *err)
+{
+	int r = -pthread_create(&d->thread, NULL, driver_main, d);
+	if (r < 0) {
+		io_error_set(err, "cannot start the pipeline's driver thread");
+		return r;
+	}
+	d->started = true;
+	return 0;
+}
+
+void pl_driver_destroy(struct pl_driver *d)
+{
+	if (!d)
+		return;
+	if (d->started) {
+		pl_deliver_stop(d->o.dl);
+		pl_chain_stop(d->chain);
+		pthread_join(d->thread, NULL);
+	}
+	sched_queue_destroy(d->q);
+	pl_asm_ctx_fini(&d->ax);
+	pl_chain_destroy(d->chain);
+	free(d->inflight);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+
+void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
+{
+	struct pl_stage_stats dst;
+	uint64_t rows;
+	pl_deliver_get_stats(d->o.dl, &dst, &rows);
+	pthread_mutex_lock(&d->lock);
+	memcpy(ret->stages, d->st, sizeof(d->st));
+	struct pl_chain_totals tot = d->tot;
+	uint64_t prof_ns[PL_STAGE_COUNT_ + 1];
+	memcpy(prof_ns, d->prof_ns, sizeof(prof_ns));
+	ret->lazy_fills = d->lazy_fills;
+	uint64_t alloc_ns = d->alloc_ns;
+	ret->driver_cpu_ns = d->cpu_ns;
+	if (d->clock_ok) /* under lock: the driver has not ended, its clock is its own */
+		ret->driver_cpu_ns = pl_clock_ns(d->clock);
+	pthread_mutex_unlock(&d->lock);
+
+	struct pl_stage_stats *st = ret->stages;
+	st[PL_STAGE_DELIVER] = dst;
+	st[PL_STAGE_DELIVER].wait_down_ns += alloc_ns; /* a ring full of unread batches */
+	pl_prof_share(prof_ns, ret->driver_cpu_ns, st);
+	st[PL_STAGE_PARSE].cpu_ns += pl_asm_task_ns(&d->ax, false);
+	/* the driver's stages pull synchronously: while a read blocks, every stage above waits */
+	uint64_t rw = st[PL_STAGE_READ].wait_up_ns;
+	for (unsigned i = PL_STAGE_FRAME; i <= PL_STAGE_PARSE; i++)
+		if (st[i].elems_in || i == PL_STAGE_FRAME || i == PL_STAGE_PARSE)
+			st[i].wait_up_ns = rw;
+	st[PL_STAGE_PARSE].wait_down_ns = st[PL_STAGE_DELIVER].wait_down_ns;
+
+	ret->files_opened = st[PL_STAGE_READ].elems_in;
+	ret->records = st[PL_STAGE_FRAME].elems_out;
+	ret->record_bytes = st[PL_STAGE_FRAME].bytes_out;
+	ret->file_bytes = st[PL_STAGE_READ].bytes_out;
+	ret->direct_bytes = tot.read.direct_bytes;
+	ret->batches = dst.elems_in;
+	ret->rows = rows;
+	ret->skipped_records = st[PL_STAGE_FRAME].dropped + st[PL_STAGE_WINDOW].dropped +
+			       st[PL_STAGE_PARSE].dropped;
+	ret->skipped_files = tot.skipped_files;
+	ret->copied_bytes = tot.copied_bytes;
+	ret->evacuations = tot.read.evacuations;
+	ret->parse_ns = pl_asm_task_ns(&d->ax, true);
+	ret->read_wait_ns = rw;
+	ret->next_wait_ns = dst.wait_up_ns;
+	ret->io_engine = tot.read.engine;
+	ret->io_fallback = tot.read.have_fallback ? d->tot.read.fallback : NULL;
+}

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Stage "frame": a tfr_reader over the chunks of one file at a time; records kept zero-copy. */
+#include "frame.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pl_frame {
+	struct pl_frame_opts o;
+	struct tfr_reader *rd;
+	bool open;	      /* framing a file */
+	bool finishing;	      /* the file's last chunk was fed */
+	uint32_t file;	      /* index into the dataset's files */
+	struct pl_block *cur; /* the chunk being framed (one reference held here) */
+};
+
+int pl_frame_create(const struct pl_frame_opts *opts, struct pl_frame **ret)
+{
+	struct pl_frame *fr = calloc(1, sizeof(*fr));
+	if (!fr)
+		return -ENOMEM;
+	fr->o = *opts;
+	struct tfr_reader_opts ro;
+	tfr_reader_opts_init(&ro);
+	ro.compression = opts->compression;
+	ro.defer_data_crc = true; /* checked by the parse task that reads the record */
+	fr->rd = tfr_reader_create(&ro);
+	if (!fr->rd) {
+		free(fr);
+		return -ENOMEM;
+	}
+	*ret = fr;
+	return 0;
+}
+
+static void release_chunk(struct pl_frame *fr)
+{
+	pl_block_unref(fr->cur);
+	fr->cur = NULL;
+}
+
+void pl_frame_abandon(struct pl_frame *fr)
+{
+	release_chunk(fr);
+	fr->o.abandon(fr->o.read_ctx);
+	fr->open = false;
+}
+
+void pl_frame_destroy(struct pl_frame *fr)
+{
+	if (!fr)
+		return;
+	release_chunk(fr);
+	tfr_reader_destroy(fr->rd);
+	free(fr);
+}
+
+int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size)
+{
+	int r = tfr_reader_reset(fr->rd, path);
+	if (r < 0)
+		return r;
+	if (fr->o.compression == TFR_COMPRESSION_NONE)
+		tfr_reader_set_input_size(fr->rd, size);
+	fr->open = true;
+	fr->finishing = false;
+	fr->file = file;
+	return 0;
+}
+
+bool pl_frame_is_open(const struct pl_frame *fr)
+{
+	return fr->open;
+}
+
+uint32_t pl_frame_file(const struct pl_frame *fr)
+{
+	return fr->file;
+}
+
+/*
+ * Keep a framed record: in place in its chunk when the chunk may be pinned and the record lies
+ * inside it (no copy), else copied into the store. Either way its footer (the stored data CRC)
+ * follows it, for the parse task that checks the CRC.
+ */
+static int store_record(struct pl_frame *fr, const struct tfr_record *tr, struct pl_rec *out)
+{
+	struct pl_block *c = fr->cur;
+	if (c && c->pin && tr->data >= c->data &&
+	    tr->data + tr->len + TFR_FOOTER_LEN <= c->data + c->cap) {
+		c->refs++;
+		out->blk = c;
+		out->data = tr->data;
+	} else {
+		int r = pl_store_copy(fr->o.store, tr->data, tr->len + TFR_FOOTER_LEN, tr->len,
+				      &out->blk, &out->data);
+		if (r < 0)
+			return r;
+	}
+	out->win = NULL;
+	out->n_win = 0;
+	out->win_skip = 0;
+	out->win_len = -1;
+	out->len = (uint32_t)tr->len;
+	out->crc_checked = tr->crc_checked;
+	out->decompressed = tr->decompressed;
+	out->file = fr->file;
+	out->index = tr->index;
+	out->offset = tr->offset;
+	fr->o.st->elems_out++;
+	fr->o.st->bytes_out += tr->len;
+	return 0;
+}
+
+static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct io_error *err)
+{
+	for (;;) {
+		struct tfr_record tr;
+		int r = tfr_reader_next(fr->rd, &tr, err);
+		if (r == TFR_RECORD) {
+			if (store_record(fr, &tr, out) < 0)
+				return -ENOMEM;
+			if (fr->o.on_corrupt != PL_ON_CORRUPT_SKIP_FILE)
+				return 1;
+			/* skip_file: a bad record ends its file, so find out now */
+			r = fr->o.validate(fr->o.validate_ctx, out);
+			if (r == 0)
+				return 1;
+			pl_rec_unref(out);
+			if (r == -ENOMEM)
+				return r;
+			fr->o.st->dropped++;
+			fr->o.tot->skipped_files++;
+			pl_frame_abandon(fr);
+			return 0;
+		}
+		if (r == TFR_END) {
+			release_chunk(fr);
+			fr->open = false;
+			return 0;
+		}
+		if (r < 0) {
+			release_chunk(fr);
+			if (fr->o.on_corrupt == PL_ON_CORRUPT_FAIL || r == -ENOMEM)
+				return r;
+			/* the frame is lost: the rest of the file cannot be read */
+			fr->o.tot->skipped_files++;
+			pl_frame_abandon(fr);
+			return 0;
+		}
+		/* TFR_NEED_INPUT */
+		release_chunk(fr);
+		if (fr->finishing) {
+			tfr_reader_finish(fr->rd);
+			continue;
+		}
+		struct pl_chunk ch;
+		r = fr->o.read(fr->o.read_ctx, wait, &ch, err);
+		if (r < 0)
+			return r;
+		if (r == 0) { /* nothing more: the file was delivered */
+			fr->finishing = true;
+			continue;
+		}
+		if (ch.error) {
+			if (fr->o.on_corrupt == PL_ON_CORRUPT_FAIL)
+				return ch.error;
+			fr->o.tot->skipped_files++;
+			pl_frame_abandon(fr);
+			return 0;
+		}
+		fr->cur = ch.blk;
+		fr->o.st->elems_in++;
+		fr->o.st->bytes_in += ch.blk->cap;
+		tfr_reader_feed(fr->rd, ch.blk->data, ch.blk->cap);
+		if (ch.last)
+			fr->finishing = true;
+	}
+}
+
+int pl_frame_next(struct pl_frame *fr, bool wait, struct pl_rec *ret_rec, struct io_error *err)
+{
+	unsigned prev = pl_prof_enter(fr->o.prof, PL_STAGE_FRAME);
+	int r = frame_next(fr, wait, ret_rec, err);
+	pl_prof_leave(fr->o.prof, prev);
+	return r;
+}

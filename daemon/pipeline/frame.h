@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Stage "frame": TFRecord framing of one file's chunks (+ inflate, header CRC) into records. */
+#ifndef SLUICE_PIPELINE_FRAME_H
+#define SLUICE_PIPELINE_FRAME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io/ioerr.h"
+#include "io/tfr.h"
+#include "record.h"
+#include "spec.h"
+#include "stage.h"
+
+/* What every framer of a pipeline adds to. */
+struct pl_frame_totals {
+	uint64_t skipped_files;
+};
+
+struct pl_frame_opts {
+	enum tfr_compression compression;
+	enum pl_on_corrupt on_corrupt;
+	/* the upstream (a reader): its next chunk (pl_read_next's contract), and giving up the
+	 * file midway (a framing error skipped, or a new epoch) */
+	int (*read)(void *ctx, bool wait, struct pl_chunk *ret, struct io_error *err);
+	void (*abandon)(void *ctx);
+	void *read_ctx;
+	/*
+	 * on_corrupt skip_file: check each record as the parse task will (0 or -errno), so that a
+	 * bad record ends its file here. NULL otherwise.
+	 */
+	int (*validate)(void *ctx, const struct pl_rec *rec);
+	void *validate_ctx;
+	struct pl_store *store; /* records not pinned in their chunk are copied here */
+	struct pl_stage_stats *st;
+	struct pl_frame_totals *tot;
+	struct pl_prof *prof;
+};
+
+struct pl_frame;
+
+int pl_frame_create(const struct pl_frame_opts *opts, struct pl_frame **ret);
+void pl_frame_destroy(struct pl_frame *fr);
+/* Start framing file `file` (index into the dataset, for the records) at path, size bytes. */
+int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size);
+/* Whether a file is open (not framed to its end or given up). */
+bool pl_frame_is_open(const struct pl_frame *fr);
+/* The file's index, while open. */
+uint32_t pl_frame_file(const struct pl_frame *fr);
+/*
+ * The file's next record: 1 and *ret_rec (one reference, the caller's), 0 when the file ended
+ * (cleanly, or by an error skipped under on_corrupt), -EAGAIN when wait is false and no input
+ * is ready, or -errno (a framing or read error under on_corrupt fail; err says where).
+ */
+int pl_frame_next(struct pl_frame *fr, bool wait, struct pl_rec *ret_rec, struct io_error *err);
+/* Give the open file up (a new epoch starts): its chunk goes, its reads are abandoned. */
+void pl_frame_abandon(struct pl_frame *fr);
+
+#endif

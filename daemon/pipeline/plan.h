@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The plan compiler: a spec checked against its dataset's manifest, compiled into outputs. */
+#ifndef SLUICE_PIPELINE_PLAN_H
+#define SLUICE_PIPELINE_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/dataset.h"
+#include "io/ioerr.h"
+#include "io/pbex.h"
+#include "ops.h"
+#include "spec.h"
+
+/*
+ * The plan is read, never written, once compiled: by the driver (which takes each stage's
+ * options from it) and by the parse stage (the output tensors, the decode schemas). The input
+ * stages never see it: their options carry what they need.
+ */
+
+/* Where an output tensor's values come from. */
+enum pl_out_src {
+	PL_OUT_FEATURE, /* a manifest feature (a primary) */
+	PL_OUT_CONST,	/* a const secondary */
+};
+
+struct pl_out_step {
+	unsigned n_dims;
+	struct pl_slice_dim dims[PL_MAX_RANK];
+	char *text; /* for messages */
+};
+
+/* One output tensor. */
+struct pl_out {
+	char *name;
+	enum manifest_dtype dtype;
+	size_t elem_size; /* 0 for strings */
+	enum pl_out_src src;
+
+	/* PL_OUT_FEATURE */
+	const struct manifest_feature *feat;
+	bool in_lists;	   /* decoded from the SequenceExample's feature lists */
+	unsigned slot;	   /* index in the decode schema (context or lists) */
+	unsigned rec_rank; /* the record shape: [-1 if var_len] + [raw_len > 1] + shape */
+	int64_t rec_shape[PL_MAX_RANK];
+	int64_t step_elems; /* var_len: elements per step (-1: a raw -1 inside) */
+
+	/* PL_OUT_CONST */
+	int shape_from; /* index of the primary output whose record shape is copied, or -1 */
+	unsigned c_rank;
+	int64_t c_shape[PL_MAX_RANK];
+	uint8_t c_elem[8];
+	char *c_str;
+	size_t c_str_len;
+
+	size_t n_steps;
+	struct pl_out_step *steps;
+
+	/* the row shape after the steps: -1 where it varies by record */
+	unsigned row_rank;
+	int64_t row_shape[PL_MAX_RANK];
+	bool ragged; /* var_len step axis is still axis 0, without padding: row_splits */
+
+	bool pad;
+	int64_t pad_shape[PL_MAX_RANK]; /* -1: the batch maximum */
+	uint8_t pad_elem[8];
+	char *pad_str;
+	size_t pad_str_len;
+
+	bool measure;	 /* the batch layout needs each row's shape (or string bytes) first */
+	bool direct;	 /* a fixed-shape numeric feature without steps or padding: decoded straight
+			  * into its row, no view; ws->rec_dims is not kept for it */
+	bool str_direct; /* a fixed-shape string feature of the context without steps or
+			  * padding: its bytes values in order are the row's elements */
+	bool list_direct;  /* a ragged numeric feature list without steps, in its native dtype
+			    * (int64, float32): each step's values straight into the row's values */
+	int64_t rec_elems; /* elements of the record shape (when it has no -1) */
+};
+
+struct pl_plan {
+	struct pl_spec cfg; /* the spec's scalars; its pointer members are NULL */
+	struct dataset *ds;
+	uint32_t *files; /* indices into ds->files after the shard */
+	size_t n_files;
+	bool sequence_example;
+
+	size_t n_out;
+	struct pl_out *out;
+	size_t n_primary;
+
+	/* decode schemas: Examples use ctx only; SequenceExamples ctx (context) and lists */
+	struct pbex_schema *ctx;
+	struct pbex_schema *lists;
+	size_t n_ctx, n_lists;
+
+	bool measure;	       /* some output needs the measuring pass */
+	uint64_t fingerprint;  /* checked by saved states */
+	uint64_t fingerprint2; /* with it, the 128-bit identity of pl_pipeline_fingerprint() */
+
+	/* resolved knobs */
+	unsigned cycle;	   /* interleave cycle length */
+	size_t read_chunk; /* iox chunk length */
+	unsigned prefetch; /* batches ahead, >= 1 */
+	unsigned parses;   /* workers for a pool of the pipeline's own */
+};
+
+/* Check spec against its dataset and compile it. The caller owns *ret_plan. */
+int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct io_error *err);
+void pl_plan_destroy(struct pl_plan *plan);
+
+#endif

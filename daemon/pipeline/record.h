@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The element that flows between the engine's stages: a record or a window, and its bytes. */
+#ifndef SLUICE_PIPELINE_RECORD_H
+#define SLUICE_PIPELINE_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Record bytes live in blocks: a heap block the records were copied into (struct pl_store), or
+ * a read buffer that the records were framed in and still point into (zero-copy: put set by the
+ * read stage, which gets the buffer back when the last record in it is dropped). A block is
+ * reference-counted by the records in it, +1 while it is being filled or framed. Blocks and
+ * records belong to the driver thread, except that a batch's parse tasks read its rows' bytes.
+ */
+struct pl_block {
+	size_t refs;
+	size_t used, cap;
+	uint8_t *data;
+	struct pl_block **free_list; /* heap: where a standard-size block goes when unused */
+	struct pl_block *next_free;
+	void (*put)(struct pl_block *b); /* a read buffer: gives it back (and frees b) */
+	void *owner;			 /* a read buffer: its reader's, for pl_read_evacuate */
+	uint64_t seq;			 /* a read buffer: its reader's chunk number (age) */
+	bool pin;			 /* a read buffer: its records may point into it */
+};
+
+/*
+ * One element: a record (the independent loader), or a window of a sequence loader (win set:
+ * its records, which it owns; for continuous_sequence the steps [win_skip, win_skip + win_len)
+ * of their concatenation, for discrete_sequence all of it, win_len -1). A window's file, index
+ * and offset are its first record's, for messages.
+ */
+struct pl_rec {
+	struct pl_block *blk;
+	struct pl_rec *win;
+	uint32_t n_win;
+	int64_t win_skip, win_len;
+	const uint8_t *data; /* followed by the record's footer (its stored CRC) */
+	uint32_t len;
+	uint32_t file; /* index into the dataset's files */
+	bool crc_checked;
+	bool decompressed;
+	uint64_t index;	 /* in its file */
+	uint64_t offset; /* of its header in the (decompressed) file */
+};
+
+/*
+ * A chunk of a file as the read stage hands it on: blk (one reference, the taker's; blk->pin
+ * says whether records may point into it), or the file's read error (error < 0, the io_error
+ * that comes with it names the file).
+ */
+struct pl_chunk {
+	struct pl_block *blk;
+	bool last; /* the file's last chunk */
+	int error;
+};
+
+/* Drop the element's reference (a window: its records' too). */
+void pl_rec_unref(struct pl_rec *r);
+/* Another reference to a record (not a window). */
+void pl_rec_ref(struct pl_rec *r);
+/* Drop a block reference (the holder is not a record: a reader framing it, a store filling it). */
+void pl_block_unref(struct pl_block *b);
+
+/*
+ * Heap blocks that records are copied into: 1 MiB blocks filled in turn and reused when their
+ * last record goes, so their pages stay mapped. One per pipeline, on the driver thread.
+ */
+struct pl_store {
+	struct pl_block *cur;
+	struct pl_block *free_blocks;
+	uint64_t copied_bytes; /* bytes copied in (record bytes, footers not counted) */
+};
+
+/*
+ * Copy len bytes (a record and its footer) into the store: *ret_blk gets a reference, *ret_data
+ * where they are. 0 or -ENOMEM. copied_bytes grows by counted.
+ */
+int pl_store_copy(struct pl_store *s, const uint8_t *data, size_t len, size_t counted,
+		  struct pl_block **ret_blk, const uint8_t **ret_data);
+/* Move a record's bytes into the store (out of a read buffer it pins). 0 or -ENOMEM. */
+int pl_store_move(struct pl_store *s, struct pl_rec *r);
+/* Free the store's blocks (records still in them keep theirs until dropped). */
+void pl_store_fini(struct pl_store *s);
+
+#endif

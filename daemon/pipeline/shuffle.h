@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Stage "shuffle": a buffer of elements, each output drawn at random from it. */
+#ifndef SLUICE_PIPELINE_SHUFFLE_H
+#define SLUICE_PIPELINE_SHUFFLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/ioerr.h"
+#include "record.h"
+#include "stage.h"
+
+/*
+ * tf.data's shuffle(buffer_size): fill the buffer, then each output is a uniform draw from
+ * stream (seed, epoch, PL_STREAM_SHUFFLE) and its place is refilled from the upstream
+ * (docs/pipeline-semantics.md). Not enabled, elements pass straight through.
+ */
+struct pl_shuffle_opts {
+	bool enabled;
+	uint64_t buffer; /* num_shuffle_buffer_elements */
+	uint64_t seed;
+	/* the upstream's next element: 1, 0 at the end of the epoch, -errno */
+	int (*next)(void *ctx, struct pl_rec *ret, struct io_error *err);
+	void *next_ctx;
+	struct pl_stage_stats *st;
+	struct pl_prof *prof;
+};
+
+struct pl_shuffle;
+
+int pl_shuffle_create(const struct pl_shuffle_opts *opts, struct pl_shuffle **ret);
+void pl_shuffle_destroy(struct pl_shuffle *sh);
+/* A new epoch: the buffer is emptied (its elements dropped) and the stream reseeded. */
+void pl_shuffle_begin_epoch(struct pl_shuffle *sh, uint64_t epoch);
+/* The next element: 1 and *ret (the caller's reference), 0 at the end of the epoch, -errno. */
+int pl_shuffle_next(struct pl_shuffle *sh, struct pl_rec *ret, struct io_error *err);
+/*
+ * Call fn on every element in the buffer (it may replace the element's bytes: pl_store_move)
+ * until it returns < 0, which is returned. The element being taken out is not visited.
+ */
+int pl_shuffle_visit(struct pl_shuffle *sh, int (*fn)(void *ctx, struct pl_rec *r), void *ctx);
+
+#endif

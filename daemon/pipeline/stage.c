@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Stage names and the split of the driver's CPU time. */
+#include "stage.h"
+
+static const char *const names[PL_STAGE_COUNT_] = {
+	[PL_STAGE_FILES] = "files",	      [PL_STAGE_READ] = "read",
+	[PL_STAGE_FRAME] = "frame",	      [PL_STAGE_WINDOW] = "window",
+	[PL_STAGE_INTERLEAVE] = "interleave", [PL_STAGE_SHUFFLE] = "shuffle",
+	[PL_STAGE_PARSE] = "parse",	      [PL_STAGE_DELIVER] = "deliver",
+};
+
+const char *pl_stage_name(unsigned id)
+{
+	return id < PL_STAGE_COUNT_ ? names[id] : 0;
+}
+
+void pl_prof_share(const uint64_t ns[PL_STAGE_COUNT_ + 1], uint64_t cpu_ns,
+		   struct pl_stage_stats st[PL_STAGE_COUNT_])
+{
+	unsigned __int128 busy = 0;
+	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++)
+		busy += ns[i];
+	if (busy == 0)
+		return;
+	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++)
+		st[i].cpu_ns += (uint64_t)((unsigned __int128)cpu_ns * ns[i] / busy);
+}
