@@ -2,6 +2,8 @@
 /* Stage names and the split of the driver's CPU time. */
 #include "stage.h"
 
+#include <stddef.h>
+
 static const char *const names[PL_STAGE_COUNT_] = {
 	[PL_STAGE_FILES] = "files",	      [PL_STAGE_READ] = "read",
 	[PL_STAGE_FRAME] = "frame",	      [PL_STAGE_WINDOW] = "window",
@@ -24,4 +26,28 @@ void pl_prof_share(const uint64_t ns[PL_STAGE_COUNT_ + 1], uint64_t cpu_ns,
 		return;
 	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++)
 		st[i].cpu_ns += (uint64_t)((unsigned __int128)cpu_ns * ns[i] / busy);
+}
+
+static const struct {
+	const char *name;
+	size_t off;
+} counters[] = {
+#define C(f)                                           \
+	{                                              \
+#f, offsetof(struct pl_stage_stats, f) \
+	}
+	C(elems_in),   C(elems_out),	C(bytes_in), C(bytes_out), C(completions), C(cpu_ns),
+	C(wait_up_ns), C(wait_down_ns), C(buffered), C(capacity),  C(dropped),
+#undef C
+};
+_Static_assert(sizeof(counters) / sizeof(counters[0]) * sizeof(uint64_t) ==
+		       sizeof(struct pl_stage_stats),
+	       "every counter of struct pl_stage_stats is listed");
+
+const char *pl_stage_counter(const struct pl_stage_stats *st, unsigned k, uint64_t *ret_value)
+{
+	if (k >= sizeof(counters) / sizeof(counters[0]))
+		return NULL;
+	*ret_value = *(const uint64_t *)((const char *)st + counters[k].off);
+	return counters[k].name;
 }

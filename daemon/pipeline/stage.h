@@ -48,6 +48,12 @@ struct pl_stage_stats {
 	uint64_t dropped; /* elements dropped under on_corrupt skip_record / skip_file */
 };
 
+/*
+ * Counter k (0, 1, ...) of st: its name ("elems_in", ...) and *ret_value, or NULL past the last
+ * (for reports that list every counter: sluiced's stats keys stage.<stage>.<counter>).
+ */
+const char *pl_stage_counter(const struct pl_stage_stats *st, unsigned k, uint64_t *ret_value);
+
 /* A clock for stats and slack (CLOCK_THREAD_CPUTIME_ID is a system call; MONOTONIC a vDSO read). */
 static inline uint64_t pl_clock_ns(clockid_t c)
 {
