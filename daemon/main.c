@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sluiced: serve pipelines' batches to training processes through shared-memory rings. */
-#include "sluiced.h"
+#include "server.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "sched/sched.h"
 
 /*
@@ -28,22 +30,12 @@
 
 #define DMN_TICK_MS 50
 
-void dmn_log(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("sluiced: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sluiced [--socket PATH] [--config-dir DIR] [--workers N]\n"
 		   "               [--pipeline-memory BYTES] [--memory BYTES]\n"
 		   "               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
-		   "               [--direct-io]\n"
+		   "               [--direct-io] [--help] [--version]\n"
 		   "\n"
 		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
 		   "  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
@@ -61,7 +53,9 @@ static void usage(FILE *f)
 		   "kernel\n"
 		   "                       copy (for datasets on NVMe that do not fit in memory; "
 		   "where\n"
-		   "                       the file system refuses it, reads stay buffered)\n");
+		   "                       the file system refuses it, reads stay buffered)\n"
+		   "  --help, --version    this text, the version\n"
+		   "Options take their value as --opt VALUE or --opt=VALUE.\n");
 }
 
 static int parse_size(const char *s, uint64_t *ret)
@@ -86,49 +80,101 @@ static int parse_size(const char *s, uint64_t *ret)
 	return 0;
 }
 
+#ifndef SLUICE_VERSION
+#define SLUICE_VERSION "unknown"
+#endif
+
+enum {
+	OPT_SOCKET = 256,
+	OPT_CONFIG_DIR,
+	OPT_WORKERS,
+	OPT_PIPELINE_MEMORY,
+	OPT_MEMORY,
+	OPT_MAX_PIPELINES,
+	OPT_MAX_READERS,
+	OPT_RING_SLOTS,
+	OPT_DIRECT_IO,
+	OPT_VERSION,
+};
+
+static const struct option options[] = {
+	{ "socket", required_argument, NULL, OPT_SOCKET },
+	{ "config-dir", required_argument, NULL, OPT_CONFIG_DIR },
+	{ "workers", required_argument, NULL, OPT_WORKERS },
+	{ "pipeline-memory", required_argument, NULL, OPT_PIPELINE_MEMORY },
+	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "max-pipelines", required_argument, NULL, OPT_MAX_PIPELINES },
+	{ "max-readers", required_argument, NULL, OPT_MAX_READERS },
+	{ "ring-slots", required_argument, NULL, OPT_RING_SLOTS },
+	{ "direct-io", no_argument, NULL, OPT_DIRECT_IO },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+/*
+ * The command line into cfg. 0; 1 when --help or --version was answered (exit 0); -EINVAL after
+ * saying on stderr what is wrong (exit 2).
+ */
 static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+	opterr = 0; /* getopt's own messages name the option less plainly than ours */
+	int o, idx;
+	while ((o = getopt_long(argc, argv, ":h", options, &idx)) != -1) {
+		const char *name = argv[optind - 1];
+		uint64_t n = 0;
+		if (o == 'h') {
 			usage(stdout);
-			exit(0);
+			return 1;
 		}
-		if (!strcmp(a, "--direct-io")) {
-			cfg->direct_io = true;
-			continue;
+		if (o == OPT_VERSION) {
+			printf("sluiced %s\n", SLUICE_VERSION);
+			return 1;
 		}
-		if (!v) {
-			fprintf(stderr, "sluiced: %s needs a value\n", a);
+		if (o == '?' || o == ':') {
+			fprintf(stderr, "sluiced: %s %s (try --help)\n", name,
+				o == ':' ? "needs a value" : "is not an option");
 			return -EINVAL;
 		}
-		i++;
-		if (!strcmp(a, "--socket")) {
-			cfg->socket_path = v;
-		} else if (!strcmp(a, "--config-dir")) {
-			cfg->config_dir = v;
-		} else if (parse_size(v, &n) < 0) {
-			fprintf(stderr, "sluiced: %s: not a number: %s\n", a, v);
+		if (o >= OPT_WORKERS && o <= OPT_RING_SLOTS && parse_size(optarg, &n) < 0) {
+			fprintf(stderr, "sluiced: --%s: not a number: %s\n", options[idx].name,
+				optarg);
 			return -EINVAL;
-		} else if (!strcmp(a, "--workers")) {
+		}
+		switch (o) {
+		case OPT_SOCKET:
+			cfg->socket_path = optarg;
+			break;
+		case OPT_CONFIG_DIR:
+			cfg->config_dir = optarg;
+			break;
+		case OPT_WORKERS:
 			cfg->workers = (unsigned)n;
-		} else if (!strcmp(a, "--pipeline-memory")) {
+			break;
+		case OPT_PIPELINE_MEMORY:
 			cfg->pipeline_bytes = n;
-		} else if (!strcmp(a, "--memory")) {
+			break;
+		case OPT_MEMORY:
 			cfg->total_bytes = n;
-		} else if (!strcmp(a, "--max-pipelines")) {
+			break;
+		case OPT_MAX_PIPELINES:
 			cfg->max_pipelines = (unsigned)n;
-		} else if (!strcmp(a, "--max-readers")) {
+			break;
+		case OPT_MAX_READERS:
 			cfg->max_readers =
 				(unsigned)(n > IPC_RING_MAX_READERS ? IPC_RING_MAX_READERS : n);
-		} else if (!strcmp(a, "--ring-slots")) {
+			break;
+		case OPT_RING_SLOTS:
 			cfg->ring_slots = (unsigned)n;
-		} else {
-			fprintf(stderr, "sluiced: unknown option %s\n", a);
-			usage(stderr);
-			return -EINVAL;
+			break;
+		case OPT_DIRECT_IO:
+			cfg->direct_io = true;
+			break;
 		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sluiced: unexpected argument %s (try --help)\n", argv[optind]);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -252,7 +298,7 @@ static void shutdown_clients(struct dmn *d, const char *why)
 int main(int argc, char **argv)
 {
 	struct dmn d = {
-		.cfg = {
+		.reg.cfg = {
 			.pipeline_bytes = 256ull << 20,
 			.total_bytes = 4ull << 30,
 			.max_pipelines = 64,
@@ -263,8 +309,9 @@ int main(int argc, char **argv)
 		.epoll_fd = -1,
 		.signal_fd = -1,
 	};
-	if (parse_args(argc, argv, &d.cfg) < 0)
-		return 2;
+	int pa = parse_args(argc, argv, &d.reg.cfg);
+	if (pa != 0)
+		return pa < 0 ? 2 : 0;
 	signal(SIGPIPE, SIG_IGN);
 	sigset_t mask;
 	sigemptyset(&mask);
@@ -275,14 +322,14 @@ int main(int argc, char **argv)
 
 	struct sched_pool_opts po;
 	sched_pool_opts_init(&po);
-	po.workers = d.cfg.workers;
-	int r = sched_pool_create(&po, &d.pool);
+	po.workers = d.reg.cfg.workers;
+	int r = sched_pool_create(&po, &d.reg.pool);
 	if (r < 0) {
 		dmn_log("cannot start the parse pool: %s", strerror(-r));
 		return 1;
 	}
 	char pathbuf[4096];
-	const char *path = socket_path(&d.cfg, pathbuf, sizeof(pathbuf));
+	const char *path = socket_path(&d.reg.cfg, pathbuf, sizeof(pathbuf));
 	d.listen_fd = socket_activated();
 	if (d.listen_fd >= 0) /* systemd owns the socket file (sluiced.socket) */
 		path = NULL;
@@ -293,21 +340,21 @@ int main(int argc, char **argv)
 	if (d.listen_fd < 0 || d.signal_fd < 0 || d.epoll_fd < 0) {
 		if (d.listen_fd >= 0 && path)
 			unlink(path);
-		sched_pool_destroy(d.pool, SCHED_SHUTDOWN_CANCEL);
+		sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
 		return 1;
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &d.listen_fd };
 	epoll_ctl(d.epoll_fd, EPOLL_CTL_ADD, d.listen_fd, &ev);
 	ev.data.ptr = &d.signal_fd;
 	epoll_ctl(d.epoll_fd, EPOLL_CTL_ADD, d.signal_fd, &ev);
-	if (d.cfg.config_dir) {
+	if (d.reg.cfg.config_dir) {
 		char msg[1024];
-		if (dmn_load_config_dir(&d, msg, sizeof(msg)) < 0)
+		if (dmn_load_config_dir(&d.reg, msg, sizeof(msg)) < 0)
 			dmn_log("%s", msg);
 	}
 	dmn_log("listening on %s (pid %d, %u parse workers)",
 		path ? path : "the socket systemd passed", (int)getpid(),
-		sched_pool_workers(d.pool));
+		sched_pool_workers(d.reg.pool));
 	notify("READY=1\nSTATUS=serving");
 
 	uint64_t last_tick = now_ms(), last_watchdog = 0;
@@ -336,8 +383,7 @@ int main(int argc, char **argv)
 		uint64_t t = now_ms();
 		if (t - last_tick >= DMN_TICK_MS) {
 			last_tick = t;
-			for (struct dmn_pipeline *pl = d.pipelines; pl; pl = pl->next)
-				dmn_pipeline_collect(&d, pl);
+			dmn_server_collect(&d);
 		}
 		if (watchdog_ms && t - last_watchdog >= watchdog_ms) {
 			last_watchdog = t;
@@ -348,15 +394,15 @@ int main(int argc, char **argv)
 	shutdown_clients(&d, "sluiced is stopping");
 	if (path)
 		unlink(path);
-	while (d.pipelines) {
-		struct dmn_pipeline *pl = d.pipelines;
-		d.pipelines = pl->next;
-		dmn_pipeline_destroy(&d, pl);
+	while (d.reg.pipelines) {
+		struct dmn_pipeline *pl = d.reg.pipelines;
+		d.reg.pipelines = pl->next;
+		dmn_pipeline_destroy(&d.reg, pl);
 	}
 	close(d.listen_fd);
 	close(d.signal_fd);
 	close(d.epoll_fd);
-	sched_pool_destroy(d.pool, SCHED_SHUTDOWN_CANCEL);
+	sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
 	dmn_log("stopped");
 	return 0;
 }

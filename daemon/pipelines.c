@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sluiced's pipelines: one engine per distinct spec, its batches published into a ring. */
-#include "sluiced.h"
+#include "registry.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ipc/batch.h"
+#include "log.h"
 
 /*
  * The engine writes each batch straight into the ring: its allocator reserves an extent in the
@@ -276,7 +277,7 @@ static void pub_end(void *ctx, int rc, const struct io_error *err)
 
 /* ---- registry ---- */
 
-struct dmn_pipeline *dmn_pipeline_find(struct dmn *d, const char *name)
+struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name)
 {
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
 		if (!pl->private_ && strcmp(pl->name, name) == 0)
@@ -284,7 +285,7 @@ struct dmn_pipeline *dmn_pipeline_find(struct dmn *d, const char *name)
 	return NULL;
 }
 
-void dmn_pipeline_drop_private(struct dmn *d, struct dmn_pipeline *pl)
+void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl)
 {
 	for (struct dmn_pipeline **pp = &d->pipelines; *pp; pp = &(*pp)->next) {
 		if (*pp == pl) {
@@ -313,7 +314,7 @@ static bool shares_state(struct dmn_pipeline *pl, const void *state, size_t stat
 	return info.low == 0;
 }
 
-void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl)
+void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl)
 {
 	if (!pl)
 		return;
@@ -361,106 +362,129 @@ static int make_schema(struct pl_pipeline *p, struct ipc_ring_tensor **ret, uint
 	return 0;
 }
 
-int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, const char *origin,
-		     uid_t owner, enum ipc_ring_mode mode, uint32_t rank_n, const void *state,
-		     size_t state_len, struct dmn_pipeline **ret_pl, bool *ret_created, char *msg,
-		     size_t msg_cap)
+/* The spec parsed, its fingerprint, and the name it is served under. */
+struct get_ctx {
+	const struct dmn_get_req *req;
+	struct pl_spec *spec;
+	uint8_t fp[16];
+	char name[IPC_CTL_NAME_MAX + 1];
+	bool private_;
+	char *msg;
+	size_t msg_cap;
+};
+
+static int parse_spec(struct get_ctx *g)
 {
 	struct io_error e;
-	struct pl_spec *spec = NULL;
-	int r = pl_spec_parse(spec_text, spec_len, origin, &spec, &e);
+	const struct dmn_get_req *q = g->req;
+	int r = pl_spec_parse(q->spec, q->spec_len, q->origin, &g->spec, &e);
 	if (r < 0) {
-		snprintf(msg, msg_cap, "%s", e.msg);
+		snprintf(g->msg, g->msg_cap, "%s", e.msg);
 		return r;
 	}
-	uint8_t fp[16];
-	r = pl_spec_fingerprint(spec, fp, &e);
+	r = pl_spec_fingerprint(g->spec, g->fp, &e);
 	if (r < 0) {
-		snprintf(msg, msg_cap, "%s: %s", origin, e.msg);
-		pl_spec_destroy(spec);
+		snprintf(g->msg, g->msg_cap, "%s: %s", q->origin, e.msg);
 		return r;
 	}
-	char name[IPC_CTL_NAME_MAX + 1];
-	if (spec->name) {
-		snprintf(name, sizeof(name), "%s", spec->name);
+	if (g->spec->name) {
+		snprintf(g->name, sizeof(g->name), "%s", g->spec->name);
 	} else {
 		uint64_t h;
-		memcpy(&h, fp, 8);
-		snprintf(name, sizeof(name), "fp-%016llx", (unsigned long long)h);
+		memcpy(&h, g->fp, 8);
+		snprintf(g->name, sizeof(g->name), "fp-%016llx", (unsigned long long)h);
 	}
-	bool private_ = false;
+	return 0;
+}
+
+/*
+ * A running pipeline of the same computation to share, or NULL. With a saved state it must
+ * have started at that very state; when one of the fingerprint runs from elsewhere, the new
+ * one is private (g->private_), named NAME@N.
+ */
+static struct dmn_pipeline *find_shared(struct dmn_registry *d, struct get_ctx *g)
+{
+	const struct dmn_get_req *q = g->req;
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
-		if (memcmp(pl->fp, fp, 16) == 0 &&
-		    (state_len ? shares_state(pl, state, state_len) : !pl->private_)) {
-			/* the same computation: share it */
-			pl_spec_destroy(spec);
-			*ret_pl = pl;
-			*ret_created = false;
-			return 0;
-		}
-		if (memcmp(pl->fp, fp, 16) == 0 && state_len)
-			private_ = true; /* it runs, but not from where this reader resumes */
+		if (memcmp(pl->fp, g->fp, 16) != 0)
+			continue;
+		if (q->state_len ? shares_state(pl, q->state, q->state_len) : !pl->private_)
+			return pl;
+		if (q->state_len)
+			g->private_ = true; /* it runs, but not from where this reader resumes */
 	}
-	if (private_) {
-		size_t len = strlen(name);
+	if (g->private_) {
+		size_t len = strlen(g->name);
 		char sfx[32];
 		int n = snprintf(sfx, sizeof(sfx), "@%llu",
 				 (unsigned long long)++d->next_private_id);
 		if (len + (size_t)n > IPC_CTL_NAME_MAX)
 			len = IPC_CTL_NAME_MAX - (size_t)n;
-		snprintf(name + len, sizeof(name) - len, "%s", sfx);
+		snprintf(g->name + len, sizeof(g->name) - len, "%s", sfx);
 	}
+	return NULL;
+}
+
+/* The name is free, and the daemon's limits allow one more pipeline. */
+static int check_room(struct dmn_registry *d, struct get_ctx *g)
+{
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
-		if (pl->private_ || memcmp(pl->fp, fp, 16) == 0)
+		if (pl->private_ || memcmp(pl->fp, g->fp, 16) == 0)
 			continue;
-		if (strcmp(pl->name, name) == 0) {
-			snprintf(msg, msg_cap, "a different pipeline is already called \"%s\"",
-				 name);
-			pl_spec_destroy(spec);
+		if (strcmp(pl->name, g->name) == 0) {
+			snprintf(g->msg, g->msg_cap,
+				 "a different pipeline is already called \"%s\"", g->name);
 			return -EEXIST;
 		}
 	}
 	if (d->cfg.max_pipelines && d->n_pipelines >= d->cfg.max_pipelines) {
-		snprintf(msg, msg_cap, "sluiced runs its limit of %u pipelines",
+		snprintf(g->msg, g->msg_cap, "sluiced runs its limit of %u pipelines",
 			 d->cfg.max_pipelines);
-		pl_spec_destroy(spec);
 		return -EUSERS;
 	}
 	if (d->bytes_used + d->cfg.pipeline_bytes > d->cfg.total_bytes) {
-		snprintf(msg, msg_cap,
+		snprintf(g->msg, g->msg_cap,
 			 "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
 			 "(--memory, --pipeline-memory)",
 			 (unsigned long long)d->bytes_used, (unsigned long long)d->cfg.total_bytes,
 			 (unsigned long long)d->cfg.pipeline_bytes);
-		pl_spec_destroy(spec);
 		return -ENOSPC;
 	}
+	return 0;
+}
+
+/* A new struct dmn_pipeline for the request (not started), or NULL (out of memory). */
+static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
+{
+	const struct dmn_get_req *q = g->req;
 	struct dmn_pipeline *pl = calloc(1, sizeof(*pl));
-	if (!pl) {
-		pl_spec_destroy(spec);
-		return -ENOMEM;
-	}
-	snprintf(pl->name, sizeof(pl->name), "%s", name);
-	memcpy(pl->fp, fp, 16);
-	pl->owner = owner;
-	pl->mode = mode;
-	pl->rank_n = rank_n;
-	pl->private_ = private_;
-	pl->spec_json = strndup(spec_text, spec_len);
-	if (state_len && (pl->start_state = malloc(state_len)) != NULL) {
-		memcpy(pl->start_state, state, state_len);
-		pl->start_state_len = state_len;
-	}
+	if (!pl)
+		return NULL;
+	snprintf(pl->name, sizeof(pl->name), "%s", g->name);
+	memcpy(pl->fp, g->fp, 16);
+	pl->owner = q->owner;
+	pl->mode = q->mode;
+	pl->rank_n = q->rank_n;
+	pl->private_ = g->private_;
 	pthread_mutex_init(&pl->lock, NULL);
 	pthread_cond_init(&pl->attach_cond, NULL);
 	atomic_init(&pl->stop, false);
-	if (!pl->spec_json || (state_len && !pl->start_state)) {
-		snprintf(msg, msg_cap, "out of memory");
-		pl_spec_destroy(spec);
-		dmn_pipeline_destroy(NULL, pl);
-		return -ENOMEM;
+	pl->spec_json = strndup(q->spec, q->spec_len);
+	if (q->state_len && (pl->start_state = malloc(q->state_len)) != NULL) {
+		memcpy(pl->start_state, q->state, q->state_len);
+		pl->start_state_len = q->state_len;
 	}
+	if (!pl->spec_json || (q->state_len && !pl->start_state)) {
+		dmn_pipeline_destroy(NULL, pl);
+		return NULL;
+	}
+	return pl;
+}
 
+/* Start the engine, its batches published into pl's ring (made next) from its driver thread. */
+static int start_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipeline *pl)
+{
+	const struct dmn_get_req *q = g->req;
 	struct pl_pipeline_opts po;
 	pl_pipeline_opts_init(&po);
 	po.pool = d->pool;
@@ -471,30 +495,33 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 	po.deliver = pub_deliver;
 	po.end = pub_end;
 	po.deliver_ctx = pl;
-	po.state = state;
-	po.state_len = state_len;
-	r = pl_pipeline_create(spec, &po, &pl->pl, &e);
-	pl_spec_destroy(spec);
-	if (r < 0) {
-		snprintf(msg, msg_cap, "%s: %s", origin, e.msg);
-		dmn_pipeline_destroy(NULL, pl);
-		return r;
-	}
+	po.state = q->state;
+	po.state_len = q->state_len;
+	struct io_error e;
+	int r = pl_pipeline_create(g->spec, &po, &pl->pl, &e);
+	if (r < 0)
+		snprintf(g->msg, g->msg_cap, "%s: %s", q->origin, e.msg);
+	return r;
+}
+
+/* The ring the engine's allocator has been waiting for: the schema, the budget's bytes. */
+static int make_ring(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipeline *pl)
+{
 	struct ipc_ring_tensor *schema = NULL;
 	struct ipc_ring_opts ro;
 	ipc_ring_opts_init(&ro);
-	r = make_schema(pl->pl, &schema, &ro.n_schema, msg, msg_cap);
+	int r = make_schema(pl->pl, &schema, &ro.n_schema, g->msg, g->msg_cap);
 	if (r == 0) {
 		char rname[IPC_CTL_NAME_MAX + 16];
 		snprintf(rname, sizeof(rname), "sluice:%s", pl->name);
 		ro.schema = schema;
 		ro.data_bytes = d->cfg.pipeline_bytes;
 		ro.n_slots = d->cfg.ring_slots;
-		ro.mode = mode;
-		ro.rank_n = mode == IPC_RING_RANK ? rank_n : 0;
+		ro.mode = pl->mode;
+		ro.rank_n = pl->mode == IPC_RING_RANK ? pl->rank_n : 0;
 		ro.name = rname;
 		struct ipc_ring *ring;
-		r = ipc_ring_create(&ro, &ring, msg, msg_cap);
+		r = ipc_ring_create(&ro, &ring, g->msg, g->msg_cap);
 		pthread_mutex_lock(&pl->lock);
 		pl->ring = r == 0 ? ring : NULL;
 		pthread_mutex_unlock(&pl->lock);
@@ -502,6 +529,32 @@ int dmn_pipeline_get(struct dmn *d, const char *spec_text, size_t spec_len, cons
 	free(schema);
 	if (r == 0)
 		pl->data_bytes = d->cfg.pipeline_bytes;
+	return r;
+}
+
+int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
+		     struct dmn_pipeline **ret_pl, bool *ret_created, char *msg, size_t msg_cap)
+{
+	struct get_ctx g = { .req = req, .msg = msg, .msg_cap = msg_cap };
+	struct dmn_pipeline *pl = NULL;
+	int r = parse_spec(&g);
+	if (r == 0 && (pl = find_shared(d, &g)) != NULL) { /* the same computation: share it */
+		pl_spec_destroy(g.spec);
+		*ret_pl = pl;
+		*ret_created = false;
+		return 0;
+	}
+	if (r == 0)
+		r = check_room(d, &g);
+	if (r == 0 && !(pl = pipeline_new(&g))) {
+		snprintf(msg, msg_cap, "out of memory");
+		r = -ENOMEM;
+	}
+	if (r == 0)
+		r = start_engine(d, &g, pl);
+	pl_spec_destroy(g.spec);
+	if (r == 0)
+		r = make_ring(d, &g, pl);
 	if (r < 0) {
 		dmn_pipeline_destroy(NULL, pl);
 		return r;
@@ -563,7 +616,7 @@ static int by_name(const struct dirent **a, const struct dirent **b)
  * Every DIR/NAME.json is a pipeline spec, started now (broadcast) and readable by every client
  * that may connect. A bad spec is logged and skipped: the others and the daemon go on.
  */
-int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap)
+int dmn_load_config_dir(struct dmn_registry *d, char *msg, size_t msg_cap)
 {
 	struct dirent **ents;
 	int n = scandir(d->cfg.config_dir, &ents, NULL, by_name);
@@ -581,10 +634,13 @@ int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap)
 			int r = read_file(path, &text, &len);
 			struct dmn_pipeline *pl;
 			bool created;
+			struct dmn_get_req req = { .spec = text,
+						   .spec_len = len,
+						   .origin = path,
+						   .owner = (uid_t)-1,
+						   .mode = IPC_RING_BROADCAST };
 			if (r == 0)
-				r = dmn_pipeline_get(d, text, len, path, (uid_t)-1,
-						     IPC_RING_BROADCAST, 0, NULL, 0, &pl, &created,
-						     emsg, sizeof(emsg));
+				r = dmn_pipeline_get(d, &req, &pl, &created, emsg, sizeof(emsg));
 			else
 				snprintf(emsg, sizeof(emsg), "%s: %s", path, strerror(-r));
 			if (r == 0) {
@@ -601,30 +657,14 @@ int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap)
 	return 0;
 }
 
-void dmn_pipeline_collect(struct dmn *d, struct dmn_pipeline *pl)
+uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl)
 {
 	uint64_t bad = 0;
 	pthread_mutex_lock(&pl->lock);
 	if (pl->ring)
 		ipc_ring_collect(pl->ring, &bad);
 	pthread_mutex_unlock(&pl->lock);
-	if (!bad)
-		return;
-	/* a reader whose control block holds impossible values is evicted */
-	for (struct dmn_conn *c = d->conns; c; c = c->next) {
-		for (struct dmn_reader *r = c->readers, *next; r; r = next) {
-			next = r->next;
-			if (r->pl == pl && (bad >> r->ring_id & 1)) {
-				pthread_mutex_lock(&pl->lock);
-				const char *why = ipc_ring_reader_problem(pl->ring, r->ring_id);
-				dmn_log("evicting reader %llu of %s (pid %d): %s",
-					(unsigned long long)r->id, pl->name, (int)c->pid,
-					why ? why : "?");
-				pthread_mutex_unlock(&pl->lock);
-				dmn_conn_remove_reader(d, r);
-			}
-		}
-	}
+	return bad;
 }
 
 int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sluiced's control server: connections, requests, readers (DESIGN.md §6). */
-#include "sluiced.h"
+#include "server.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -11,6 +11,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "log.h"
 
 /*
  * Everything here runs on the server thread (the epoll loop). A client connection says HELLO,
@@ -72,7 +74,8 @@ int dmn_conn_accept(struct dmn *d)
 	return 1;
 }
 
-void dmn_conn_remove_reader(struct dmn *d, struct dmn_reader *r)
+/* A reader goes: its ring slot and what the registry kept for it; a private pipeline with it. */
+static void remove_reader(struct dmn *d, struct dmn_reader *r)
 {
 	for (struct dmn_conn *c = d->conns; c; c = c->next) {
 		for (struct dmn_reader **pp = &c->readers; *pp; pp = &(*pp)->next) {
@@ -87,7 +90,7 @@ void dmn_conn_remove_reader(struct dmn *d, struct dmn_reader *r)
 			pthread_mutex_unlock(&pl->lock);
 			free(r);
 			if (pl->private_ && pl->n_readers == 0)
-				dmn_pipeline_drop_private(d, pl);
+				dmn_pipeline_drop_private(&d->reg, pl);
 			return;
 		}
 	}
@@ -96,7 +99,7 @@ void dmn_conn_remove_reader(struct dmn *d, struct dmn_reader *r)
 void dmn_conn_close(struct dmn *d, struct dmn_conn *c)
 {
 	while (c->readers)
-		dmn_conn_remove_reader(d, c->readers);
+		remove_reader(d, c->readers);
 	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	for (struct dmn_conn **pp = &d->conns; *pp; pp = &(*pp)->next) {
@@ -131,7 +134,7 @@ static int on_hello(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		.version = IPC_CTL_VERSION,
 		.server_pid = (uint32_t)getpid(),
 		.max_msg = IPC_CTL_MAX_MSG,
-		.max_readers = d->cfg.max_readers,
+		.max_readers = d->reg.cfg.max_readers,
 	};
 	uint8_t buf[256];
 	size_t len;
@@ -149,8 +152,12 @@ static int on_register(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_m
 		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
 	struct dmn_pipeline *pl;
 	bool created;
-	int r = dmn_pipeline_get(d, m.spec, m.spec_len, "<spec>", c->uid, IPC_RING_BROADCAST, 0,
-				 NULL, 0, &pl, &created, emsg, sizeof(emsg));
+	struct dmn_get_req req = { .spec = m.spec,
+				   .spec_len = m.spec_len,
+				   .origin = "<spec>",
+				   .owner = c->uid,
+				   .mode = IPC_RING_BROADCAST };
+	int r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
 	if (r < 0)
 		return reply_error(c, msg->req_id, r, "%s", emsg);
 	if (!may_read(c, pl)) /* the same spec, registered by someone else */
@@ -178,14 +185,21 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	int r;
 	if (m.spec) {
 		bool created;
-		r = dmn_pipeline_get(d, m.spec, m.spec_len, "<spec>", c->uid, mode, m.rank_count,
-				     m.state, m.state_len, &pl, &created, emsg, sizeof(emsg));
+		struct dmn_get_req req = { .spec = m.spec,
+					   .spec_len = m.spec_len,
+					   .origin = "<spec>",
+					   .owner = c->uid,
+					   .mode = mode,
+					   .rank_n = m.rank_count,
+					   .state = m.state,
+					   .state_len = m.state_len };
+		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
 		if (r < 0)
 			return reply_error(c, msg->req_id, r, "%s", emsg);
 		if (created)
 			dmn_log("pipeline %s started for uid %u", pl->name, (unsigned)c->uid);
 	} else {
-		pl = dmn_pipeline_find(d, m.name);
+		pl = dmn_pipeline_find(&d->reg, m.name);
 		if (!pl || !may_read(c, pl)) /* EACCES would tell that the name exists */
 			return reply_error(c, msg->req_id, pl ? -EACCES : -ENOENT,
 					   pl ? "permission denied" : "no pipeline named \"%s\"",
@@ -206,19 +220,25 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	if (!m.spec && m.state_len) {
 		/* Resuming by name: the named pipeline if it starts there, else a private one. */
 		bool created;
-		r = dmn_pipeline_get(d, pl->spec_json, strlen(pl->spec_json), pl->name, c->uid,
-				     mode, pl->rank_n, m.state, m.state_len, &pl, &created, emsg,
-				     sizeof(emsg));
+		struct dmn_get_req req = { .spec = pl->spec_json,
+					   .spec_len = strlen(pl->spec_json),
+					   .origin = pl->name,
+					   .owner = c->uid,
+					   .mode = mode,
+					   .rank_n = pl->rank_n,
+					   .state = m.state,
+					   .state_len = m.state_len };
+		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
 		if (r < 0)
 			return reply_error(c, msg->req_id, r, "%s", emsg);
 	}
 	if (pl->private_ && pl->n_readers == 0)
 		dmn_log("private pipeline %s started for uid %u at a saved state", pl->name,
 			(unsigned)c->uid);
-	if (d->cfg.max_readers && pl->n_readers >= d->cfg.max_readers)
+	if (d->reg.cfg.max_readers && pl->n_readers >= d->reg.cfg.max_readers)
 		return reply_error(c, msg->req_id, -EUSERS,
 				   "pipeline \"%s\" has its limit of %u readers", pl->name,
-				   d->cfg.max_readers);
+				   d->reg.cfg.max_readers);
 	struct dmn_reader *rd = calloc(1, sizeof(*rd));
 	if (!rd)
 		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
@@ -247,7 +267,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		if (pl->private_ && pl->n_readers == 0) {
 			char pname[sizeof(pl->name)];
 			snprintf(pname, sizeof(pname), "%s", pl->name);
-			dmn_pipeline_drop_private(d, pl);
+			dmn_pipeline_drop_private(&d->reg, pl);
 			return reply_error(c, msg->req_id, r, "pipeline \"%s\": %s", pname,
 					   strerror(-r));
 		}
@@ -272,7 +292,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	size_t n = pl_pipeline_n_tensors(pl->pl);
 	struct ipc_ctl_tensor_info *ti = calloc(n + 1, sizeof(*ti));
 	if (!ti) {
-		dmn_conn_remove_reader(d, rd);
+		remove_reader(d, rd);
 		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -295,7 +315,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	}
 	free(buf);
 	if (r < 0) {
-		dmn_conn_remove_reader(d, rd);
+		remove_reader(d, rd);
 		return r;
 	}
 	dmn_log("reader %llu (pid %d, uid %u) attached to %s (%s)", (unsigned long long)rd->id,
@@ -321,7 +341,7 @@ static int on_detach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	if (!r)
 		return reply_error(c, msg->req_id, -ENOENT, "no reader %llu on this connection",
 				   (unsigned long long)m.reader_id);
-	dmn_conn_remove_reader(d, r);
+	remove_reader(d, r);
 	uint8_t buf[128];
 	size_t len;
 	if (ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_DETACHED, msg->req_id, &m, &len) <
@@ -361,7 +381,7 @@ static int on_save_state(struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 static int on_list(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 {
 	size_t n = 0;
-	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
+	for (struct dmn_pipeline *pl = d->reg.pipelines; pl; pl = pl->next)
 		n += may_read(c, pl);
 	struct ipc_ctl_pipeline_info *pi = calloc(n + 1, sizeof(*pi));
 	uint8_t *buf = malloc(IPC_CTL_MAX_MSG);
@@ -371,7 +391,7 @@ static int on_list(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *
 		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
 	}
 	size_t k = 0;
-	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
+	for (struct dmn_pipeline *pl = d->reg.pipelines; pl; pl = pl->next) {
 		if (!may_read(c, pl))
 			continue;
 		struct ipc_ring_info info;
@@ -405,7 +425,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	char emsg[256];
 	if (ipc_ctl_decode_stats(msg, &m, emsg, sizeof(emsg)) < 0)
 		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
-	struct dmn_pipeline *pl = dmn_pipeline_find(d, m.name);
+	struct dmn_pipeline *pl = dmn_pipeline_find(&d->reg, m.name);
 	if (!pl || !may_read(c, pl))
 		return reply_error(c, msg->req_id, pl ? -EACCES : -ENOENT,
 				   pl ? "permission denied" : "no pipeline named \"%s\"", m.name);
@@ -435,19 +455,36 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "lazy_fills", (int64_t)st.lazy_fills },
 		/* the read engine (once a file was opened): 1 io_uring, 0 the pread fallback */
 		{ "io_uring", st.io_engine ? strcmp(st.io_engine, "io_uring") == 0 : -1 },
-		{ "direct_io", d->cfg.direct_io },
+		{ "direct_io", d->reg.cfg.direct_io },
 		{ "direct_io_bytes",
 		  (int64_t)st.direct_bytes }, /* 0 where the fs refuses O_DIRECT */
 	};
-	/* then per reader: batches taken, time waited in next, lag (batches behind) */
-	enum { N_PIPE = sizeof(s) / sizeof(s[0]), MAX_RD = 3 * IPC_RING_MAX_READERS };
-	struct ipc_ctl_stat all[N_PIPE + MAX_RD];
+	/* then every counter of every stage of the engine (docs/pipeline.md), stage.NAME.COUNTER,
+	 * and per reader: batches taken, time waited in next, lag (batches behind) */
+	enum {
+		N_PIPE = sizeof(s) / sizeof(s[0]),
+		N_STAGE = PL_STAGE_COUNT_ * 16,
+		MAX_RD = 3 * IPC_RING_MAX_READERS
+	};
+	struct ipc_ctl_stat all[N_PIPE + N_STAGE + MAX_RD];
 	memcpy(all, s, sizeof(s));
 	size_t n = N_PIPE;
+	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++) {
+		uint64_t v;
+		const char *what;
+		for (unsigned k = 0; n < N_PIPE + N_STAGE &&
+				     (what = pl_stage_counter(&st.stages[i], k, &v)) != NULL;
+		     k++) {
+			snprintf(all[n].key, sizeof(all[n].key), "stage.%s.%s", pl_stage_name(i),
+				 what);
+			all[n++].value = (int64_t)(v > INT64_MAX ? INT64_MAX : v);
+		}
+	}
+	size_t n_base = n;
 	for (struct dmn_conn *cc = d->conns; cc; cc = cc->next) {
 		for (struct dmn_reader *rd = cc->readers; rd; rd = rd->next) {
 			uint64_t taken = 0, wait_ns = 0, lag = 0;
-			if (rd->pl != pl || n + 3 > N_PIPE + MAX_RD ||
+			if (rd->pl != pl || n + 3 > n_base + MAX_RD ||
 			    ipc_ring_reader_counters(pl->ring, rd->ring_id, &taken, &wait_ns) < 0)
 				continue;
 			ipc_ring_reader_lag(pl->ring, rd->ring_id, &lag);
@@ -540,4 +577,28 @@ int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
 	}
 	free(buf);
 	return r;
+}
+
+/* Take in the releases of every pipeline, and evict readers whose control block is corrupt. */
+void dmn_server_collect(struct dmn *d)
+{
+	for (struct dmn_pipeline *pl = d->reg.pipelines, *next; pl; pl = next) {
+		next = pl->next; /* evicting a private pipeline's last reader drops it */
+		uint64_t bad = dmn_pipeline_collect(pl);
+		for (struct dmn_conn *c = d->conns; bad && c; c = c->next) {
+			for (struct dmn_reader *r = c->readers, *rn; r; r = rn) {
+				rn = r->next;
+				if (r->pl != pl || !(bad >> r->ring_id & 1))
+					continue;
+				pthread_mutex_lock(&pl->lock);
+				const char *why = ipc_ring_reader_problem(pl->ring, r->ring_id);
+				dmn_log("evicting reader %llu of %s (pid %d): %s",
+					(unsigned long long)r->id, pl->name, (int)c->pid,
+					why ? why : "?");
+				pthread_mutex_unlock(&pl->lock);
+				bad &= ~(1ull << r->ring_id);
+				remove_reader(d, r);
+			}
+		}
+	}
 }

@@ -284,11 +284,66 @@ def test_io_options(tmp, data):
           (flat.get("direct_io_bytes", 0) > 0) == fs_direct,
           "stats say direct_io 1, io_uring 0, and bytes read with O_DIRECT where the file "
           "system takes it (%s): %s" % (fs_direct, shown))
+    check_stage_stats(flat, records=200, files=N_FILES, batches=20)
     with open(log) as f:
         f.seek(before)
         said = [x for x in f.read().splitlines() if "pread engine" in x]
     check(len(said) == 1 and "SLUICE_IO_ENGINE=pread" in said[0],
           "the fallback is said once in the log: %s" % said)
+
+
+STAGES = ("files", "read", "frame", "window", "interleave", "shuffle", "parse", "deliver")
+COUNTERS = ("elems_in", "elems_out", "bytes_in", "bytes_out", "completions", "cpu_ns",
+            "wait_up_ns", "wait_down_ns", "buffered", "capacity", "dropped")
+
+
+def check_stage_stats(flat, records, files, batches):
+    """Every stage's counters are in the stats (stage.NAME.COUNTER) and agree with the stream."""
+    missing = ["stage.%s.%s" % (s, c) for s in STAGES for c in COUNTERS
+               if "stage.%s.%s" % (s, c) not in flat]
+    check(not missing, "stats: every counter of every stage (missing: %s)" % missing[:5])
+
+    def g(s, c):
+        return flat.get("stage.%s.%s" % (s, c))
+    got = {"files": g("files", "elems_out"), "opened": g("read", "elems_in"),
+           "records": g("frame", "elems_out"), "rows": g("parse", "elems_out"),
+           "batches": g("deliver", "elems_in"), "parse_cpu": g("parse", "cpu_ns"),
+           "read_bytes": g("read", "bytes_out"), "record_bytes": g("frame", "bytes_out")}
+    check(got["files"] == files and got["opened"] == files and got["records"] == records and
+          got["rows"] == records and got["batches"] == batches and
+          got["records"] == flat.get("records") and got["parse_cpu"] > 0 and
+          got["read_bytes"] >= got["record_bytes"] == flat.get("record_bytes") > 0,
+          "stats per stage: %d files read, %d records framed, %d rows parsed into %d batches, "
+          "parse CPU > 0: %s" % (files, records, records, batches, got))
+
+
+def test_command_line(tmp):
+    """sluiced's options: --version, --help, an unknown option, --opt=VALUE."""
+    def run(*a):
+        return subprocess.run([os.environ["SLUICED"]] + list(a), capture_output=True, text=True,
+                              timeout=30)
+    r = run("--version")
+    check(r.returncode == 0 and r.stdout.startswith("sluiced ") and len(r.stdout.split()) == 2,
+          "sluiced --version prints its version and exits 0 (%r)" % r.stdout)
+    r = run("--help")
+    check(r.returncode == 0 and "usage: sluiced" in r.stdout and "--direct-io" in r.stdout,
+          "sluiced --help prints the usage and exits 0")
+    r = run("--bogus")
+    check(r.returncode == 2 and "--bogus" in r.stderr and "--help" in r.stderr,
+          "an unknown option: exit 2, named (%r)" % r.stderr.strip())
+    r = run("--workers")
+    check(r.returncode == 2 and "--workers needs a value" in r.stderr,
+          "an option without its value: exit 2, named (%r)" % r.stderr.strip())
+    conf = os.path.join(tmp, "conf-cli")
+    os.makedirs(conf)
+    d = Daemon(tmp, conf, ["--ring-slots=32", "--memory=64M"])
+    try:
+        r = ctl(d, "list")
+    finally:
+        rc = d.stop()
+    check(d.ready and r.returncode == 0 and rc == 0,
+          "--opt=VALUE works as --opt VALUE (ready %s, list exit %s, stop %s)" %
+          (d.ready, r.returncode, rc))
 
 
 def test_restart(tmp, conf):
@@ -429,6 +484,7 @@ def main():
         test_state_resume(tmp, data)
         test_resume_by_name(tmp, data)
         test_io_options(tmp, data)
+        test_command_line(tmp)
         test_restart(tmp, conf)
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()

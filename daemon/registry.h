@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sluiced internals: the pipelines it serves and the clients it talks to. */
-#ifndef SLUICE_DAEMON_SLUICED_H
-#define SLUICE_DAEMON_SLUICED_H
+/* sluiced's registry: the pipelines it serves, one engine and one ring per distinct spec. */
+#ifndef SLUICE_DAEMON_REGISTRY_H
+#define SLUICE_DAEMON_REGISTRY_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -94,39 +94,32 @@ struct dmn_pipeline {
 	struct dmn_pipeline *next;
 };
 
-struct dmn_reader {
-	uint64_t id; /* in the protocol: unique in the daemon */
-	struct dmn_pipeline *pl;
-	unsigned ring_id;
-	struct dmn_reader *next;
-};
-
-struct dmn_conn {
-	int fd;
-	uid_t uid;
-	gid_t gid;
-	pid_t pid;
-	bool hello;
-	struct dmn_reader *readers;
-	struct dmn_conn *next;
-};
-
-struct dmn {
+/*
+ * The registry (pipelines.c): every pipeline of the daemon, the memory budget they share. It
+ * knows nothing of connections: the server (server.c) adds and removes readers, and acts on
+ * what the registry returns (dmn_pipeline_collect's readers to evict).
+ */
+struct dmn_registry {
 	struct dmn_config cfg;
 	struct sched_pool *pool;
 	struct dmn_pipeline *pipelines;
 	unsigned n_pipelines;
 	uint64_t bytes_used;
-	struct dmn_conn *conns;
-	uint64_t next_reader_id;
 	uint64_t next_private_id;
-	int listen_fd;
-	int epoll_fd;
-	int signal_fd;
-	bool stopping;
 };
 
-/* pipelines.c */
+/* What dmn_pipeline_get is asked for. */
+struct dmn_get_req {
+	const char *spec; /* JSON text, spec_len bytes */
+	size_t spec_len;
+	const char *origin; /* names the text in messages */
+	uid_t owner;	    /* who asks; (uid_t)-1: the host's config dir */
+	enum ipc_ring_mode mode;
+	uint32_t rank_n;
+	const void *state; /* a reader's saved position, or NULL */
+	size_t state_len;
+};
+
 /*
  * Find a pipeline with the same fingerprint, or create and start one from spec JSON text.
  * origin names the text in messages. With a saved state (a reader resuming), a pipeline of the
@@ -136,15 +129,13 @@ struct dmn {
  * state; msg says why), -EEXIST (the name is taken by another spec), -ENOSPC (memory budget),
  * -EUSERS (too many pipelines), -errno.
  */
-int dmn_pipeline_get(struct dmn *d, const char *spec, size_t spec_len, const char *origin,
-		     uid_t owner, enum ipc_ring_mode mode, uint32_t rank_n, const void *state,
-		     size_t state_len, struct dmn_pipeline **ret_pl, bool *ret_created, char *msg,
-		     size_t msg_cap);
+int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
+		     struct dmn_pipeline **ret_pl, bool *ret_created, char *msg, size_t msg_cap);
 /* The shared (not private) pipeline called name, or NULL. */
-struct dmn_pipeline *dmn_pipeline_find(struct dmn *d, const char *name);
-void dmn_pipeline_destroy(struct dmn *d, struct dmn_pipeline *pl);
+struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name);
+void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl);
 /* Unlink a private pipeline that lost its last reader and destroy it. Server thread. */
-void dmn_pipeline_drop_private(struct dmn *d, struct dmn_pipeline *pl);
+void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl);
 /*
  * A broadcast reader's position as a pipeline state (what pl_pipeline_save() writes): right after
  * the last batch it took. Returns its length, -EOPNOTSUPP (split/rank: a reader sees part of
@@ -153,17 +144,11 @@ void dmn_pipeline_drop_private(struct dmn *d, struct dmn_pipeline *pl);
 int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap);
 /* Forget what was kept for ring reader id (it is being removed). Under pl->lock. */
 void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id);
-/* Take in releases, evict readers whose control block is corrupt. Server thread. */
-void dmn_pipeline_collect(struct dmn *d, struct dmn_pipeline *pl);
-int dmn_load_config_dir(struct dmn *d, char *msg, size_t msg_cap);
-
-/* server.c */
-int dmn_conn_accept(struct dmn *d);
-/* Handle what arrived on c; returns < 0 when the connection must be closed. */
-int dmn_conn_input(struct dmn *d, struct dmn_conn *c);
-void dmn_conn_close(struct dmn *d, struct dmn_conn *c);
-void dmn_conn_remove_reader(struct dmn *d, struct dmn_reader *r);
-
-void dmn_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * Take in releases. Returns the ring ids (a bit each) of readers whose control block is corrupt:
+ * the caller evicts them. Server thread.
+ */
+uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl);
+int dmn_load_config_dir(struct dmn_registry *d, char *msg, size_t msg_cap);
 
 #endif
