@@ -151,11 +151,6 @@ uint32_t lc_req_id_locked(struct sluice_client *c);
  */
 bool lc_poll_locked(struct sluice_client *c, int wait_ms);
 
-/* LIST and STATS (for sluicectl; not part of the public API). The caller _fini()s *ret. */
-int lc_list(struct sluice_client *c, struct ipc_ctl_list_reply *ret, struct sluice_error *err);
-int lc_stats(struct sluice_client *c, const char *name, struct ipc_ctl_stats_reply *ret,
-	     struct sluice_error *err);
-
 /* ---- readers (sluice.c) ---- */
 
 /* Drop a reference to a ring (NULL is fine); the last one unmaps it. */

@@ -43,6 +43,11 @@ for f in $(git ls-files 'daemon/pipeline/*.c' 'daemon/pipeline/*.h'); do
 		esac
 	done
 done
+# The tools use libsluice's public API only (include/sluice/sluice.h).
+if grep -n 'libclient/client_internal\.h' $(git ls-files 'tools/*.c' 'tools/*.h'); then
+	echo "lint: a tool includes libclient/client_internal.h (use include/sluice/sluice.h)" >&2
+	status=1
+fi
 if command -v clang-format >/dev/null; then
 	for f in $(git ls-files '*.c' '*.h'); do
 		if ! clang-format "$f" | cmp -s - "$f"; then

@@ -201,6 +201,53 @@ int sluice_batch_describe(const struct sluice_batch *b, struct sluice_batch_info
 int sluice_batch_copy_to_cuda(struct sluice_batch *b, void *const *dst, void *const *dst_aux,
 			      void *stream, struct sluice_error *err);
 
+/* ---- what the daemon runs (for tools and monitoring) ---- */
+
+#define SLUICE_NAME_MAX 255 /* bytes of a pipeline name, without the NUL */
+
+enum sluice_pipeline_status {
+	SLUICE_PIPELINE_RUNNING = 0,
+	SLUICE_PIPELINE_FINISHED = 1,
+	SLUICE_PIPELINE_FAILED = 2,
+};
+
+/* A pipeline as sluice_list() sees it. */
+struct sluice_pipeline_info {
+	char name[SLUICE_NAME_MAX + 1];
+	uint8_t fingerprint[16];
+	enum sluice_pipeline_status status;
+	uint32_t n_readers;
+	uint64_t batches_published;
+	uint32_t ring_slots_used; /* ring occupancy: ring_slots_used of ring_slots */
+	uint32_t ring_slots;
+};
+
+/*
+ * The pipelines the daemon serves that this client may read: *ret_list (*ret_n entries, the
+ * caller frees it with sluice_list_free; NULL when there are none) or a negative errno.
+ */
+int sluice_list(struct sluice_client *c, struct sluice_pipeline_info **ret_list, size_t *ret_n,
+		struct sluice_error *err);
+void sluice_list_free(struct sluice_pipeline_info *list);
+
+/*
+ * A pipeline's statistics: named integer counters, the daemon's ("batches_published",
+ * "records", "stage.parse.cpu_ns", "reader.3.wait_ns", ...: docs/pipeline.md and the README list
+ * them), so that new ones need no change here. -ENOENT: no such pipeline (or none this client may
+ * read). The caller frees *ret_stats with sluice_stats_free.
+ */
+struct sluice_stats;
+int sluice_stats(struct sluice_client *c, const char *name, struct sluice_stats **ret_stats,
+		 struct sluice_error *err);
+/* How many counters; counter i's key (NULL past the end, valid until free) and *ret_value. */
+size_t sluice_stats_count(const struct sluice_stats *s);
+const char *sluice_stats_at(const struct sluice_stats *s, size_t i, int64_t *ret_value);
+/* The value of key: 0 and *ret_value, or -ENOENT. */
+int sluice_stats_get(const struct sluice_stats *s, const char *key, int64_t *ret_value);
+/* The pipeline's name as the daemon gave it. */
+const char *sluice_stats_name(const struct sluice_stats *s);
+void sluice_stats_free(struct sluice_stats *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,7 +27,7 @@
  * Every measurement runs against a sluiced of its own (bench_next_daemon.c starts it, and stops
  * it with SIGTERM), whose config dir holds one spec, so that each starts with a fresh, full ring
  * and the daemon's CPU time covers that measurement only. The bench reads the daemon's counters
- * (published batches) through the control socket with libsluice's internal lc_stats, as
+ * (published batches) through the control socket with libsluice's sluice_stats, as
  * sluicectl does.
  */
 

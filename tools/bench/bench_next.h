@@ -51,7 +51,7 @@ void nb_sleep_s(double s);
 int nb_daemon_cpu_s(pid_t pid, double *ret_s);
 /* The daemon's threads' time on a CPU in seconds (the sum of /proc/PID/task/N/schedstat). */
 double nb_daemon_sched_s(pid_t pid);
-/* NB_PIPELINE's counters, through the control socket (lc_stats). */
+/* NB_PIPELINE's counters, through the control socket (sluice_stats). */
 int nb_counters_get(struct sluice_client *c, struct nb_counters *ret);
 /*
  * Wait until the daemon stops publishing (its ring is full, or it waits for readers):

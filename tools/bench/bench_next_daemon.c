@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "libclient/client_internal.h"
 #include "tools/common/scan.h"
 
 #define NB_START_S  20.0 /* the daemon must listen within this */
@@ -294,25 +293,19 @@ double nb_daemon_sched_s(pid_t pid)
 int nb_counters_get(struct sluice_client *c, struct nb_counters *ret)
 {
 	struct sluice_error err = { 0, "" };
-	struct ipc_ctl_stats_reply sr;
+	struct sluice_stats *s = NULL;
 	struct nb_counters out = { -1, -1, -1 };
 	int rc;
 
-	memset(&sr, 0, sizeof(sr));
-	rc = lc_stats(c, NB_PIPELINE, &sr, &err);
+	rc = sluice_stats(c, NB_PIPELINE, &s, &err);
 	if (rc < 0) {
 		fprintf(stderr, "sluice-bench next: stats %s: %s\n", NB_PIPELINE, err.msg);
 		return rc;
 	}
-	for (uint32_t i = 0; i < sr.n_stats; i++) {
-		if (!strcmp(sr.stats[i].key, "batches_published"))
-			out.published = sr.stats[i].value;
-		else if (!strcmp(sr.stats[i].key, "ring_slots_used"))
-			out.slots_used = sr.stats[i].value;
-		else if (!strcmp(sr.stats[i].key, "ring_slots"))
-			out.slots = sr.stats[i].value;
-	}
-	ipc_ctl_stats_reply_fini(&sr);
+	sluice_stats_get(s, "batches_published", &out.published);
+	sluice_stats_get(s, "ring_slots_used", &out.slots_used);
+	sluice_stats_get(s, "ring_slots", &out.slots);
+	sluice_stats_free(s);
 	if (out.published < 0 || out.slots_used < 0 || out.slots <= 0) {
 		fprintf(stderr,
 			"sluice-bench next: stats %s: no batches_published, "

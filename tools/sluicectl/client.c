@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "libclient/client_internal.h"
 #include "sluice/sluice.h"
 #include "tools/common/cliarg.h"
 #include "tools/common/jsonout.h"
@@ -58,11 +57,11 @@ static const char list_usage[] = "usage: sluicectl [--socket PATH] list\n"
 static const char *status_name(uint32_t s)
 {
 	switch (s) {
-	case IPC_CTL_PL_RUNNING:
+	case SLUICE_PIPELINE_RUNNING:
 		return "running";
-	case IPC_CTL_PL_FINISHED:
+	case SLUICE_PIPELINE_FINISHED:
 		return "finished";
-	case IPC_CTL_PL_FAILED:
+	case SLUICE_PIPELINE_FAILED:
 		return "failed";
 	default:
 		return "?";
@@ -73,7 +72,8 @@ int cmd_list(int argc, char **argv)
 {
 	struct sluice_client *c = NULL;
 	struct sluice_error err = { 0, "" };
-	struct ipc_ctl_list_reply lr;
+	struct sluice_pipeline_info *list = NULL;
+	size_t n = 0;
 	int rc;
 
 	if (argc > 1 && is_help(argv[1])) {
@@ -84,21 +84,20 @@ int cmd_list(int argc, char **argv)
 		return usage_error("list", "too many arguments", list_usage);
 	if (connect_or_fail("list", &c))
 		return 1;
-	memset(&lr, 0, sizeof(lr));
-	rc = lc_list(c, &lr, &err);
+	rc = sluice_list(c, &list, &n, &err);
 	sluice_disconnect(c);
 	if (rc < 0)
 		return fail("list", err.msg);
 	printf("%-32s %-9s %7s %12s %11s\n", "NAME", "STATUS", "READERS", "PUBLISHED", "RING");
-	for (uint32_t i = 0; i < lr.n_pipelines; i++) {
-		const struct ipc_ctl_pipeline_info *p = &lr.pipelines[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct sluice_pipeline_info *p = &list[i];
 		char ring[32];
 
-		snprintf(ring, sizeof(ring), "%u/%u", p->slots_used, p->n_slots);
+		snprintf(ring, sizeof(ring), "%u/%u", p->ring_slots_used, p->ring_slots);
 		printf("%-32s %-9s %7u %12" PRIu64 " %11s\n", p->name, status_name(p->status),
 		       p->n_readers, p->batches_published, ring);
 	}
-	ipc_ctl_list_reply_fini(&lr);
+	sluice_list_free(list);
 	return fflush(stdout) == 0 ? 0 : fail("list", "writing the output failed");
 }
 
@@ -106,15 +105,119 @@ int cmd_list(int argc, char **argv)
 
 static const char stats_usage[] = "usage: sluicectl [--socket PATH] stats NAME [--json]\n"
 				  "\n"
-				  "The statistics of pipeline NAME: one 'key value' per line, or "
-				  "one JSON\n"
-				  "object with --json.\n";
+				  "The statistics of pipeline NAME: one 'key value' per line and "
+				  "a\n"
+				  "table of the engine's stages (docs/pipeline.md), or with --json "
+				  "one\n"
+				  "JSON object of every key (stage.STAGE.COUNTER among them) and\n"
+				  "\"stages\": {STAGE: {COUNTER: value}}.\n";
+
+#define STAGE_PREFIX "stage."
+
+/* "stage.parse.cpu_ns" -> its stage ("parse", *ret_len bytes) and counter, or NULL. */
+static const char *stage_key(const char *key, size_t *ret_len, const char **ret_counter)
+{
+	if (strncmp(key, STAGE_PREFIX, strlen(STAGE_PREFIX)) != 0)
+		return NULL;
+	const char *st = key + strlen(STAGE_PREFIX), *dot = strchr(st, '.');
+	if (!dot || dot == st || !dot[1])
+		return NULL;
+	*ret_len = (size_t)(dot - st);
+	*ret_counter = dot + 1;
+	return st;
+}
+
+/* The stages in the order the daemon listed them: for stage i, the key index it starts at. */
+static size_t stage_starts(const struct sluice_stats *s, size_t *starts, size_t cap)
+{
+	size_t n = 0, len, prev_len = 0;
+	const char *prev = NULL, *counter;
+	int64_t v;
+	for (size_t i = 0; i < sluice_stats_count(s); i++) {
+		const char *st = stage_key(sluice_stats_at(s, i, &v), &len, &counter);
+		if (st && (!prev || len != prev_len || strncmp(st, prev, len) != 0) && n < cap) {
+			starts[n++] = i;
+			prev = st;
+			prev_len = len;
+		}
+	}
+	return n;
+}
+
+static void stats_json(const struct sluice_stats *s, struct jsonout *j)
+{
+	size_t len;
+	const char *counter;
+	int64_t v;
+	jsonout_char(j, '{');
+	for (size_t i = 0; i < sluice_stats_count(s); i++) {
+		const char *key = sluice_stats_at(s, i, &v);
+		if (i)
+			jsonout_raw(j, ", ", 2);
+		jsonout_str(j, key, strlen(key));
+		jsonout_raw(j, ": ", 2);
+		jsonout_int64(j, v);
+	}
+	size_t starts[64], n = stage_starts(s, starts, 64);
+	jsonout_raw(j, sluice_stats_count(s) ? ", " : "", sluice_stats_count(s) ? 2 : 0);
+	jsonout_str(j, "stages", 6);
+	jsonout_raw(j, ": {", 3);
+	for (size_t k = 0; k < n; k++) {
+		const char *st = stage_key(sluice_stats_at(s, starts[k], &v), &len, &counter);
+		jsonout_raw(j, k ? ", " : "", k ? 2 : 0);
+		jsonout_str(j, st, len);
+		jsonout_raw(j, ": {", 3);
+		size_t end = k + 1 < n ? starts[k + 1] : sluice_stats_count(s);
+		for (size_t i = starts[k]; i < end; i++) {
+			const char *sk = stage_key(sluice_stats_at(s, i, &v), &len, &counter);
+			if (!sk)
+				break;
+			jsonout_raw(j, i > starts[k] ? ", " : "", i > starts[k] ? 2 : 0);
+			jsonout_str(j, counter, strlen(counter));
+			jsonout_raw(j, ": ", 2);
+			jsonout_int64(j, v);
+		}
+		jsonout_char(j, '}');
+	}
+	jsonout_raw(j, "}}", 2);
+}
+
+/* One row per stage: what it took and gave, its CPU and waits in ms, how full it is. */
+static void stats_table(const struct sluice_stats *s)
+{
+	static const char *const cols[] = { "elems_in", "elems_out",  "bytes_in",     "bytes_out",
+					    "cpu_ns",	"wait_up_ns", "wait_down_ns", "buffered",
+					    "capacity", "dropped" };
+	size_t starts[64], n = stage_starts(s, starts, 64);
+	if (!n)
+		return;
+	printf("\n%-11s %12s %12s %14s %14s %9s %10s %10s %15s %8s\n", "STAGE", "IN", "OUT",
+	       "BYTES_IN", "BYTES_OUT", "CPU_MS", "WAIT_UP_MS", "WAIT_DN_MS", "BUFFERED/CAP",
+	       "DROPPED");
+	for (size_t k = 0; k < n; k++) {
+		size_t len;
+		const char *counter;
+		int64_t v, val[10] = { 0 };
+		const char *st = stage_key(sluice_stats_at(s, starts[k], &v), &len, &counter);
+		char key[160];
+		for (size_t c = 0; c < 10; c++) {
+			snprintf(key, sizeof(key), STAGE_PREFIX "%.*s.%s", (int)len, st, cols[c]);
+			sluice_stats_get(s, key, &val[c]);
+		}
+		char buf[40];
+		snprintf(buf, sizeof(buf), "%" PRId64 "/%" PRId64, val[7], val[8]);
+		printf("%-11.*s %12" PRId64 " %12" PRId64 " %14" PRId64 " %14" PRId64
+		       " %9.1f %10.1f %10.1f %15s %8" PRId64 "\n",
+		       (int)len, st, val[0], val[1], val[2], val[3], (double)val[4] / 1e6,
+		       (double)val[5] / 1e6, (double)val[6] / 1e6, buf, val[9]);
+	}
+}
 
 int cmd_stats(int argc, char **argv)
 {
 	struct sluice_client *c = NULL;
 	struct sluice_error err = { 0, "" };
-	struct ipc_ctl_stats_reply sr;
+	struct sluice_stats *s = NULL;
 	const char *name = NULL;
 	bool json = false;
 	int rc;
@@ -137,8 +240,7 @@ int cmd_stats(int argc, char **argv)
 		return usage_error("stats", "no pipeline NAME given", stats_usage);
 	if (connect_or_fail("stats", &c))
 		return 1;
-	memset(&sr, 0, sizeof(sr));
-	rc = lc_stats(c, name, &sr, &err);
+	rc = sluice_stats(c, name, &s, &err);
 	sluice_disconnect(c);
 	if (rc < 0)
 		return fail("stats", err.msg);
@@ -146,23 +248,22 @@ int cmd_stats(int argc, char **argv)
 		struct jsonout j;
 
 		jsonout_init(&j);
-		jsonout_char(&j, '{');
-		for (uint32_t i = 0; i < sr.n_stats; i++) {
-			if (i)
-				jsonout_raw(&j, ", ", 2);
-			jsonout_str(&j, sr.stats[i].key, strlen(sr.stats[i].key));
-			jsonout_raw(&j, ": ", 2);
-			jsonout_int64(&j, sr.stats[i].value);
-		}
-		jsonout_char(&j, '}');
+		stats_json(s, &j);
 		rc = jsonout_line_write(&j, stdout);
 		jsonout_fini(&j);
 	} else {
-		for (uint32_t i = 0; i < sr.n_stats; i++)
-			printf("%s %" PRId64 "\n", sr.stats[i].key, sr.stats[i].value);
+		size_t len;
+		const char *counter;
+		int64_t v;
+		for (size_t i = 0; i < sluice_stats_count(s); i++) {
+			const char *key = sluice_stats_at(s, i, &v);
+			if (!stage_key(key, &len, &counter))
+				printf("%s %" PRId64 "\n", key, v);
+		}
+		stats_table(s);
 		rc = 0;
 	}
-	ipc_ctl_stats_reply_fini(&sr);
+	sluice_stats_free(s);
 	if (rc < 0 || fflush(stdout) != 0)
 		return fail("stats", "writing the output failed");
 	return 0;
@@ -214,7 +315,7 @@ int cmd_register(int argc, char **argv)
 {
 	struct sluice_client *c = NULL;
 	struct sluice_error err = { 0, "" };
-	char name[IPC_CTL_NAME_MAX + 1], msg[600], *spec;
+	char name[SLUICE_NAME_MAX + 1], msg[600], *spec;
 	uint8_t fp[16];
 	int rc;
 

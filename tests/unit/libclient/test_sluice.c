@@ -390,8 +390,10 @@ static void test_register_list_stats(void **state)
 	struct srv s;
 	struct sluice_client *c;
 	struct sluice_error err = { 0, "" };
-	struct ipc_ctl_list_reply lr;
-	struct ipc_ctl_stats_reply sr;
+	struct sluice_pipeline_info *list = NULL;
+	struct sluice_stats *st = NULL;
+	size_t n = 0;
+	int64_t v = 0;
 	uint8_t fp[16];
 	char name[129];
 
@@ -404,18 +406,32 @@ static void test_register_list_stats(void **state)
 	assert_int_equal(sluice_register(c, "[]", name, sizeof(name), fp, &err), -EINVAL);
 	assert_string_equal(err.msg, "register: spec: $: expected an object");
 
-	memset(&lr, 0, sizeof(lr));
-	assert_int_equal(lc_list(c, &lr, &err), 0);
-	assert_int_equal(lr.n_pipelines, 1);
-	assert_string_equal(lr.pipelines[0].name, "train");
-	assert_int_equal(lr.pipelines[0].batches_published, 7);
-	ipc_ctl_list_reply_fini(&lr);
-	memset(&sr, 0, sizeof(sr));
-	assert_int_equal(lc_stats(c, "train", &sr, &err), 0);
-	assert_int_equal(sr.n_stats, 2);
-	assert_string_equal(sr.stats[0].key, "batches_published");
-	ipc_ctl_stats_reply_fini(&sr);
-	assert_int_equal(lc_stats(c, "nope", &sr, &err), -ENOENT);
+	/* the public listing and statistics (sluicectl list and stats use nothing else) */
+	assert_int_equal(sluice_list(c, &list, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(list[0].name, "train");
+	assert_int_equal(list[0].status, SLUICE_PIPELINE_RUNNING);
+	assert_int_equal(list[0].batches_published, 7);
+	assert_int_equal(list[0].ring_slots_used, 3);
+	assert_int_equal(list[0].ring_slots, 8);
+	sluice_list_free(list);
+	assert_int_equal(sluice_stats(c, "train", &st, &err), 0);
+	assert_string_equal(sluice_stats_name(st), "train");
+	assert_int_equal(sluice_stats_count(st), 2);
+	assert_string_equal(sluice_stats_at(st, 0, &v), "batches_published");
+	assert_int_equal(v, 7);
+	assert_string_equal(sluice_stats_at(st, 1, &v), "wait_ns");
+	assert_int_equal(v, -1);
+	assert_null(sluice_stats_at(st, 2, &v));
+	assert_int_equal(sluice_stats_get(st, "wait_ns", &v), 0);
+	assert_int_equal(v, -1);
+	assert_int_equal(sluice_stats_get(st, "nope", &v), -ENOENT);
+	sluice_stats_free(st);
+	sluice_stats_free(NULL);
+	st = NULL;
+	assert_int_equal(sluice_stats(c, "nope", &st, &err), -ENOENT);
+	assert_null(st);
+	assert_int_equal(sluice_stats(c, "", &st, &err), -EINVAL);
 	sluice_disconnect(c);
 	srv_stop(&s, false);
 	srv_free(&s);
