@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/file.h"
 #include "ipc/batch.h"
 #include "log.h"
 
@@ -20,7 +21,8 @@
  * between the engine and the readers.
  */
 
-#define DMN_WAIT_NS 2000000 /* how long the allocator sleeps on the ring per try */
+#define DMN_WAIT_NS	   2000000     /* how long the allocator sleeps on the ring per try */
+#define DMN_MAX_SPEC_BYTES (64u << 20) /* a spec in the config dir */
 
 static uint64_t now_ns(void)
 {
@@ -568,45 +570,6 @@ int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
 	return 0;
 }
 
-static int read_file(const char *path, char **ret, size_t *ret_len)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	size_t cap = 4096, len = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		size_t n = fread(buf + len, 1, cap - len, f);
-		len += n;
-		if (len < cap)
-			break;
-		if (cap >= (64u << 20)) {
-			free(buf);
-			fclose(f);
-			return -EFBIG;
-		}
-		char *nb = realloc(buf, cap * 2);
-		if (!nb) {
-			free(buf);
-			buf = NULL;
-			break;
-		}
-		buf = nb;
-		cap *= 2;
-	}
-	int err = ferror(f) ? -EIO : 0;
-	fclose(f);
-	if (!buf)
-		return -ENOMEM;
-	if (err) {
-		free(buf);
-		return err;
-	}
-	*ret = buf;
-	*ret_len = len;
-	return 0;
-}
-
 static int by_name(const struct dirent **a, const struct dirent **b)
 {
 	return strcmp((*a)->d_name, (*b)->d_name);
@@ -631,7 +594,8 @@ int dmn_load_config_dir(struct dmn_registry *d, char *msg, size_t msg_cap)
 			char path[4096], *text = NULL, emsg[4096 + 1024];
 			size_t len = 0;
 			snprintf(path, sizeof(path), "%s/%s", d->cfg.config_dir, nm);
-			int r = read_file(path, &text, &len);
+			struct io_error e;
+			int r = io_file_read(path, DMN_MAX_SPEC_BYTES, &text, &len, &e);
 			struct dmn_pipeline *pl;
 			bool created;
 			struct dmn_get_req req = { .spec = text,
@@ -642,7 +606,7 @@ int dmn_load_config_dir(struct dmn_registry *d, char *msg, size_t msg_cap)
 			if (r == 0)
 				r = dmn_pipeline_get(d, &req, &pl, &created, emsg, sizeof(emsg));
 			else
-				snprintf(emsg, sizeof(emsg), "%s: %s", path, strerror(-r));
+				snprintf(emsg, sizeof(emsg), "%s", e.msg);
 			if (r == 0) {
 				pl->from_config = true;
 				dmn_log("pipeline %s from %s", pl->name, path);

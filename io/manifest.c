@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "jsonmsg.h"
 #include "manifest_internal.h"
 
@@ -672,64 +673,11 @@ int manifest_load_string(const char *json, size_t len, const char *origin, struc
 
 int manifest_load_file(const char *path, struct manifest **ret_m, struct io_error *err)
 {
-	struct stat st;
-	size_t len = 0;
 	char *buf;
-	int fd, r;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		io_error_set(err, "%s: %s", path, strerror(-r));
+	size_t len;
+	int r = io_file_read(path, MANIFEST_MAX_FILE_BYTES, &buf, &len, err);
+	if (r < 0)
 		return r;
-	}
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		io_error_set(err, "%s: %s", path, strerror(-r));
-		close(fd);
-		return r;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		io_error_set(err, "%s: not a regular file", path);
-		close(fd);
-		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-	}
-	if ((uint64_t)st.st_size > MANIFEST_MAX_FILE_BYTES) {
-		io_error_set(err, "%s: expected at most %u bytes, got %lld", path,
-			     MANIFEST_MAX_FILE_BYTES, (long long)st.st_size);
-		close(fd);
-		return -EFBIG;
-	}
-	/* One byte more than the size, to notice a file that grew meanwhile. */
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		io_error_set(err, "%s: out of memory", path);
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size + 1 - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			io_error_set(err, "%s: read: %s", path, strerror(-r));
-			free(buf);
-			close(fd);
-			return r;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > (size_t)st.st_size) {
-			io_error_set(err, "%s: file changed while being read", path);
-			free(buf);
-			close(fd);
-			return -EAGAIN;
-		}
-	}
-	close(fd);
 	r = manifest_load_string(buf, len, path, ret_m, err);
 	free(buf);
 	return r;

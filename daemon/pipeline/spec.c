@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/file.h"
 #include "io/jsonmsg.h"
 #include "io/manifest_internal.h"
 #include "spec_internal.h"
@@ -613,74 +614,6 @@ int pl_spec_parse(const char *json, size_t len, const char *origin, struct pl_sp
 
 /* ---- files ---- */
 
-/* Read all of path (at most SPEC_MAX_FILE_BYTES) into a new buffer. */
-static int read_file(const char *path, char **ret_buf, size_t *ret_len, struct io_error *err)
-{
-	struct stat st;
-	size_t len = 0;
-	char *buf;
-	int fd, r;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		io_error_set(err, "%s: %s", path, strerror(-r));
-		return r;
-	}
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		io_error_set(err, "%s: %s", path, strerror(-r));
-		goto fail_close;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		io_error_set(err, "%s: not a regular file", path);
-		r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		goto fail_close;
-	}
-	if ((uint64_t)st.st_size > SPEC_MAX_FILE_BYTES) {
-		io_error_set(err, "%s: expected at most %u bytes, got %lld", path,
-			     SPEC_MAX_FILE_BYTES, (long long)st.st_size);
-		r = -EFBIG;
-		goto fail_close;
-	}
-	/* One byte more than the size, to notice a file that grew meanwhile. */
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		io_error_set(err, "%s: out of memory", path);
-		r = -ENOMEM;
-		goto fail_close;
-	}
-	for (;;) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size + 1 - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			io_error_set(err, "%s: read: %s", path, strerror(-r));
-			goto fail_free;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > (size_t)st.st_size) {
-			io_error_set(err, "%s: file changed while being read", path);
-			r = -EAGAIN;
-			goto fail_free;
-		}
-	}
-	close(fd);
-	*ret_buf = buf;
-	*ret_len = len;
-	return 0;
-
-fail_free:
-	free(buf);
-fail_close:
-	close(fd);
-	return r;
-}
-
 /* *p = dir + "/" + *p when *p is relative (dir_len: of dir, without the final '/'). */
 static int rebase(const char *dir, size_t dir_len, char **p)
 {
@@ -707,7 +640,7 @@ int pl_spec_load_file(const char *path, struct pl_spec **ret_spec, struct io_err
 	char *buf = NULL;
 	int r;
 
-	r = read_file(path, &buf, &len, err);
+	r = io_file_read(path, SPEC_MAX_FILE_BYTES, &buf, &len, err);
 	if (r < 0)
 		return r;
 	r = pl_spec_parse(buf, len, path, &s, err);

@@ -315,6 +315,10 @@ def check_stage_stats(flat, records, files, batches):
           got["read_bytes"] >= got["record_bytes"] == flat.get("record_bytes") > 0,
           "stats per stage: %d files read, %d records framed, %d rows parsed into %d batches, "
           "parse CPU > 0: %s" % (files, records, records, batches, got))
+    nested = flat.get("stages", {})
+    check(sorted(nested) == sorted(STAGES) and
+          all(nested[s][c] == flat["stage.%s.%s" % (s, c)] for s in STAGES for c in COUNTERS),
+          "stats --json: \"stages\" nests the same counters by stage (%s)" % sorted(nested))
 
 
 def test_command_line(tmp):

@@ -159,7 +159,11 @@ static void stats_json(const struct sluice_stats *s, struct jsonout *j)
 		jsonout_int64(j, v);
 	}
 	size_t starts[64], n = stage_starts(s, starts, 64);
-	jsonout_raw(j, sluice_stats_count(s) ? ", " : "", sluice_stats_count(s) ? 2 : 0);
+	if (n == 0) {
+		jsonout_char(j, '}');
+		return;
+	}
+	jsonout_raw(j, ", ", 2);
 	jsonout_str(j, "stages", 6);
 	jsonout_raw(j, ": {", 3);
 	for (size_t k = 0; k < n; k++) {

@@ -11,6 +11,7 @@
 
 #include "daemon/pipeline/pipeline.h"
 #include "daemon/pipeline/spec.h"
+#include "io/file.h"
 #include "ipc/batch.h"
 #include "sched/sched.h"
 #include "tools/common/cliarg.h"
@@ -88,35 +89,6 @@ static int add_values(struct run_opts *o, const char *arg)
 		o->values[o->n_values++].len = len;
 		s += len + 1;
 	}
-	return 0;
-}
-
-/* Read a whole file of at most max bytes. The caller owns *ret_buf. */
-static int read_file(const char *path, size_t max, void **ret_buf, size_t *ret_len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf;
-	size_t n;
-	int e;
-
-	if (!f)
-		return -errno;
-	buf = malloc(max + 1);
-	if (!buf) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	n = fread(buf, 1, max + 1, f);
-	e = ferror(f) ? -EIO : 0;
-	fclose(f);
-	if (!e && n > max)
-		e = -EFBIG;
-	if (e) {
-		free(buf);
-		return e;
-	}
-	*ret_buf = buf;
-	*ret_len = n;
 	return 0;
 }
 
@@ -490,7 +462,7 @@ int cmd_run(int argc, char **argv)
 	struct pl_pipeline_opts po;
 	struct sched_pool *pool = NULL;
 	struct io_error err;
-	void *state = NULL;
+	char *state = NULL;
 	size_t state_len = 0;
 	char msg[1024];
 	int rc, status = 1;
@@ -513,9 +485,9 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (r.o.state_in) {
-		rc = read_file(r.o.state_in, RUN_STATE_IN_MAX, &state, &state_len);
+		rc = io_file_read(r.o.state_in, RUN_STATE_IN_MAX, &state, &state_len, &err);
 		if (rc < 0) {
-			snprintf(msg, sizeof(msg), "%s: %s", r.o.state_in, strerror(-rc));
+			snprintf(msg, sizeof(msg), "%s", err.msg);
 			goto out;
 		}
 	}
