@@ -12,27 +12,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "errmsg.h"
+
 /*
  * Everything read here comes from another process and may be anything: every length is checked
  * against the bytes that are left before it is used, every number is loaded with memcpy (fields
  * are not aligned) and converted from little-endian once, into a local.
  */
-
-static int fail(int code, char *emsg, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-/* Write the message (when there is room for one) and return code. */
-static int fail(int code, char *emsg, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (emsg && cap) {
-		va_start(ap, fmt);
-		vsnprintf(emsg, cap, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 static uint16_t ld16(const uint8_t *p)
 {
@@ -131,14 +117,15 @@ int ipc_ctl_msg_parse(const void *buf, size_t len, struct ipc_ctl_msg *ret_msg, 
 	uint32_t magic;
 
 	if (!p || len < IPC_CTL_HDR_SIZE)
-		return fail(-EBADMSG, emsg, emsg_cap,
-			    "ctl: message of %zu bytes is shorter than the %d-byte header", len,
-			    IPC_CTL_HDR_SIZE);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "ctl: message of %zu bytes is shorter than the %d-byte header",
+				  len, IPC_CTL_HDR_SIZE);
 	magic = ld32(p + offsetof(struct ipc_ctl_hdr, magic));
 	if (magic != IPC_CTL_MAGIC)
-		return fail(-EBADMSG, emsg, emsg_cap,
-			    "ctl: bad magic 0x%08x, expected 0x%08x (\"SLCL\"): not a sluice peer",
-			    magic, IPC_CTL_MAGIC);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "ctl: bad magic 0x%08x, expected 0x%08x (\"SLCL\"): not a sluice "
+				  "peer",
+				  magic, IPC_CTL_MAGIC);
 	m.version = ld16(p + offsetof(struct ipc_ctl_hdr, version));
 	m.type = ld16(p + offsetof(struct ipc_ctl_hdr, type));
 	m.flags = ld32(p + offsetof(struct ipc_ctl_hdr, flags));
@@ -151,20 +138,21 @@ int ipc_ctl_msg_parse(const void *buf, size_t len, struct ipc_ctl_msg *ret_msg, 
 			m.body_len = 0;
 		}
 		*ret_msg = m;
-		return fail(-EPROTONOSUPPORT, emsg, emsg_cap,
-			    "ctl: peer speaks protocol version %u, this side speaks %d", m.version,
-			    IPC_CTL_VERSION);
+		return ipc_errmsg(-EPROTONOSUPPORT, emsg, emsg_cap,
+				  "ctl: peer speaks protocol version %u, this side speaks %d",
+				  m.version, IPC_CTL_VERSION);
 	}
 	if (len > IPC_CTL_MAX_MSG)
-		return fail(-EBADMSG, emsg, emsg_cap, "ctl %s: message of %zu bytes, at most %u",
-			    ipc_ctl_type_name(m.type), len, IPC_CTL_MAX_MSG);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "ctl %s: message of %zu bytes, at most %u",
+				  ipc_ctl_type_name(m.type), len, IPC_CTL_MAX_MSG);
 	if (m.body_len != len - IPC_CTL_HDR_SIZE)
-		return fail(-EBADMSG, emsg, emsg_cap,
-			    "ctl %s: header says %u body bytes, the message has %zu",
-			    ipc_ctl_type_name(m.type), m.body_len, len - IPC_CTL_HDR_SIZE);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "ctl %s: header says %u body bytes, the message has %zu",
+				  ipc_ctl_type_name(m.type), m.body_len, len - IPC_CTL_HDR_SIZE);
 	if (m.flags & ~IPC_CTL_F_OPTIONAL_MASK)
-		return fail(-EBADMSG, emsg, emsg_cap, "ctl %s: unknown required flags 0x%08x",
-			    ipc_ctl_type_name(m.type), m.flags & ~IPC_CTL_F_OPTIONAL_MASK);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap, "ctl %s: unknown required flags 0x%08x",
+				  ipc_ctl_type_name(m.type), m.flags & ~IPC_CTL_F_OPTIONAL_MASK);
 	*ret_msg = m;
 	return 0;
 }
@@ -316,27 +304,28 @@ int ipc_ctl_reader_next(struct ipc_ctl_reader *r, struct ipc_ctl_field *ret_fiel
 	if (left == 0)
 		return 0;
 	if (left < IPC_CTL_FIELD_HDR)
-		return fail(-EBADMSG, emsg, emsg_cap,
-			    "%s: truncated field header at byte %zu: %zu bytes left, a field "
-			    "header takes %d",
-			    r->what, at, left, IPC_CTL_FIELD_HDR);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "%s: truncated field header at byte %zu: %zu bytes left, a field "
+				  "header takes %d",
+				  r->what, at, left, IPC_CTL_FIELD_HDR);
 	tag = ld16(r->p);
 	len = ld32(r->p + 2);
 	if (len > left - IPC_CTL_FIELD_HDR)
-		return fail(-EBADMSG, emsg, emsg_cap,
-			    "%s: field %u at byte %zu: length %u runs past the end "
-			    "(%zu bytes left)",
-			    r->what, tag, at, len, left - IPC_CTL_FIELD_HDR);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "%s: field %u at byte %zu: length %u runs past the end "
+				  "(%zu bytes left)",
+				  r->what, tag, at, len, left - IPC_CTL_FIELD_HDR);
 	if (tag == 0)
-		return fail(-EBADMSG, emsg, emsg_cap, "%s: field at byte %zu: tag 0 is reserved",
-			    r->what, at);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "%s: field at byte %zu: tag 0 is reserved", r->what, at);
 	if (tag < 64) {
 		uint64_t bit = UINT64_C(1) << tag;
 
 		if ((r->seen & bit) && !(r->repeated & bit))
-			return fail(-EBADMSG, emsg, emsg_cap,
-				    "%s: field %u at byte %zu: duplicate tag (it may appear once)",
-				    r->what, tag, at);
+			return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+					  "%s: field %u at byte %zu: duplicate tag (it may appear "
+					  "once)",
+					  r->what, tag, at);
 		r->seen |= bit;
 	}
 	ret_field->tag = tag;
@@ -350,8 +339,9 @@ static int field_len(const struct ipc_ctl_field *f, uint32_t want, const char *k
 		     size_t emsg_cap)
 {
 	if (f->len != want)
-		return fail(-EBADMSG, emsg, emsg_cap, "ctl: field %u: length %u, expected %u (%s)",
-			    f->tag, f->len, want, kind);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "ctl: field %u: length %u, expected %u (%s)", f->tag, f->len,
+				  want, kind);
 	return 0;
 }
 
@@ -397,14 +387,14 @@ int ipc_ctl_field_str(const struct ipc_ctl_field *f, size_t max_len, const char 
 	const void *nul;
 
 	if (f->len > max_len)
-		return fail(-EBADMSG, emsg, emsg_cap,
-			    "ctl: field %u: string of %u bytes, at most %zu", f->tag, f->len,
-			    max_len);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "ctl: field %u: string of %u bytes, at most %zu", f->tag, f->len,
+				  max_len);
 	nul = memchr(f->val, '\0', f->len);
 	if (nul)
-		return fail(-EBADMSG, emsg, emsg_cap,
-			    "ctl: field %u: string holds a NUL at byte %zu", f->tag,
-			    (size_t)((const uint8_t *)nul - f->val));
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "ctl: field %u: string holds a NUL at byte %zu", f->tag,
+				  (size_t)((const uint8_t *)nul - f->val));
 	*ret = (const char *)f->val;
 	return 0;
 }

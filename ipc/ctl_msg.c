@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errmsg.h"
+
 /*
  * Each message type is a table of fields: tag, kind, whether it is required, and where it lives
  * in the type's struct. One encoder and one decoder walk the tables, so that every type gets the
@@ -87,22 +89,6 @@ struct mdesc {
 		whatname, typ, froz, sizeof(st), fields, sizeof(fields) / sizeof(fields[0]), chk \
 	}
 
-static int fail(int code, char *emsg, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-/* Write the message (when there is room for one) and return code. */
-static int fail(int code, char *emsg, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (emsg && cap) {
-		va_start(ap, fmt);
-		vsnprintf(emsg, cap, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /* ---- the rules a table cannot say ---- */
 
 static int check_hello(const void *v, const char *what, char *emsg, size_t cap)
@@ -110,8 +96,8 @@ static int check_hello(const void *v, const char *what, char *emsg, size_t cap)
 	const struct ipc_ctl_hello *m = v;
 
 	if (m->version == 0)
-		return fail(-EBADMSG, emsg, cap, "%s: version: expected a protocol version, got 0",
-			    what);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: version: expected a protocol version, got 0", what);
 	return 0;
 }
 
@@ -120,11 +106,12 @@ static int check_hello_ok(const void *v, const char *what, char *emsg, size_t ca
 	const struct ipc_ctl_hello_ok *m = v;
 
 	if (m->version == 0)
-		return fail(-EBADMSG, emsg, cap, "%s: version: expected a protocol version, got 0",
-			    what);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: version: expected a protocol version, got 0", what);
 	if (m->max_msg < IPC_CTL_HDR_SIZE)
-		return fail(-EBADMSG, emsg, cap, "%s: max_msg: %u is less than a header (%d bytes)",
-			    what, m->max_msg, IPC_CTL_HDR_SIZE);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: max_msg: %u is less than a header (%d bytes)", what,
+				  m->max_msg, IPC_CTL_HDR_SIZE);
 	return 0;
 }
 
@@ -134,28 +121,30 @@ static int check_attach(const void *v, const char *what, char *emsg, size_t cap)
 	bool has_name = m->name[0] != '\0', has_spec = m->spec_len > 0;
 
 	if (has_name == has_spec)
-		return fail(-EBADMSG, emsg, cap,
-			    "%s: expected exactly one of name and spec, got %s", what,
-			    has_name ? "both" : "neither");
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: expected exactly one of name and spec, got %s", what,
+				  has_name ? "both" : "neither");
 	if (m->mode >= IPC_CTL_MODE_COUNT_)
-		return fail(-EBADMSG, emsg, cap,
-			    "%s: mode: expected 0 (broadcast), 1 (split) or 2 (rank), got %u", what,
-			    m->mode);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: mode: expected 0 (broadcast), 1 (split) or 2 (rank), got %u",
+				  what, m->mode);
 	if (m->mode == IPC_CTL_MODE_RANK) {
 		if (m->rank_count == 0 || m->rank_index >= m->rank_count)
-			return fail(-EBADMSG, emsg, cap,
-				    "%s: rank_index %u, rank_count %u: expected index < count",
-				    what, m->rank_index, m->rank_count);
+			return ipc_errmsg(-EBADMSG, emsg, cap,
+					  "%s: rank_index %u, rank_count %u: expected index < "
+					  "count",
+					  what, m->rank_index, m->rank_count);
 	} else if (m->rank_index || m->rank_count) {
-		return fail(-EBADMSG, emsg, cap,
-			    "%s: rank_index/rank_count given for mode %u: expected them only with "
-			    "mode 2 (rank)",
-			    what, m->mode);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: rank_index/rank_count given for mode %u: expected them only "
+				  "with "
+				  "mode 2 (rank)",
+				  what, m->mode);
 	}
 	if (m->lag_policy >= IPC_CTL_LAG_COUNT_)
-		return fail(-EBADMSG, emsg, cap,
-			    "%s: lag_policy: expected 0 (hold) or 1 (catch up), got %u", what,
-			    m->lag_policy);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: lag_policy: expected 0 (hold) or 1 (catch up), got %u", what,
+				  m->lag_policy);
 	return 0;
 }
 
@@ -165,16 +154,16 @@ static int check_tensor(const void *v, const char *what, char *emsg, size_t cap)
 	uint32_t i;
 
 	if (m->dtype >= IPC_DTYPE_COUNT_)
-		return fail(-EBADMSG, emsg, cap, "%s: dtype: expected 0..%d, got %u", what,
-			    IPC_DTYPE_COUNT_ - 1, m->dtype);
+		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: dtype: expected 0..%d, got %u", what,
+				  IPC_DTYPE_COUNT_ - 1, m->dtype);
 	if (m->rank < 1 || m->rank > IPC_BATCH_MAX_RANK)
-		return fail(-EBADMSG, emsg, cap, "%s: shape: rank %u, expected 1..%d", what,
-			    m->rank, IPC_BATCH_MAX_RANK);
+		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: shape: rank %u, expected 1..%d", what,
+				  m->rank, IPC_BATCH_MAX_RANK);
 	for (i = 0; i < m->rank; i++)
 		if (m->shape[i] < -1)
-			return fail(-EBADMSG, emsg, cap,
-				    "%s: shape[%u]: %lld, expected -1 (varies) or a size", what, i,
-				    (long long)m->shape[i]);
+			return ipc_errmsg(-EBADMSG, emsg, cap,
+					  "%s: shape[%u]: %lld, expected -1 (varies) or a size",
+					  what, i, (long long)m->shape[i]);
 	return 0;
 }
 
@@ -183,12 +172,13 @@ static int check_pipeline(const void *v, const char *what, char *emsg, size_t ca
 	const struct ipc_ctl_pipeline_info *m = v;
 
 	if (m->status >= IPC_CTL_PL_COUNT_)
-		return fail(-EBADMSG, emsg, cap,
-			    "%s: status: expected 0 (running), 1 (finished) or 2 (failed), got %u",
-			    what, m->status);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: status: expected 0 (running), 1 (finished) or 2 (failed), "
+				  "got %u",
+				  what, m->status);
 	if (m->slots_used > m->n_slots)
-		return fail(-EBADMSG, emsg, cap, "%s: slots_used %u is more than n_slots %u", what,
-			    m->slots_used, m->n_slots);
+		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: slots_used %u is more than n_slots %u",
+				  what, m->slots_used, m->n_slots);
 	return 0;
 }
 
@@ -197,8 +187,8 @@ static int check_error(const void *v, const char *what, char *emsg, size_t cap)
 	const struct ipc_ctl_error *m = v;
 
 	if (m->code >= 0 || m->code < -4095)
-		return fail(-EBADMSG, emsg, cap, "%s: code: expected a negative errno, got %d",
-			    what, m->code);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: code: expected a negative errno, got %d", what, m->code);
 	return 0;
 }
 
@@ -544,8 +534,8 @@ static int want_len(const struct fdesc *f, const struct ipc_ctl_field *fld, uint
 		    const char *what, char *emsg, size_t cap)
 {
 	if (fld->len != want)
-		return fail(-EBADMSG, emsg, cap, "%s: %s (tag %u): length %u, expected %u", what,
-			    f->name, f->tag, fld->len, want);
+		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: %s (tag %u): length %u, expected %u",
+				  what, f->name, f->tag, fld->len, want);
 	return 0;
 }
 
@@ -574,8 +564,9 @@ static int get_value(const struct fdesc *f, const struct ipc_ctl_field *fld, voi
 			return 0;
 		}
 		if (x32 > 1)
-			return fail(-EBADMSG, emsg, cap, "%s: %s (tag %u): expected 0 or 1, got %u",
-				    what, f->name, f->tag, x32);
+			return ipc_errmsg(-EBADMSG, emsg, cap,
+					  "%s: %s (tag %u): expected 0 or 1, got %u", what, f->name,
+					  f->tag, x32);
 		xb = x32 == 1;
 		memcpy(v, &xb, sizeof(xb));
 		return 0;
@@ -595,10 +586,10 @@ static int get_value(const struct fdesc *f, const struct ipc_ctl_field *fld, voi
 		return r;
 	case K_SHAPE:
 		if (fld->len % 8 || fld->len / 8 > f->max)
-			return fail(-EBADMSG, emsg, cap,
-				    "%s: %s (tag %u): length %u, expected a multiple of 8 up "
-				    "to %zu",
-				    what, f->name, f->tag, fld->len, f->max * 8);
+			return ipc_errmsg(-EBADMSG, emsg, cap,
+					  "%s: %s (tag %u): length %u, expected a multiple of 8 up "
+					  "to %zu",
+					  what, f->name, f->tag, fld->len, f->max * 8);
 		for (k = 0; k < fld->len / 8; k++) {
 			memcpy(&x64, fld->val + k * 8, 8);
 			x64 = le64toh(x64);
@@ -618,15 +609,17 @@ static int get_value(const struct fdesc *f, const struct ipc_ctl_field *fld, voi
 	/* Strings and bytes. */
 	k = f->kind == K_STR ? (uint32_t)(f->max - 1) : (uint32_t)f->max;
 	if (fld->len > k)
-		return fail(-EBADMSG, emsg, cap, "%s: %s (tag %u): %u bytes, at most %u", what,
-			    f->name, f->tag, fld->len, k);
+		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: %s (tag %u): %u bytes, at most %u",
+				  what, f->name, f->tag, fld->len, k);
 	if ((f->flags & F_NONEMPTY) && fld->len == 0)
-		return fail(-EBADMSG, emsg, cap, "%s: %s (tag %u): empty, expected at least 1 byte",
-			    what, f->name, f->tag);
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: %s (tag %u): empty, expected at least 1 byte", what, f->name,
+				  f->tag);
 	nul = f->kind == K_BYTES ? NULL : memchr(fld->val, '\0', fld->len);
 	if (nul)
-		return fail(-EBADMSG, emsg, cap, "%s: %s (tag %u): string holds a NUL at byte %zu",
-			    what, f->name, f->tag, (size_t)((const uint8_t *)nul - fld->val));
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: %s (tag %u): string holds a NUL at byte %zu", what, f->name,
+				  f->tag, (size_t)((const uint8_t *)nul - fld->val));
 	if (f->kind == K_STR) {
 		memcpy(v, fld->val, fld->len);
 		v[fld->len] = '\0';
@@ -681,8 +674,8 @@ static int get_fields(const struct mdesc *d, const uint8_t *body, size_t len, vo
 		return r;
 	for (i = 0; i < d->n; i++)
 		if ((d->f[i].flags & F_REQ) && !(rd.seen & (UINT64_C(1) << d->f[i].tag)))
-			return fail(-EBADMSG, emsg, cap, "%s: missing field %s (tag %u)", what,
-				    d->f[i].name, d->f[i].tag);
+			return ipc_errmsg(-EBADMSG, emsg, cap, "%s: missing field %s (tag %u)",
+					  what, d->f[i].name, d->f[i].tag);
 
 	/* Second pass: the entries of each repeated field, now that their number is known. */
 	for (i = 0; i < n_seq; i++) {
@@ -734,12 +727,12 @@ static int decode(const struct mdesc *d, const struct ipc_ctl_msg *msg, void *re
 	if (!msg || !ret || (!msg->body && msg->body_len))
 		return -EINVAL;
 	if (msg->type != d->type)
-		return fail(-EBADMSG, emsg, cap, "%s: got a %s message (type 0x%04x)", d->what,
-			    ipc_ctl_type_name(msg->type), msg->type);
+		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: got a %s message (type 0x%04x)",
+				  d->what, ipc_ctl_type_name(msg->type), msg->type);
 	if (!d->frozen && msg->version != IPC_CTL_VERSION)
-		return fail(-EPROTONOSUPPORT, emsg, cap,
-			    "%s: peer speaks protocol version %u, this side speaks %d", d->what,
-			    msg->version, IPC_CTL_VERSION);
+		return ipc_errmsg(-EPROTONOSUPPORT, emsg, cap,
+				  "%s: peer speaks protocol version %u, this side speaks %d",
+				  d->what, msg->version, IPC_CTL_VERSION);
 	r = get_fields(d, msg->body, msg->body_len, &tmp, d->what, emsg, cap);
 	if (r == 0)
 		memcpy(ret, &tmp, d->size);
@@ -835,12 +828,13 @@ int ipc_ctl_decode_empty(const struct ipc_ctl_msg *msg, uint16_t type, char *ems
 	if (!msg || (!msg->body && msg->body_len))
 		return -EINVAL;
 	if (msg->type != type)
-		return fail(-EBADMSG, emsg, emsg_cap, "ctl %s: got a %s message (type 0x%04x)",
-			    name, ipc_ctl_type_name(msg->type), msg->type);
+		return ipc_errmsg(-EBADMSG, emsg, emsg_cap,
+				  "ctl %s: got a %s message (type 0x%04x)", name,
+				  ipc_ctl_type_name(msg->type), msg->type);
 	if (msg->version != IPC_CTL_VERSION)
-		return fail(-EPROTONOSUPPORT, emsg, emsg_cap,
-			    "ctl %s: peer speaks protocol version %u, this side speaks %d", name,
-			    msg->version, IPC_CTL_VERSION);
+		return ipc_errmsg(-EPROTONOSUPPORT, emsg, emsg_cap,
+				  "ctl %s: peer speaks protocol version %u, this side speaks %d",
+				  name, msg->version, IPC_CTL_VERSION);
 	snprintf(what, sizeof(what), "ctl %s", name);
 	ipc_ctl_reader_init(&rd, msg->body, msg->body_len, 0, what);
 	while ((r = ipc_ctl_reader_next(&rd, &fld, emsg, emsg_cap)) == 1)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "errmsg.h"
 #include "futex.h"
 #include "ring_internal.h"
 
@@ -32,21 +33,6 @@
  * released stay readable for a reader that attaches late (it starts at low: every seq in
  * [low, head) is still in the ring). A batch held for long costs its own slot and extent only.
  */
-
-static int fail_msg(char *msg, size_t cap, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail_msg(char *msg, size_t cap, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (msg && cap) {
-		va_start(ap, fmt);
-		vsnprintf(msg, cap, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
 
 static bool is_pow2(uint64_t x)
 {
@@ -77,43 +63,45 @@ struct ipc_ring_cb *ipc_ring_cb_(struct ipc_ring *ring, unsigned id)
 static int check_tensor(const struct ipc_ring_tensor *t, uint32_t i, char *msg, size_t cap)
 {
 	if (!memchr(t->name, 0, sizeof(t->name)) || !t->name[0])
-		return fail_msg(msg, cap, -EINVAL, "schema[%u].name: expected 1 to %d bytes", i,
-				IPC_RING_NAME_MAX - 1);
+		return ipc_errmsg(-EINVAL, msg, cap, "schema[%u].name: expected 1 to %d bytes", i,
+				  IPC_RING_NAME_MAX - 1);
 	if (t->dtype >= IPC_DTYPE_COUNT_)
-		return fail_msg(msg, cap, -EINVAL, "schema[%u].dtype: %u is not an ipc_dtype", i,
-				t->dtype);
+		return ipc_errmsg(-EINVAL, msg, cap, "schema[%u].dtype: %u is not an ipc_dtype", i,
+				  t->dtype);
 	if (t->rank < 1 || t->rank > IPC_BATCH_MAX_RANK)
-		return fail_msg(msg, cap, -EINVAL, "schema[%u].rank: %u not in 1..%d", i, t->rank,
-				IPC_BATCH_MAX_RANK);
+		return ipc_errmsg(-EINVAL, msg, cap, "schema[%u].rank: %u not in 1..%d", i, t->rank,
+				  IPC_BATCH_MAX_RANK);
 	if (t->ragged > 1)
-		return fail_msg(msg, cap, -EINVAL, "schema[%u].ragged: expected 0 or 1", i);
+		return ipc_errmsg(-EINVAL, msg, cap, "schema[%u].ragged: expected 0 or 1", i);
 	return 0;
 }
 
 static int check_opts(const struct ipc_ring_opts *o, char *msg, size_t cap)
 {
 	if (o->size < sizeof(*o))
-		return fail_msg(msg, cap, -EINVAL, "ipc_ring_opts.size: %zu, expected %zu", o->size,
-				sizeof(*o));
+		return ipc_errmsg(-EINVAL, msg, cap, "ipc_ring_opts.size: %zu, expected %zu",
+				  o->size, sizeof(*o));
 	if (o->data_bytes == 0 || o->data_bytes > IPC_RING_MAX_DATA)
-		return fail_msg(msg, cap, -EINVAL, "data_bytes: %llu not in 1..%llu",
-				(unsigned long long)o->data_bytes, IPC_RING_MAX_DATA);
+		return ipc_errmsg(-EINVAL, msg, cap, "data_bytes: %llu not in 1..%llu",
+				  (unsigned long long)o->data_bytes, IPC_RING_MAX_DATA);
 	if (!is_pow2(o->n_slots) || o->n_slots < IPC_RING_MIN_SLOTS ||
 	    o->n_slots > IPC_RING_MAX_SLOTS)
-		return fail_msg(msg, cap, -EINVAL, "n_slots: %u, expected a power of two in %u..%u",
-				o->n_slots, IPC_RING_MIN_SLOTS, IPC_RING_MAX_SLOTS);
+		return ipc_errmsg(-EINVAL, msg, cap,
+				  "n_slots: %u, expected a power of two in %u..%u", o->n_slots,
+				  IPC_RING_MIN_SLOTS, IPC_RING_MAX_SLOTS);
 	if ((unsigned)o->mode > IPC_RING_RANK)
-		return fail_msg(msg, cap, -EINVAL, "mode: %d is not an ipc_ring_mode",
-				(int)o->mode);
+		return ipc_errmsg(-EINVAL, msg, cap, "mode: %d is not an ipc_ring_mode",
+				  (int)o->mode);
 	if (o->mode == IPC_RING_RANK && (o->rank_n < 1 || o->rank_n > IPC_RING_MAX_READERS))
-		return fail_msg(msg, cap, -EINVAL, "rank_n: %u not in 1..%d", o->rank_n,
-				IPC_RING_MAX_READERS);
+		return ipc_errmsg(-EINVAL, msg, cap, "rank_n: %u not in 1..%d", o->rank_n,
+				  IPC_RING_MAX_READERS);
 	if (o->mode == IPC_RING_SPLIT && (o->split_depth < 1 || o->split_depth > o->n_slots))
-		return fail_msg(msg, cap, -EINVAL, "split_depth: %u not in 1..n_slots (%u)",
-				o->split_depth, o->n_slots);
+		return ipc_errmsg(-EINVAL, msg, cap, "split_depth: %u not in 1..n_slots (%u)",
+				  o->split_depth, o->n_slots);
 	if (o->n_schema > IPC_RING_MAX_SCHEMA || (o->n_schema && !o->schema))
-		return fail_msg(msg, cap, -EINVAL, "n_schema: %u, expected at most %u with a table",
-				o->n_schema, IPC_RING_MAX_SCHEMA);
+		return ipc_errmsg(-EINVAL, msg, cap,
+				  "n_schema: %u, expected at most %u with a table", o->n_schema,
+				  IPC_RING_MAX_SCHEMA);
 	for (uint32_t i = 0; i < o->n_schema; i++) {
 		int rc = check_tensor(&o->schema[i], i, msg, cap);
 
@@ -211,8 +199,8 @@ int ipc_ring_create(const struct ipc_ring_opts *opts, struct ipc_ring **ret_ring
 
 	rc = ipc_ring_memfd_make_(opts->name ? opts->name : "sluice-ring", total, &r->memfd, &map);
 	if (rc) {
-		fail_msg(msg, msg_cap, rc, "ring memfd of %llu bytes: %s",
-			 (unsigned long long)total, strerror(-rc));
+		ipc_errmsg(rc, msg, msg_cap, "ring memfd of %llu bytes: %s",
+			   (unsigned long long)total, strerror(-rc));
 		goto fail;
 	}
 	r->map = map;
@@ -254,7 +242,7 @@ int ipc_ring_create(const struct ipc_ring_opts *opts, struct ipc_ring **ret_ring
 	/* Our mapping stays writable; every mapping made from now on can only be read-only. */
 	if (fcntl(r->memfd, F_ADD_SEALS, IPC_RING_DATA_SEALS) < 0) {
 		rc = -errno;
-		fail_msg(msg, msg_cap, rc, "sealing the ring memfd: %s", strerror(-rc));
+		ipc_errmsg(rc, msg, msg_cap, "sealing the ring memfd: %s", strerror(-rc));
 		goto fail;
 	}
 	ro = reopen_ro(r->memfd);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "errmsg.h"
 #include "futex.h"
 #include "ring_internal.h"
 
@@ -51,21 +52,6 @@ struct ipc_ring_client {
 	uint32_t n_schema;
 };
 
-static int cl_bad(char *msg, size_t cap, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int cl_bad(char *msg, size_t cap, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (msg && cap) {
-		va_start(ap, fmt);
-		vsnprintf(msg, cap, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -85,20 +71,21 @@ static int check_fd(int fd, int need, const char *what, uint64_t *ret_size, char
 	if (seals < 0) {
 		int err = errno;
 
-		return cl_bad(msg, cap, err == EINVAL ? -EPERM : -err,
-			      "%s fd %d: no seals (%s): not a sealed memfd", what, fd,
-			      strerror(err));
+		return ipc_errmsg(err == EINVAL ? -EPERM : -err, msg, cap,
+				  "%s fd %d: no seals (%s): not a sealed memfd", what, fd,
+				  strerror(err));
 	}
 	if (need & F_SEAL_FUTURE_WRITE)
 		seals |= (seals & F_SEAL_WRITE) ? F_SEAL_FUTURE_WRITE : 0;
 	if ((seals & need) != need)
-		return cl_bad(msg, cap, -EPERM, "%s fd %d: seals 0x%x, expected 0x%x", what, fd,
-			      seals, need);
+		return ipc_errmsg(-EPERM, msg, cap, "%s fd %d: seals 0x%x, expected 0x%x", what, fd,
+				  seals, need);
 	if (fstat(fd, &st) < 0)
-		return cl_bad(msg, cap, -errno, "%s fd %d: fstat: %s", what, fd, strerror(errno));
+		return ipc_errmsg(-errno, msg, cap, "%s fd %d: fstat: %s", what, fd,
+				  strerror(errno));
 	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size % IPC_RING_PAGE)
-		return cl_bad(msg, cap, -EBADMSG, "%s fd %d: size %lld, expected pages", what, fd,
-			      (long long)st.st_size);
+		return ipc_errmsg(-EBADMSG, msg, cap, "%s fd %d: size %lld, expected pages", what,
+				  fd, (long long)st.st_size);
 	*ret_size = (uint64_t)st.st_size;
 	return 0;
 }
@@ -109,28 +96,28 @@ static int check_hdr(const struct ipc_ring_hdr *h, uint64_t size, char *msg, siz
 
 	if (h->magic != IPC_RING_MAGIC || h->version != IPC_RING_VERSION ||
 	    h->hdr_size != sizeof(struct ipc_ring_hdr))
-		return cl_bad(msg, cap, -EBADMSG,
-			      "ring header: magic 0x%08x version %u size %u, "
-			      "expected 0x%08x %d %zu",
-			      h->magic, h->version, h->hdr_size, IPC_RING_MAGIC, IPC_RING_VERSION,
-			      sizeof(struct ipc_ring_hdr));
+		return ipc_errmsg(-EBADMSG, msg, cap,
+				  "ring header: magic 0x%08x version %u size %u, "
+				  "expected 0x%08x %d %zu",
+				  h->magic, h->version, h->hdr_size, IPC_RING_MAGIC,
+				  IPC_RING_VERSION, sizeof(struct ipc_ring_hdr));
 	if (h->total_size != size)
-		return cl_bad(msg, cap, -EBADMSG,
-			      "ring header: total_size %llu, the memfd has %llu",
-			      (unsigned long long)h->total_size, (unsigned long long)size);
+		return ipc_errmsg(-EBADMSG, msg, cap,
+				  "ring header: total_size %llu, the memfd has %llu",
+				  (unsigned long long)h->total_size, (unsigned long long)size);
 	if (h->mode > IPC_RING_RANK ||
 	    (h->mode == IPC_RING_RANK ? h->rank_n < 1 || h->rank_n > IPC_RING_MAX_READERS
 				      : h->rank_n != 0))
-		return cl_bad(msg, cap, -EBADMSG, "ring header: mode %u rank_n %u", h->mode,
-			      h->rank_n);
+		return ipc_errmsg(-EBADMSG, msg, cap, "ring header: mode %u rank_n %u", h->mode,
+				  h->rank_n);
 	if (h->n_slots < IPC_RING_MIN_SLOTS || h->n_slots > IPC_RING_MAX_SLOTS ||
 	    (h->n_slots & (h->n_slots - 1)))
-		return cl_bad(msg, cap, -EBADMSG,
-			      "ring header: n_slots %u, expected a power of two in %u..%u",
-			      h->n_slots, IPC_RING_MIN_SLOTS, IPC_RING_MAX_SLOTS);
+		return ipc_errmsg(-EBADMSG, msg, cap,
+				  "ring header: n_slots %u, expected a power of two in %u..%u",
+				  h->n_slots, IPC_RING_MIN_SLOTS, IPC_RING_MAX_SLOTS);
 	if (h->n_schema > IPC_RING_MAX_SCHEMA)
-		return cl_bad(msg, cap, -EBADMSG, "ring header: n_schema %u > %u", h->n_schema,
-			      IPC_RING_MAX_SCHEMA);
+		return ipc_errmsg(-EBADMSG, msg, cap, "ring header: n_schema %u > %u", h->n_schema,
+				  IPC_RING_MAX_SCHEMA);
 	/* Every quantity is bounded above, so none of these sums overflows. */
 	schema_end = h->schema_off + (uint64_t)h->n_schema * sizeof(struct ipc_ring_tensor);
 	slots_end = h->slots_off + (uint64_t)h->n_slots * sizeof(struct ipc_ring_slot);
@@ -141,12 +128,14 @@ static int check_hdr(const struct ipc_ring_hdr *h, uint64_t size, char *msg, siz
 	    h->order_off > size || order_end > h->data_off || h->data_off % IPC_RING_PAGE ||
 	    h->data_off > size || h->data_size == 0 || h->data_size % IPC_RING_PAGE ||
 	    h->data_size > size - h->data_off)
-		return cl_bad(msg, cap, -EBADMSG,
-			      "ring header: schema_off %llu slots_off %llu order_off %llu data_off "
-			      "%llu data_size %llu do not fit in order in %llu bytes",
-			      (unsigned long long)h->schema_off, (unsigned long long)h->slots_off,
-			      (unsigned long long)h->order_off, (unsigned long long)h->data_off,
-			      (unsigned long long)h->data_size, (unsigned long long)size);
+		return ipc_errmsg(-EBADMSG, msg, cap,
+				  "ring header: schema_off %llu slots_off %llu order_off %llu "
+				  "data_off "
+				  "%llu data_size %llu do not fit in order in %llu bytes",
+				  (unsigned long long)h->schema_off,
+				  (unsigned long long)h->slots_off,
+				  (unsigned long long)h->order_off, (unsigned long long)h->data_off,
+				  (unsigned long long)h->data_size, (unsigned long long)size);
 	return 0;
 }
 
@@ -154,9 +143,10 @@ static int check_schema(const struct ipc_ring_tensor *t, uint32_t i, char *msg, 
 {
 	if (!memchr(t->name, 0, sizeof(t->name)) || !t->name[0] || t->dtype >= IPC_DTYPE_COUNT_ ||
 	    t->rank < 1 || t->rank > IPC_BATCH_MAX_RANK || t->ragged > 1)
-		return cl_bad(msg, cap, -EBADMSG,
-			      "ring schema[%u]: name, dtype %u, rank %u or ragged %u out of range",
-			      i, t->dtype, t->rank, t->ragged);
+		return ipc_errmsg(-EBADMSG, msg, cap,
+				  "ring schema[%u]: name, dtype %u, rank %u or ragged %u out of "
+				  "range",
+				  i, t->dtype, t->rank, t->ragged);
 	return 0;
 }
 
@@ -165,23 +155,24 @@ static int check_cb(const struct ipc_ring_cb *cb, const struct ipc_ring_hdr *h, 
 {
 	if (cb->magic != IPC_RING_CB_MAGIC || cb->version != IPC_RING_VERSION ||
 	    cb->cb_hdr_size != sizeof(struct ipc_ring_cb))
-		return cl_bad(msg, cap, -EBADMSG,
-			      "control block: magic 0x%08x version %u size %u, "
-			      "expected 0x%08x %d %zu",
-			      cb->magic, cb->version, cb->cb_hdr_size, IPC_RING_CB_MAGIC,
-			      IPC_RING_VERSION, sizeof(struct ipc_ring_cb));
+		return ipc_errmsg(-EBADMSG, msg, cap,
+				  "control block: magic 0x%08x version %u size %u, "
+				  "expected 0x%08x %d %zu",
+				  cb->magic, cb->version, cb->cb_hdr_size, IPC_RING_CB_MAGIC,
+				  IPC_RING_VERSION, sizeof(struct ipc_ring_cb));
 	if (cb->mode != h->mode || cb->n != h->n_slots || cb->reader_id >= IPC_RING_MAX_READERS ||
 	    (h->mode == IPC_RING_RANK && cb->rank_index >= h->rank_n))
-		return cl_bad(msg, cap, -EBADMSG,
-			      "control block: mode %u n %u reader %u rank %u do not match the ring",
-			      cb->mode, cb->n, cb->reader_id, cb->rank_index);
+		return ipc_errmsg(-EBADMSG, msg, cap,
+				  "control block: mode %u n %u reader %u rank %u do not match the "
+				  "ring",
+				  cb->mode, cb->n, cb->reader_id, cb->rank_index);
 	if (cb->size != size || size != ipc_ring_cb_size(h->n_slots) ||
 	    cb->rel_off != sizeof(struct ipc_ring_cb) ||
 	    cb->asg_off != cb->rel_off + sizeof(struct ipc_ring_ent) * cb->n)
-		return cl_bad(msg, cap, -EBADMSG,
-			      "control block: size %llu (memfd %llu) rel_off %llu asg_off %llu",
-			      (unsigned long long)cb->size, (unsigned long long)size,
-			      (unsigned long long)cb->rel_off, (unsigned long long)cb->asg_off);
+		return ipc_errmsg(-EBADMSG, msg, cap,
+				  "control block: size %llu (memfd %llu) rel_off %llu asg_off %llu",
+				  (unsigned long long)cb->size, (unsigned long long)size,
+				  (unsigned long long)cb->rel_off, (unsigned long long)cb->asg_off);
 	return 0;
 }
 
@@ -200,8 +191,8 @@ int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_
 		return rc;
 	if (size < sizeof(struct ipc_ring_hdr) + IPC_RING_PAGE ||
 	    size > IPC_RING_MAX_DATA + (64ull << 20))
-		return cl_bad(msg, msg_cap, -EBADMSG, "ring data fd %d: size %llu out of range",
-			      data_fd, (unsigned long long)size);
+		return ipc_errmsg(-EBADMSG, msg, msg_cap, "ring data fd %d: size %llu out of range",
+				  data_fd, (unsigned long long)size);
 	rc = check_fd(cb_fd, IPC_RING_CB_SEALS, "control block", &cb_size, msg, msg_cap);
 	if (rc)
 		return rc;
@@ -211,8 +202,8 @@ int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_
 		return -ENOMEM;
 	map = mmap(NULL, size, PROT_READ, MAP_SHARED, data_fd, 0);
 	if (map == MAP_FAILED) {
-		rc = cl_bad(msg, msg_cap, -errno, "ring data fd %d: mmap: %s", data_fd,
-			    strerror(errno));
+		rc = ipc_errmsg(-errno, msg, msg_cap, "ring data fd %d: mmap: %s", data_fd,
+				strerror(errno));
 		goto fail;
 	}
 	c->map = map;
@@ -246,8 +237,8 @@ int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_
 
 	map = mmap(NULL, cb_size, PROT_READ | PROT_WRITE, MAP_SHARED, cb_fd, 0);
 	if (map == MAP_FAILED) {
-		rc = cl_bad(msg, msg_cap, -errno, "control block fd %d: mmap: %s", cb_fd,
-			    strerror(errno));
+		rc = ipc_errmsg(-errno, msg, msg_cap, "control block fd %d: mmap: %s", cb_fd,
+				strerror(errno));
 		goto fail;
 	}
 	c->cb = map;
@@ -265,10 +256,10 @@ int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_
 	c->cursor = atomic_load_explicit(&c->cb->cursor, memory_order_relaxed);
 	c->rel_head = atomic_load_explicit(&c->cb->rel_head, memory_order_relaxed);
 	if (c->mode == IPC_RING_BROADCAST && (c->cursor < cbh.start || c->cursor > head)) {
-		rc = cl_bad(msg, msg_cap, -EBADMSG,
-			    "control block: cursor %llu outside [start %llu, head %llu]",
-			    (unsigned long long)c->cursor, (unsigned long long)cbh.start,
-			    (unsigned long long)head);
+		rc = ipc_errmsg(-EBADMSG, msg, msg_cap,
+				"control block: cursor %llu outside [start %llu, head %llu]",
+				(unsigned long long)c->cursor, (unsigned long long)cbh.start,
+				(unsigned long long)head);
 		goto fail;
 	}
 	*ret_client = c;
