@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "names.h"
+
 #define MANIFEST_NAME "__manifest__.json"
 #define DATA_SUFFIX   ".tfrecords"
 
@@ -370,27 +372,12 @@ static char *list_base_dir(const char *list_path)
 	return real;
 }
 
-struct line_idx {
-	const char *path;
-	size_t idx;
-};
-
-static int cmp_line_idx(const void *a, const void *b)
-{
-	const struct line_idx *x = a, *y = b;
-	int r = strcmp(x->path, y->path);
-
-	if (r)
-		return r;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
 /* A path listed twice: name the later line and the earlier one. */
 static int check_list_duplicates(const char *list_path, const struct files *f,
 				 const unsigned long *lines, struct io_error *err)
 {
-	struct line_idx *v;
-	size_t i, dup = SIZE_MAX, orig = 0;
+	struct io_name_idx *v;
+	size_t i, dup = 0, orig = 0;
 
 	if (f->n < 2)
 		return 0;
@@ -400,24 +387,12 @@ static int check_list_duplicates(const char *list_path, const struct files *f,
 		return -ENOMEM;
 	}
 	for (i = 0; i < f->n; i++) {
-		v[i].path = f->v[i].path;
+		v[i].name = f->v[i].path;
 		v[i].idx = i;
 	}
-	qsort(v, f->n, sizeof(*v), cmp_line_idx);
-	for (i = 1; i < f->n; i++) {
-		size_t first = i - 1;
-
-		if (strcmp(v[i].path, v[i - 1].path) != 0)
-			continue;
-		while (first > 0 && strcmp(v[first - 1].path, v[i].path) == 0)
-			first--;
-		if (v[i].idx < dup) {
-			dup = v[i].idx;
-			orig = v[first].idx;
-		}
-	}
+	bool found = io_names_find_duplicate(v, f->n, &dup, &orig);
 	free(v);
-	if (dup == SIZE_MAX)
+	if (!found)
 		return 0;
 	io_error_set(err, "%s:%lu: %s: listed twice (first on line %lu)", list_path, lines[dup],
 		     f->v[dup].path, lines[orig]);

@@ -87,3 +87,59 @@ int jsonmsg_fail(const struct jsonmsg_ctx *c, const char *path, const char *fmt,
 		io_error_set(c->err, "%s: %s", c->origin, msg);
 	return -EINVAL;
 }
+
+int jsonmsg_oom(const struct jsonmsg_ctx *c)
+{
+	io_error_set(c->err, "%s: out of memory", c->origin);
+	return -ENOMEM;
+}
+
+/*
+ * Blank out "//" comments outside strings, to the end of the line, keeping every other byte in
+ * place so that jansson's line/column/position still point into the original text.
+ */
+static void strip_comments(char *s, size_t len)
+{
+	bool in_str = false, esc = false;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (in_str) {
+			if (esc)
+				esc = false;
+			else if (s[i] == '\\')
+				esc = true;
+			else if (s[i] == '"')
+				in_str = false;
+			continue;
+		}
+		if (s[i] == '"') {
+			in_str = true;
+		} else if (s[i] == '/' && i + 1 < len && s[i + 1] == '/') {
+			while (i < len && s[i] != '\n')
+				s[i++] = ' ';
+		}
+	}
+}
+
+int jsonmsg_load(const struct jsonmsg_ctx *c, const char *json, size_t len, json_t **ret_root)
+{
+	json_error_t je;
+	char *copy = malloc(len ? len : 1);
+	if (!copy)
+		return jsonmsg_oom(c);
+	if (len)
+		memcpy(copy, json, len);
+	strip_comments(copy, len);
+	json_t *root = json_loadb(copy, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+	free(copy);
+	if (!root) {
+		if (json_error_code(&je) == json_error_out_of_memory)
+			return jsonmsg_oom(c);
+		io_error_set(c->err, "%s:%d:%d: invalid JSON: %s (byte %d)", c->origin, je.line,
+			     je.column, je.text, je.position);
+		return -EBADMSG;
+	}
+	*ret_root = root;
+	return 0;
+}

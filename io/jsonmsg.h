@@ -35,4 +35,16 @@ struct jsonmsg_ctx {
 int jsonmsg_fail(const struct jsonmsg_ctx *c, const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* "ORIGIN: out of memory" into c->err; -ENOMEM. */
+int jsonmsg_oom(const struct jsonmsg_ctx *c);
+
+/*
+ * Parse a JSON document (manifest, pipeline spec) the way every one of ours is read: "//"
+ * comments to the end of a line allowed outside strings (nnetmaker strips them from its
+ * manifests the same way), duplicate keys rejected, any value at the top. 0 and *ret_root (the
+ * caller json_decref()s it), -EBADMSG with "ORIGIN:LINE:COLUMN: invalid JSON: ... (byte N)",
+ * or -ENOMEM.
+ */
+int jsonmsg_load(const struct jsonmsg_ctx *c, const char *json, size_t len, json_t **ret_root);
+
 #endif

@@ -18,6 +18,7 @@
 #include "file.h"
 #include "jsonmsg.h"
 #include "manifest_internal.h"
+#include "names.h"
 
 /*
  * The rules are those of the dataset specification (docs/manifest.md has the list and the
@@ -484,26 +485,11 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	return 0;
 }
 
-struct name_idx {
-	const char *name;
-	size_t idx;
-};
-
-static int cmp_name_idx(const void *a, const void *b)
-{
-	const struct name_idx *x = a, *y = b;
-	int r = strcmp(x->name, y->name);
-
-	if (r)
-		return r;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
 /* Duplicate names: report the earliest second occurrence, with the first one. */
 static int check_duplicates(const struct jsonmsg_ctx *c, const struct manifest *m)
 {
-	struct name_idx *v;
-	size_t i, first = 0, dup = SIZE_MAX, orig = 0;
+	struct io_name_idx *v;
+	size_t i, dup = 0, orig = 0;
 	char path[64];
 
 	if (m->n_features < 2)
@@ -517,19 +503,9 @@ static int check_duplicates(const struct jsonmsg_ctx *c, const struct manifest *
 		v[i].name = m->features[i].name;
 		v[i].idx = i;
 	}
-	qsort(v, m->n_features, sizeof(*v), cmp_name_idx);
-	for (i = 1; i < m->n_features; i++) {
-		if (strcmp(v[i].name, v[i - 1].name) != 0) {
-			first = i;
-			continue;
-		}
-		if (v[i].idx < dup) {
-			dup = v[i].idx;
-			orig = v[first].idx;
-		}
-	}
+	bool found = io_names_find_duplicate(v, m->n_features, &dup, &orig);
 	free(v);
-	if (dup == SIZE_MAX)
+	if (!found)
 		return 0;
 	snprintf(path, sizeof(path), "features[%zu].name", dup);
 	{
@@ -603,63 +579,18 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 	return check_duplicates(c, m);
 }
 
-/* Declared in manifest_internal.h (the pipeline spec parser uses it too). */
-void manifest_strip_comments(char *s, size_t len)
-{
-	bool in_str = false, esc = false;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		if (in_str) {
-			if (esc)
-				esc = false;
-			else if (s[i] == '\\')
-				esc = true;
-			else if (s[i] == '"')
-				in_str = false;
-			continue;
-		}
-		if (s[i] == '"') {
-			in_str = true;
-		} else if (s[i] == '/' && i + 1 < len && s[i + 1] == '/') {
-			while (i < len && s[i] != '\n')
-				s[i++] = ' ';
-		}
-	}
-}
-
 int manifest_load_string(const char *json, size_t len, const char *origin, struct manifest **ret_m,
 			 struct io_error *err)
 {
 	struct jsonmsg_ctx c = { .origin = origin ? origin : "<manifest>", .err = err };
-	struct manifest *m;
-	json_error_t je;
 	json_t *root;
-	char *copy;
-	int r;
-
-	copy = malloc(len ? len : 1);
-	m = calloc(1, sizeof(*m));
-	if (!copy || !m) {
-		free(copy);
+	struct manifest *m = calloc(1, sizeof(*m));
+	if (!m)
+		return jsonmsg_oom(&c);
+	int r = jsonmsg_load(&c, json, len, &root);
+	if (r < 0) {
 		free(m);
-		io_error_set(err, "%s: out of memory", c.origin);
-		return -ENOMEM;
-	}
-	if (len)
-		memcpy(copy, json, len);
-	manifest_strip_comments(copy, len);
-	root = json_loadb(copy, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-	free(copy);
-	if (!root) {
-		free(m);
-		if (json_error_code(&je) == json_error_out_of_memory) {
-			io_error_set(err, "%s: out of memory", c.origin);
-			return -ENOMEM;
-		}
-		io_error_set(err, "%s:%d:%d: invalid JSON: %s (byte %d)", c.origin, je.line,
-			     je.column, je.text, je.position);
-		return -EBADMSG;
+		return r;
 	}
 	r = parse_manifest(&c, root, m);
 	json_decref(root);

@@ -14,7 +14,6 @@
 
 #include "io/file.h"
 #include "io/jsonmsg.h"
-#include "io/manifest_internal.h"
 #include "spec_internal.h"
 
 /*
@@ -576,31 +575,14 @@ int pl_spec_parse(const char *json, size_t len, const char *origin, struct pl_sp
 		  struct io_error *err)
 {
 	struct jsonmsg_ctx c = { .origin = origin ? origin : "<spec>", .err = err };
-	struct pl_spec *s;
-	json_error_t je;
 	json_t *root;
-	char *copy;
-	int r;
-
-	copy = malloc(len ? len : 1);
-	s = spec_new();
-	if (!copy || !s) {
-		free(copy);
+	struct pl_spec *s = spec_new();
+	if (!s)
+		return jsonmsg_oom(&c);
+	int r = jsonmsg_load(&c, json, len, &root);
+	if (r < 0) {
 		free(s);
-		return pl_spec_oom(&c);
-	}
-	if (len)
-		memcpy(copy, json, len);
-	manifest_strip_comments(copy, len);
-	root = json_loadb(copy, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-	free(copy);
-	if (!root) {
-		free(s);
-		if (json_error_code(&je) == json_error_out_of_memory)
-			return pl_spec_oom(&c);
-		io_error_set(err, "%s:%d:%d: invalid JSON: %s (byte %d)", c.origin, je.line,
-			     je.column, je.text, je.position);
-		return -EBADMSG;
+		return r;
 	}
 	r = parse_spec(&c, root, s);
 	json_decref(root);

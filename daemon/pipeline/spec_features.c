@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/manifest_internal.h"
+#include "io/names.h"
 
 #define DTYPE_LIST                                                                              \
 	"int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64, " \
@@ -291,52 +291,6 @@ int pl_spec_parse_padding(const struct jsonmsg_ctx *c, const json_t *v, struct p
 
 /* ---- rules on names ---- */
 
-struct name_idx {
-	const char *name;
-	size_t idx;
-};
-
-static int cmp_name_idx(const void *a, const void *b)
-{
-	const struct name_idx *x = a, *y = b;
-	int r = strcmp(x->name, y->name);
-
-	if (r)
-		return r;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-static int cmp_name(const void *key, const void *b)
-{
-	return strcmp(key, ((const struct name_idx *)b)->name);
-}
-
-/*
- * Sort v[0..n) by (name, idx); if a name occurs twice, *ret_dup is the smallest idx that is a
- * second (or later) occurrence and *ret_orig the first occurrence of that name.
- */
-static bool find_duplicate(struct name_idx *v, size_t n, size_t *ret_dup, size_t *ret_orig)
-{
-	size_t i, first = 0, dup = SIZE_MAX, orig = 0;
-
-	qsort(v, n, sizeof(*v), cmp_name_idx);
-	for (i = 1; i < n; i++) {
-		if (strcmp(v[i].name, v[i - 1].name) != 0) {
-			first = i;
-			continue;
-		}
-		if (v[i].idx < dup) {
-			dup = v[i].idx;
-			orig = v[first].idx;
-		}
-	}
-	if (dup == SIZE_MAX)
-		return false;
-	*ret_dup = dup;
-	*ret_orig = orig;
-	return true;
-}
-
 static void to_name_path(const struct pl_spec *s, size_t idx, char *buf, size_t n)
 {
 	if (idx < s->n_primary)
@@ -346,23 +300,20 @@ static void to_name_path(const struct pl_spec *s, size_t idx, char *buf, size_t 
 }
 
 /* The to_names sorted (names[], n), unique; idx < n_primary for primaries. */
-static const struct name_idx *lookup(const struct name_idx *names, size_t n, const char *name)
-{
-	return bsearch(name, names, n, sizeof(*names), cmp_name);
-}
 
-static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, struct name_idx *names)
+static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s,
+		      struct io_name_idx *names)
 {
 	char path[PATH_LEN], path2[PATH_LEN], buf[DESCRIBE_MAX + 8];
 	size_t n = s->n_primary + s->n_secondary, i, dup, orig;
-	const struct name_idx *f;
+	const struct io_name_idx *f;
 
 	for (i = 0; i < n; i++) {
 		names[i].name = i < s->n_primary ? s->primary[i].to_name
 						 : s->secondary[i - s->n_primary].to_name;
 		names[i].idx = i;
 	}
-	if (find_duplicate(names, n, &dup, &orig)) {
+	if (io_names_find_duplicate(names, n, &dup, &orig)) {
 		to_name_path(s, dup, path, sizeof(path));
 		to_name_path(s, orig, path2, sizeof(path2));
 		return jsonmsg_fail(
@@ -376,7 +327,7 @@ static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, stru
 		const struct pl_secondary *x = &s->secondary[i];
 
 		if (x->shape_from) {
-			f = lookup(names, n, x->shape_from);
+			f = io_names_find(names, n, x->shape_from);
 			pl_spec_path_printf(path, sizeof(path),
 					    "args.secondary_features[%zu].args.shape", i);
 			if (!f || f->idx >= s->n_primary)
@@ -389,7 +340,7 @@ static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, stru
 						      : ", which is neither");
 		}
 		if (x->dtype_from) {
-			f = lookup(names, n, x->dtype_from);
+			f = io_names_find(names, n, x->dtype_from);
 			pl_spec_path_printf(path, sizeof(path),
 					    "args.secondary_features[%zu].args.dtype", i);
 			if (!f || f->idx >= s->n_primary)
@@ -403,7 +354,7 @@ static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, stru
 		}
 	}
 	for (i = 0; i < s->n_steps; i++) {
-		if (lookup(names, n, s->steps[i].tensor))
+		if (io_names_find(names, n, s->steps[i].tensor))
 			continue;
 		pl_spec_path_printf(path, sizeof(path), "args.processing_steps[%zu].tensor", i);
 		return jsonmsg_fail(c, path,
@@ -412,7 +363,7 @@ static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, stru
 				    jsonmsg_quote(s->steps[i].tensor, buf, sizeof(buf)));
 	}
 	for (i = 0; i < s->n_padding; i++) {
-		if (lookup(names, n, s->paddings[i].tensor))
+		if (io_names_find(names, n, s->paddings[i].tensor))
 			continue;
 		pl_spec_path_printf(path, sizeof(path), "args.padding[%zu].tensor", i);
 		return jsonmsg_fail(c, path,
@@ -426,7 +377,7 @@ static int check_refs(const struct jsonmsg_ctx *c, const struct pl_spec *s, stru
 static int check_padding_dups(const struct jsonmsg_ctx *c, const struct pl_spec *s)
 {
 	char path[PATH_LEN], buf[DESCRIBE_MAX + 8];
-	struct name_idx *v;
+	struct io_name_idx *v;
 	size_t i, dup, orig;
 	bool found;
 
@@ -434,12 +385,12 @@ static int check_padding_dups(const struct jsonmsg_ctx *c, const struct pl_spec 
 		return 0;
 	v = malloc(sizeof(*v) * s->n_padding);
 	if (!v)
-		return pl_spec_oom(c);
+		return jsonmsg_oom(c);
 	for (i = 0; i < s->n_padding; i++) {
 		v[i].name = s->paddings[i].tensor;
 		v[i].idx = i;
 	}
-	found = find_duplicate(v, s->n_padding, &dup, &orig);
+	found = io_names_find_duplicate(v, s->n_padding, &dup, &orig);
 	free(v);
 	if (!found)
 		return 0;
@@ -454,12 +405,12 @@ static int check_padding_dups(const struct jsonmsg_ctx *c, const struct pl_spec 
  */
 int pl_spec_check_names(const struct jsonmsg_ctx *c, const struct pl_spec *s)
 {
-	struct name_idx *names;
+	struct io_name_idx *names;
 	int r;
 
 	names = malloc(sizeof(*names) * (s->n_primary + s->n_secondary));
 	if (!names)
-		return pl_spec_oom(c);
+		return jsonmsg_oom(c);
 	r = check_refs(c, s, names);
 	free(names);
 	if (r < 0)

@@ -35,8 +35,6 @@ enum { ALLOW_AUTO = 1u, ALLOW_NULL = 2u };
 /* snprintf for JSON paths: a path longer than the buffer is cut (and only ever printed). */
 void pl_spec_path_printf(char *out, size_t n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* "ORIGIN: out of memory", -ENOMEM. */
-int pl_spec_oom(const struct jsonmsg_ctx *c);
 /* PATH.KEY: required key is missing WHY. */
 int pl_spec_missing(const struct jsonmsg_ctx *c, const char *path, const char *key,
 		    const char *why);

@@ -21,12 +21,6 @@ void pl_spec_path_printf(char *out, size_t n, const char *fmt, ...)
 	va_end(ap);
 }
 
-int pl_spec_oom(const struct jsonmsg_ctx *c)
-{
-	io_error_set(c->err, "%s: out of memory", c->origin);
-	return -ENOMEM;
-}
-
 int pl_spec_missing(const struct jsonmsg_ctx *c, const char *path, const char *key, const char *why)
 {
 	char sub[PATH_LEN];
@@ -109,7 +103,7 @@ int pl_spec_dup_str(const struct jsonmsg_ctx *c, const char *s, char **ret)
 	char *d = strdup(s);
 
 	if (!d)
-		return pl_spec_oom(c);
+		return jsonmsg_oom(c);
 	*ret = d;
 	return 0;
 }
@@ -177,7 +171,7 @@ int pl_spec_get_value(const struct jsonmsg_ctx *c, const json_t *v, const char *
 		ret->s_len = json_string_length(v);
 		ret->s = malloc(ret->s_len + 1);
 		if (!ret->s)
-			return pl_spec_oom(c);
+			return jsonmsg_oom(c);
 		memcpy(ret->s, json_string_value(v), ret->s_len + 1);
 		ret->kind = PL_VALUE_STRING;
 		return 0;
@@ -376,7 +370,7 @@ int pl_spec_get_list(const struct jsonmsg_ctx *c, const json_t *v, const char *p
 	if (n) {
 		*ret_a = calloc(n, sz);
 		if (!*ret_a)
-			return pl_spec_oom(c);
+			return jsonmsg_oom(c);
 	}
 	*ret_n = n;
 	return 0;
