@@ -143,3 +143,28 @@ int jsonmsg_load(const struct jsonmsg_ctx *c, const char *json, size_t len, json
 	*ret_root = root;
 	return 0;
 }
+
+int jsonmsg_key_index(const char *key, const char *const *keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(key, keys[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+int jsonmsg_missing(const struct jsonmsg_ctx *c, const char *path, const char *key, const char *why)
+{
+	char sub[JSONMSG_PATH_MAX];
+
+	jsonmsg_path_key(sub, sizeof(sub), path, key);
+	return jsonmsg_fail(c, sub, "required key is missing%s", why);
+}
+
+int jsonmsg_unknown_key(const struct jsonmsg_ctx *c, const char *path, const char *key,
+			const char *expected)
+{
+	char sub[JSONMSG_PATH_MAX];
+
+	jsonmsg_path_key(sub, sizeof(sub), path, key);
+	return jsonmsg_fail(c, sub, "unknown key (expected one of: %s)", expected);
+}

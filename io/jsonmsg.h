@@ -35,6 +35,18 @@ struct jsonmsg_ctx {
 int jsonmsg_fail(const struct jsonmsg_ctx *c, const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* The longest JSON path a message names (longer ones are cut). */
+#define JSONMSG_PATH_MAX 320
+
+/* Index of key in keys[0..n), or -1 (for a switch over an object's keys). */
+int jsonmsg_key_index(const char *key, const char *const *keys, size_t n);
+/* "ORIGIN: PATH.KEY: required key is missing WHY" (why: "" or " (for ...)"); -EINVAL. */
+int jsonmsg_missing(const struct jsonmsg_ctx *c, const char *path, const char *key,
+		    const char *why);
+/* "ORIGIN: PATH.KEY: unknown key (expected one of: EXPECTED)"; -EINVAL. */
+int jsonmsg_unknown_key(const struct jsonmsg_ctx *c, const char *path, const char *key,
+			const char *expected);
+
 /* "ORIGIN: out of memory" into c->err; -ENOMEM. */
 int jsonmsg_oom(const struct jsonmsg_ctx *c);
 

@@ -165,27 +165,12 @@ static int check_keys(const struct jsonmsg_ctx *c, const json_t *obj, const char
 {
 	const char *key;
 	json_t *v;
-	char sub[256];
-	size_t i;
 
 	json_object_foreach ((json_t *)obj, key, v) {
-		for (i = 0; i < n_keys; i++)
-			if (strcmp(key, keys[i]) == 0)
-				break;
-		if (i < n_keys)
-			continue;
-		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		return jsonmsg_fail(c, sub, "unknown key (expected one of: %s)", what);
+		if (jsonmsg_key_index(key, keys, n_keys) < 0)
+			return jsonmsg_unknown_key(c, path, key, what);
 	}
 	return 0;
-}
-
-static int missing(const struct jsonmsg_ctx *c, const char *path, const char *key)
-{
-	char sub[256];
-
-	jsonmsg_path_key(sub, sizeof(sub), path, key);
-	return jsonmsg_fail(c, sub, "required key is missing");
 }
 
 /* An integer, or a real with an integral value that fits (nnetmaker accepts 28.0). */
@@ -379,7 +364,7 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	/* name */
 	v = json_object_get(jf, "name");
 	if (!v)
-		return missing(c, path, "name");
+		return jsonmsg_missing(c, path, "name", "");
 	snprintf(sub, sizeof(sub), "%s.name", path);
 	if (!json_is_string(v) || json_string_length(v) == 0)
 		return jsonmsg_fail(c, sub, "expected a non-empty string, got %s",
@@ -388,7 +373,7 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	/* dtype */
 	v = json_object_get(jf, "dtype");
 	if (!v)
-		return missing(c, path, "dtype");
+		return jsonmsg_missing(c, path, "dtype", "");
 	snprintf(sub, sizeof(sub), "%s.dtype", path);
 	s = json_string_value(v);
 	if (!s || manifest_dtype_parse(s, &f->dtype) < 0)
@@ -398,7 +383,7 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	/* shape (types now, values once deserialize_type and var_len are known) */
 	v = json_object_get(jf, "shape");
 	if (!v)
-		return missing(c, path, "shape");
+		return jsonmsg_missing(c, path, "shape", "");
 	snprintf(sub, sizeof(sub), "%s.shape", path);
 	r = parse_shape(c, v, sub, &shape);
 	if (r < 0)
@@ -428,7 +413,7 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	/* deserialize_type */
 	v = json_object_get(jf, "deserialize_type");
 	if (!v)
-		return missing(c, path, "deserialize_type");
+		return jsonmsg_missing(c, path, "deserialize_type", "");
 	snprintf(sub, sizeof(sub), "%s.deserialize_type", path);
 	s = json_string_value(v);
 	if (!s || manifest_deser_parse(s, &f->deser) < 0)
@@ -536,7 +521,7 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 
 	v = json_object_get(root, "compression");
 	if (!v)
-		return missing(c, "", "compression");
+		return jsonmsg_missing(c, "", "compression", "");
 	if (json_is_null(v))
 		m->compression = TFR_COMPRESSION_NONE;
 	else if (json_is_string(v) && strcasecmp(json_string_value(v), "zlib") == 0)
@@ -549,7 +534,7 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 
 	v = json_object_get(root, "allow_var_len");
 	if (!v)
-		return missing(c, "", "allow_var_len");
+		return jsonmsg_missing(c, "", "allow_var_len", "");
 	if (!json_is_boolean(v))
 		return jsonmsg_fail(c, "allow_var_len", "expected true or false, got %s",
 				    jsonmsg_describe(v, buf, sizeof(buf)));
@@ -557,7 +542,7 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 
 	feats = json_object_get(root, "features");
 	if (!feats)
-		return missing(c, "", "features");
+		return jsonmsg_missing(c, "", "features", "");
 	if (!json_is_array(feats))
 		return jsonmsg_fail(c, "features", "expected an array of objects, got %s",
 				    jsonmsg_describe(feats, buf, sizeof(buf)));

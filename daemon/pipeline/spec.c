@@ -96,7 +96,7 @@ static int parse_dataset(const struct jsonmsg_ctx *c, const json_t *ds, struct p
 		return r;
 	json_object_foreach ((json_t *)ds, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		switch (pl_spec_key_index(key, dataset_keys, ARRAY_LEN(dataset_keys))) {
+		switch (jsonmsg_key_index(key, dataset_keys, ARRAY_LEN(dataset_keys))) {
 		case 0:
 			r = pl_spec_get_enum(c, v, sub, dataset_types, 2, "\"dir\" or \"list\"",
 					     &t);
@@ -108,26 +108,26 @@ static int parse_dataset(const struct jsonmsg_ctx *c, const json_t *ds, struct p
 			args = v;
 			break;
 		default:
-			r = pl_spec_unknown_key(c, path, key, "type, args");
+			r = jsonmsg_unknown_key(c, path, key, "type, args");
 		}
 		if (r < 0)
 			return r;
 	}
 	if (!has_type)
-		return pl_spec_missing(c, path, "type", "");
+		return jsonmsg_missing(c, path, "type", "");
 	if (!args)
-		return pl_spec_missing(c, path, "args", "");
+		return jsonmsg_missing(c, path, "args", "");
 
 	path = "args.dataset.args";
 	json_object_foreach ((json_t *)args, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		if (s->dataset_type == PL_DATASET_DIR) {
-			if (pl_spec_key_index(key, dir_keys, 1) < 0)
-				return pl_spec_unknown_key(c, path, key,
+			if (jsonmsg_key_index(key, dir_keys, 1) < 0)
+				return jsonmsg_unknown_key(c, path, key,
 							   "data_dir (for type \"dir\")");
 			r = pl_spec_get_name(c, v, sub, &s->data_dir);
 		} else {
-			switch (pl_spec_key_index(key, list_keys, 2)) {
+			switch (jsonmsg_key_index(key, list_keys, 2)) {
 			case 0:
 				r = pl_spec_get_name(c, v, sub, &s->manifest_file);
 				break;
@@ -135,7 +135,7 @@ static int parse_dataset(const struct jsonmsg_ctx *c, const json_t *ds, struct p
 				r = pl_spec_get_name(c, v, sub, &s->list_file);
 				break;
 			default:
-				r = pl_spec_unknown_key(c, path, key,
+				r = jsonmsg_unknown_key(c, path, key,
 							"manifest_file, list_file (for type "
 							"\"list\")");
 			}
@@ -144,11 +144,11 @@ static int parse_dataset(const struct jsonmsg_ctx *c, const json_t *ds, struct p
 			return r;
 	}
 	if (s->dataset_type == PL_DATASET_DIR && !s->data_dir)
-		return pl_spec_missing(c, path, "data_dir", " (for type \"dir\")");
+		return jsonmsg_missing(c, path, "data_dir", " (for type \"dir\")");
 	if (s->dataset_type == PL_DATASET_LIST && !s->manifest_file)
-		return pl_spec_missing(c, path, "manifest_file", " (for type \"list\")");
+		return jsonmsg_missing(c, path, "manifest_file", " (for type \"list\")");
 	if (s->dataset_type == PL_DATASET_LIST && !s->list_file)
-		return pl_spec_missing(c, path, "list_file", " (for type \"list\")");
+		return jsonmsg_missing(c, path, "list_file", " (for type \"list\")");
 	return 0;
 }
 
@@ -167,7 +167,7 @@ static int parse_shard(const struct jsonmsg_ctx *c, const json_t *o, struct pl_s
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		switch (pl_spec_key_index(key, shard_keys, ARRAY_LEN(shard_keys))) {
+		switch (jsonmsg_key_index(key, shard_keys, ARRAY_LEN(shard_keys))) {
 		case 0:
 			r = pl_spec_get_int(c, v, sub, 0, UINT32_MAX - 1, 0, &index);
 			break;
@@ -175,15 +175,15 @@ static int parse_shard(const struct jsonmsg_ctx *c, const json_t *o, struct pl_s
 			r = pl_spec_get_int(c, v, sub, 1, UINT32_MAX, 0, &count);
 			break;
 		default:
-			r = pl_spec_unknown_key(c, path, key, "index, count");
+			r = jsonmsg_unknown_key(c, path, key, "index, count");
 		}
 		if (r < 0)
 			return r;
 	}
 	if (index < 0)
-		return pl_spec_missing(c, path, "index", "");
+		return jsonmsg_missing(c, path, "index", "");
 	if (count < 0)
-		return pl_spec_missing(c, path, "count", "");
+		return jsonmsg_missing(c, path, "count", "");
 	if (index >= count)
 		return jsonmsg_fail(c, "args.shard.index",
 				    "expected an integer below count (%" PRId64 "), got %" PRId64,
@@ -437,10 +437,10 @@ static int check_rules(const struct jsonmsg_ctx *c, const json_t *args, struct p
 	for (i = 0; i < A_COUNT_; i++)
 		if (arg_keys[i].required && (arg_keys[i].loaders & (1u << s->type)) &&
 		    !json_object_get(args, arg_keys[i].name))
-			return pl_spec_missing(c, "args", arg_keys[i].name, "");
+			return jsonmsg_missing(c, "args", arg_keys[i].name, "");
 	for (i = 0; i < ARRAY_LEN(shuffle_knobs); i++) {
 		if (s->shuffle && !json_object_get(args, arg_keys[shuffle_knobs[i]].name))
-			return pl_spec_missing(c, "args", arg_keys[shuffle_knobs[i]].name,
+			return jsonmsg_missing(c, "args", arg_keys[shuffle_knobs[i]].name,
 					       " (required when shuffle is true)");
 	}
 	if (!s->shuffle) {
@@ -486,7 +486,7 @@ static int parse_args(const struct jsonmsg_ctx *c, const json_t *args, struct pl
 		k = arg_index(key);
 		if (k < 0) {
 			expected_args(s->type, expected, sizeof(expected));
-			return pl_spec_unknown_key(c, "args", key, expected);
+			return jsonmsg_unknown_key(c, "args", key, expected);
 		}
 		if (!(arg_keys[k].loaders & (1u << s->type))) {
 			char sub[PATH_LEN];
@@ -516,7 +516,7 @@ static int parse_spec(const struct jsonmsg_ctx *c, const json_t *root, struct pl
 		return jsonmsg_fail(c, NULL, "expected a JSON object at the top level, got %s",
 				    jsonmsg_describe(root, buf, sizeof(buf)));
 	json_object_foreach ((json_t *)root, key, v) {
-		switch (pl_spec_key_index(key, top_keys, ARRAY_LEN(top_keys))) {
+		switch (jsonmsg_key_index(key, top_keys, ARRAY_LEN(top_keys))) {
 		case 0:
 			if (!json_is_string(v) || !name_ok(json_string_value(v)))
 				return jsonmsg_fail(c, "name",
@@ -540,15 +540,15 @@ static int parse_spec(const struct jsonmsg_ctx *c, const json_t *root, struct pl
 			args = v;
 			break;
 		default:
-			r = pl_spec_unknown_key(c, "", key, "name, type, args");
+			r = jsonmsg_unknown_key(c, "", key, "name, type, args");
 		}
 		if (r < 0)
 			return r;
 	}
 	if (!has_type)
-		return pl_spec_missing(c, "", "type", "");
+		return jsonmsg_missing(c, "", "type", "");
 	if (!args)
-		return pl_spec_missing(c, "", "args", "");
+		return jsonmsg_missing(c, "", "args", "");
 	return parse_args(c, args, s);
 }
 

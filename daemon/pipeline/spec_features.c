@@ -30,7 +30,7 @@ int pl_spec_parse_primary(const struct jsonmsg_ctx *c, const json_t *o, const ch
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		switch (pl_spec_key_index(key, primary_keys, ARRAY_LEN(primary_keys))) {
+		switch (jsonmsg_key_index(key, primary_keys, ARRAY_LEN(primary_keys))) {
 		case 0:
 			r = pl_spec_get_name(c, v, sub, &p->from_name);
 			break;
@@ -38,15 +38,15 @@ int pl_spec_parse_primary(const struct jsonmsg_ctx *c, const json_t *o, const ch
 			r = pl_spec_get_name(c, v, sub, &p->to_name);
 			break;
 		default:
-			r = pl_spec_unknown_key(c, path, key, "from_name, to_name");
+			r = jsonmsg_unknown_key(c, path, key, "from_name, to_name");
 		}
 		if (r < 0)
 			return r;
 	}
 	if (!p->from_name)
-		return pl_spec_missing(c, path, "from_name", "");
+		return jsonmsg_missing(c, path, "from_name", "");
 	if (!p->to_name)
-		return pl_spec_missing(c, path, "to_name", "");
+		return jsonmsg_missing(c, path, "to_name", "");
 	return 0;
 }
 
@@ -65,7 +65,7 @@ static int parse_const_args(const struct jsonmsg_ctx *c, const json_t *o, const 
 
 	json_object_foreach ((json_t *)o, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		switch (pl_spec_key_index(key, const_keys, ARRAY_LEN(const_keys))) {
+		switch (jsonmsg_key_index(key, const_keys, ARRAY_LEN(const_keys))) {
 		case 0:
 			has_shape = true;
 			if (json_is_string(v) && json_string_length(v) > 0)
@@ -92,16 +92,16 @@ static int parse_const_args(const struct jsonmsg_ctx *c, const json_t *o, const 
 			r = pl_spec_get_value(c, v, sub, &x->value);
 			break;
 		default:
-			r = pl_spec_unknown_key(c, path, key,
+			r = jsonmsg_unknown_key(c, path, key,
 						"shape, dtype, value (for type \"const\")");
 		}
 		if (r < 0)
 			return r;
 	}
 	if (!has_shape)
-		return pl_spec_missing(c, path, "shape", " (for type \"const\")");
+		return jsonmsg_missing(c, path, "shape", " (for type \"const\")");
 	if (!has_dtype)
-		return pl_spec_missing(c, path, "dtype", " (for type \"const\")");
+		return jsonmsg_missing(c, path, "dtype", " (for type \"const\")");
 	return 0;
 }
 
@@ -120,7 +120,7 @@ int pl_spec_parse_secondary(const struct jsonmsg_ctx *c, const json_t *o, const 
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		switch (pl_spec_key_index(key, secondary_keys, ARRAY_LEN(secondary_keys))) {
+		switch (jsonmsg_key_index(key, secondary_keys, ARRAY_LEN(secondary_keys))) {
 		case 0:
 			r = pl_spec_get_name(c, v, sub, &x->to_name);
 			break;
@@ -137,18 +137,18 @@ int pl_spec_parse_secondary(const struct jsonmsg_ctx *c, const json_t *o, const 
 			}
 			break;
 		default:
-			r = pl_spec_unknown_key(c, path, key, "to_name, type, args");
+			r = jsonmsg_unknown_key(c, path, key, "to_name, type, args");
 		}
 		if (r < 0)
 			return r;
 	}
 	if (!x->to_name)
-		return pl_spec_missing(c, path, "to_name", "");
+		return jsonmsg_missing(c, path, "to_name", "");
 	if (!has_type)
-		return pl_spec_missing(c, path, "type", "");
+		return jsonmsg_missing(c, path, "type", "");
 	if (!args) { /* args defaults to {}: shape and dtype are still required */
 		pl_spec_path_printf(apath, sizeof(apath), "%s.args", path);
-		return pl_spec_missing(c, apath, "shape", " (for type \"const\")");
+		return jsonmsg_missing(c, apath, "shape", " (for type \"const\")");
 	}
 	return 0;
 }
@@ -172,7 +172,7 @@ int pl_spec_parse_step(const struct jsonmsg_ctx *c, const json_t *o, const char 
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		switch (pl_spec_key_index(key, step_keys, ARRAY_LEN(step_keys))) {
+		switch (jsonmsg_key_index(key, step_keys, ARRAY_LEN(step_keys))) {
 		case 0:
 			r = pl_spec_get_name(c, v, sub, &st->tensor);
 			break;
@@ -187,8 +187,8 @@ int pl_spec_parse_step(const struct jsonmsg_ctx *c, const json_t *o, const char 
 			if (r < 0)
 				break;
 			json_object_foreach ((json_t *)v, key2, v2) {
-				if (pl_spec_key_index(key2, slice_keys, 1) < 0)
-					return pl_spec_unknown_key(c, sub, key2,
+				if (jsonmsg_key_index(key2, slice_keys, 1) < 0)
+					return jsonmsg_unknown_key(c, sub, key2,
 								   "slice (for type \"slice\")");
 				jsonmsg_path_key(sub2, sizeof(sub2), sub, key2);
 				if (!json_is_string(v2))
@@ -205,20 +205,20 @@ int pl_spec_parse_step(const struct jsonmsg_ctx *c, const json_t *o, const char 
 					return r;
 			}
 			if (!st->slice_text)
-				return pl_spec_missing(c, sub, "slice", " (for type \"slice\")");
+				return jsonmsg_missing(c, sub, "slice", " (for type \"slice\")");
 			break;
 		default:
-			r = pl_spec_unknown_key(c, path, key, "tensor, type, args");
+			r = jsonmsg_unknown_key(c, path, key, "tensor, type, args");
 		}
 		if (r < 0)
 			return r;
 	}
 	if (!st->tensor)
-		return pl_spec_missing(c, path, "tensor", "");
+		return jsonmsg_missing(c, path, "tensor", "");
 	if (!has_type)
-		return pl_spec_missing(c, path, "type", "");
+		return jsonmsg_missing(c, path, "type", "");
 	if (!has_args)
-		return pl_spec_missing(c, path, "args", "");
+		return jsonmsg_missing(c, path, "args", "");
 	return 0;
 }
 
@@ -237,7 +237,7 @@ static int parse_padding_entry(const struct jsonmsg_ctx *c, const json_t *o, con
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
-		switch (pl_spec_key_index(key, padding_keys, ARRAY_LEN(padding_keys))) {
+		switch (jsonmsg_key_index(key, padding_keys, ARRAY_LEN(padding_keys))) {
 		case 0:
 			r = pl_spec_get_name(c, v, sub, &p->tensor);
 			break;
@@ -251,13 +251,13 @@ static int parse_padding_entry(const struct jsonmsg_ctx *c, const json_t *o, con
 			r = pl_spec_get_value(c, v, sub, &p->value);
 			break;
 		default:
-			r = pl_spec_unknown_key(c, path, key, "tensor, shape, value");
+			r = jsonmsg_unknown_key(c, path, key, "tensor, shape, value");
 		}
 		if (r < 0)
 			return r;
 	}
 	if (!p->tensor)
-		return pl_spec_missing(c, path, "tensor", "");
+		return jsonmsg_missing(c, path, "tensor", "");
 	return 0;
 }
 

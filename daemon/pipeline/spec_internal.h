@@ -21,7 +21,7 @@
  */
 
 #define DESCRIBE_MAX JSONMSG_DESCRIBE_MAX
-#define PATH_LEN     320
+#define PATH_LEN     JSONMSG_PATH_MAX
 #define MAX_DIMS     (PL_MAX_RANK - 1) /* of a row: the batch dimension is not written */
 #define I32_MAX	     2147483647LL
 
@@ -35,14 +35,6 @@ enum { ALLOW_AUTO = 1u, ALLOW_NULL = 2u };
 /* snprintf for JSON paths: a path longer than the buffer is cut (and only ever printed). */
 void pl_spec_path_printf(char *out, size_t n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* PATH.KEY: required key is missing WHY. */
-int pl_spec_missing(const struct jsonmsg_ctx *c, const char *path, const char *key,
-		    const char *why);
-/* PATH.KEY: unknown key (expected one of: EXPECTED). */
-int pl_spec_unknown_key(const struct jsonmsg_ctx *c, const char *path, const char *key,
-			const char *expected);
-/* Index of key in keys[], or -1. */
-int pl_spec_key_index(const char *key, const char *const *keys, size_t n);
 
 /* ---- values (spec_values.c) ---- */
 

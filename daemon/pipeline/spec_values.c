@@ -21,34 +21,6 @@ void pl_spec_path_printf(char *out, size_t n, const char *fmt, ...)
 	va_end(ap);
 }
 
-int pl_spec_missing(const struct jsonmsg_ctx *c, const char *path, const char *key, const char *why)
-{
-	char sub[PATH_LEN];
-
-	jsonmsg_path_key(sub, sizeof(sub), path, key);
-	return jsonmsg_fail(c, sub, "required key is missing%s", why);
-}
-
-int pl_spec_unknown_key(const struct jsonmsg_ctx *c, const char *path, const char *key,
-			const char *expected)
-{
-	char sub[PATH_LEN];
-
-	jsonmsg_path_key(sub, sizeof(sub), path, key);
-	return jsonmsg_fail(c, sub, "unknown key (expected one of: %s)", expected);
-}
-
-/* Index of key in keys[], or -1. */
-int pl_spec_key_index(const char *key, const char *const *keys, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (strcmp(key, keys[i]) == 0)
-			return (int)i;
-	return -1;
-}
-
 /* ---- values ---- */
 
 /*
@@ -134,7 +106,7 @@ int pl_spec_get_enum(const struct jsonmsg_ctx *c, const json_t *v, const char *p
 		     const char *const *names, size_t n, const char *expected, unsigned *ret)
 {
 	char buf[DESCRIBE_MAX + 8];
-	int i = json_is_string(v) ? pl_spec_key_index(json_string_value(v), names, n) : -1;
+	int i = json_is_string(v) ? jsonmsg_key_index(json_string_value(v), names, n) : -1;
 
 	if (i < 0)
 		return jsonmsg_fail(c, path, "expected %s, got %s", expected,
