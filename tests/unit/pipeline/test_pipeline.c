@@ -261,7 +261,7 @@ static void test_parallelism_identical(void **state)
 	 * passes wake no worker and the driver runs them itself. The same batches.
 	 */
 	ca_init(&c);
-	c.delay_us = 3000;
+	c.delay_us = 10000; /* well above the driver's own time per batch, even under TSan */
 	opts_with(&o, &c);
 	struct pl_pipeline *lp = create(&a, &o);
 	s = stream_new();
