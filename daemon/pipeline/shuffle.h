@@ -37,7 +37,8 @@ void pl_shuffle_begin_epoch(struct pl_shuffle *sh, uint64_t epoch);
 int pl_shuffle_next(struct pl_shuffle *sh, struct pl_rec *ret, struct io_error *err);
 /*
  * Call fn on every element in the buffer (it may replace the element's bytes: pl_store_move)
- * until it returns < 0, which is returned. The element being taken out is not visited.
+ * until it returns < 0, which is returned. Elements that own no bytes (windows: their records
+ * do) and the element being taken out are not visited.
  */
 int pl_shuffle_visit(struct pl_shuffle *sh, int (*fn)(void *ctx, struct pl_rec *r), void *ctx);
 

@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The engine's stages one by one, through the interface the driver gives them: each is fed by
+ * a fake upstream (callbacks over arrays) and checked against the semantics doc
+ * (docs/pipeline-semantics.md) and its own counters.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "daemon/pipeline/batchmem.h"
+#include "daemon/pipeline/deliver.h"
+#include "daemon/pipeline/files.h"
+#include "daemon/pipeline/interleave.h"
+#include "daemon/pipeline/rng.h"
+#include "daemon/pipeline/shuffle.h"
+#include "daemon/pipeline/state.h"
+#include "ipc/batch.h"
+
+/* ---- a fake upstream: elements 0..n-1 (index = its number, len = 10 + its number) ---- */
+
+struct fake_up {
+	size_t n, next;
+	size_t fail_at;		  /* return -EIO once when next reaches it (SIZE_MAX: never) */
+	int (*during)(void *ctx); /* called inside every pull (to visit a stage meanwhile) */
+	void *during_ctx;
+	struct pl_block *blk; /* the elements' bytes (NULL: none, like a window's) */
+};
+
+static void fake_init(struct fake_up *u, size_t n)
+{
+	memset(u, 0, sizeof(*u));
+	u->n = n;
+	u->fail_at = SIZE_MAX;
+}
+
+static int fake_next(void *ctx, struct pl_rec *ret, struct io_error *err)
+{
+	struct fake_up *u = ctx;
+	if (u->during)
+		u->during(u->during_ctx);
+	if (u->next == u->fail_at) {
+		u->fail_at = SIZE_MAX;
+		io_error_set(err, "fake read error");
+		return -EIO;
+	}
+	if (u->next == u->n)
+		return 0;
+	memset(ret, 0, sizeof(*ret));
+	ret->index = u->next;
+	ret->len = (uint32_t)(10 + u->next);
+	ret->blk = u->blk;
+	u->next++;
+	return 1;
+}
+
+static bool is_permutation(const uint64_t *v, size_t n)
+{
+	uint8_t *seen = calloc(n ? n : 1, 1);
+	bool ok = seen != NULL;
+	for (size_t i = 0; ok && i < n; i++) {
+		if (v[i] >= n || seen[v[i]])
+			ok = false;
+		else
+			seen[v[i]] = 1;
+	}
+	free(seen);
+	return ok;
+}
+
+/* ---- files ---- */
+
+/* The semantics doc's file order, written again here from its words. */
+static void ref_file_order(const uint32_t *files, size_t n, size_t b, uint64_t seed, uint64_t epoch,
+			   uint32_t *out)
+{
+	struct pl_rng rng;
+	pl_rng_init(&rng, seed, epoch, PL_STREAM_FILES, 0);
+	if (b > n)
+		b = n;
+	uint32_t buf[64];
+	size_t len = 0, in = 0, o = 0;
+	while (in < b)
+		buf[len++] = files[in++];
+	while (len > 0) {
+		size_t i = (size_t)pl_rng_below(&rng, len);
+		out[o++] = buf[i];
+		buf[i] = in < n ? files[in++] : buf[--len];
+	}
+}
+
+static size_t files_epoch(struct pl_files *f, uint64_t epoch, uint32_t *out)
+{
+	size_t n = 0;
+	uint32_t x;
+	pl_files_begin_epoch(f, epoch);
+	while (pl_files_next(f, &x) == 1)
+		out[n++] = x;
+	return n;
+}
+
+static void test_files_order(void **state)
+{
+	(void)state;
+	const uint32_t files[7] = { 3, 5, 8, 9, 11, 12, 20 };
+	struct pl_stage_stats st = { 0 };
+	struct pl_prof prof = { 0 };
+	struct pl_files_opts o = { .files = files, .n_files = 7, .buffer = 3, .seed = 4 };
+	o.st = &st;
+	o.prof = &prof;
+	struct pl_files *f;
+	uint32_t got[7], want[7];
+
+	assert_int_equal(pl_files_create(&o, &f), 0); /* no shuffle: as listed */
+	assert_int_equal(files_epoch(f, 0, got), 7);
+	assert_memory_equal(got, files, sizeof(files));
+	assert_int_equal(st.elems_in, 7);
+	assert_int_equal(st.elems_out, 7);
+	assert_int_equal(st.buffered, 0);
+	pl_files_destroy(f);
+
+	o.shuffle = true;
+	assert_int_equal(pl_files_create(&o, &f), 0);
+	uint32_t e0[7], e1[7];
+	for (uint64_t e = 0; e < 4; e++) {
+		assert_int_equal(files_epoch(f, e, got), 7);
+		ref_file_order(files, 7, 3, 4, e, want);
+		assert_memory_equal(got, want, sizeof(got));
+		memcpy(e == 0 ? e0 : e1, got, sizeof(got));
+	}
+	assert_memory_not_equal(e0, e1, sizeof(e0)); /* epoch 3 differs from epoch 0 */
+	assert_int_equal(files_epoch(f, 0, got), 7); /* and epoch 0 comes back the same */
+	assert_memory_equal(got, e0, sizeof(got));
+	pl_files_destroy(f);
+}
+
+/* ---- shuffle ---- */
+
+static size_t shuffle_epoch(struct pl_shuffle *sh, struct fake_up *u, uint64_t epoch, uint64_t *out)
+{
+	struct pl_rec r;
+	struct io_error err;
+	size_t n = 0;
+	u->next = 0;
+	pl_shuffle_begin_epoch(sh, epoch);
+	while (pl_shuffle_next(sh, &r, &err) == 1)
+		out[n++] = r.index;
+	return n;
+}
+
+/* tf.data's shuffle(buffer) as the semantics doc says it, over 0..n-1. */
+static void ref_shuffle(size_t n, size_t b, uint64_t seed, uint64_t epoch, uint64_t *out)
+{
+	struct pl_rng rng;
+	pl_rng_init(&rng, seed, epoch, PL_STREAM_SHUFFLE, 0);
+	uint64_t *buf = malloc(b * sizeof(*buf));
+	size_t len = 0, in = 0, o = 0;
+	assert_non_null(buf);
+	while (len < b && in < n)
+		buf[len++] = in++;
+	while (len > 0) {
+		size_t i = (size_t)pl_rng_below(&rng, len);
+		out[o++] = buf[i];
+		if (in < n)
+			buf[i] = in++;
+		else
+			buf[i] = buf[--len];
+	}
+	free(buf);
+}
+
+static void test_shuffle_permutes(void **state)
+{
+	(void)state;
+	enum { N = 500 };
+	static uint64_t got[N], want[N];
+	struct fake_up u;
+	struct pl_stage_stats st;
+	struct pl_prof prof = { 0 };
+	const size_t buffers[] = { 1, 7, 100, N, 4 * N };
+	for (size_t k = 0; k < sizeof(buffers) / sizeof(buffers[0]); k++) {
+		memset(&st, 0, sizeof(st));
+		fake_init(&u, N);
+		struct pl_shuffle_opts o = { .enabled = true, .buffer = buffers[k], .seed = 11 };
+		o.next = fake_next;
+		o.next_ctx = &u;
+		o.st = &st;
+		o.prof = &prof;
+		struct pl_shuffle *sh;
+		assert_int_equal(pl_shuffle_create(&o, &sh), 0);
+		assert_int_equal(shuffle_epoch(sh, &u, 2, got), N);
+		assert_true(is_permutation(got, N));
+		ref_shuffle(N, buffers[k], 11, 2, want);
+		assert_memory_equal(got, want, sizeof(got));
+		if (buffers[k] == 1)
+			for (size_t i = 0; i < N; i++)
+				assert_int_equal(got[i], i); /* a buffer of one keeps the order */
+		assert_int_equal(st.elems_in, N);
+		assert_int_equal(st.elems_out, N);
+		assert_int_equal(st.bytes_in, st.bytes_out);
+		assert_int_equal(st.bytes_out, 10 * N + N * (N - 1) / 2);
+		assert_int_equal(st.buffered, 0);
+		assert_int_equal(st.capacity, buffers[k]);
+		pl_shuffle_destroy(sh);
+	}
+
+	/* not enabled: straight through, uncounted */
+	memset(&st, 0, sizeof(st));
+	fake_init(&u, N);
+	struct pl_shuffle_opts o = { .enabled = false, .buffer = 100, .seed = 11 };
+	o.next = fake_next;
+	o.next_ctx = &u;
+	o.st = &st;
+	o.prof = &prof;
+	struct pl_shuffle *sh;
+	assert_int_equal(pl_shuffle_create(&o, &sh), 0);
+	assert_int_equal(shuffle_epoch(sh, &u, 0, got), N);
+	for (size_t i = 0; i < N; i++)
+		assert_int_equal(got[i], i);
+	assert_int_equal(st.elems_out, 0);
+	pl_shuffle_destroy(sh);
+}
+
+struct visit_ctx {
+	struct pl_shuffle *sh;
+	size_t calls, visited, max_visited;
+};
+
+static int count_one(void *ctx, struct pl_rec *r)
+{
+	struct visit_ctx *v = ctx;
+	(void)r;
+	v->visited++;
+	return 0;
+}
+
+/* During every pull: visit the buffer (what the read stage's evacuate hook does). */
+static int visit_during(void *ctx)
+{
+	struct visit_ctx *v = ctx;
+	v->calls++;
+	v->visited = 0;
+	assert_int_equal(pl_shuffle_visit(v->sh, count_one, v), 0);
+	if (v->visited > v->max_visited)
+		v->max_visited = v->visited;
+	return 0;
+}
+
+static void test_shuffle_visit_and_error(void **state)
+{
+	(void)state;
+	enum { N = 50, B = 10 };
+	struct fake_up u;
+	struct pl_stage_stats st = { 0 };
+	struct pl_prof prof = { 0 };
+	struct visit_ctx v = { 0 };
+	struct pl_block blk = { .refs = 1u << 30 }; /* never dropped to 0 here */
+	fake_init(&u, N);
+	u.blk = &blk;
+	u.during = visit_during;
+	u.during_ctx = &v;
+	struct pl_shuffle_opts o = { .enabled = true, .buffer = B, .seed = 3 };
+	o.next = fake_next;
+	o.next_ctx = &u;
+	o.st = &st;
+	o.prof = &prof;
+	assert_int_equal(pl_shuffle_create(&o, &v.sh), 0);
+	uint64_t got[N];
+	assert_int_equal(shuffle_epoch(v.sh, &u, 0, got), N);
+	/* refilling after a draw: the drawn element is hidden, so at most B - 1 are visited */
+	assert_int_equal(v.max_visited, B - 1);
+	assert_true(v.calls > N);
+
+	/* an upstream error: returned, and nothing is lost (the next pulls go on) */
+	u.during = NULL;
+	u.next = 0;
+	u.fail_at = 20;
+	pl_shuffle_begin_epoch(v.sh, 1);
+	size_t n = 0;
+	struct pl_rec r;
+	struct io_error err;
+	int rc, errors = 0;
+	while ((rc = pl_shuffle_next(v.sh, &r, &err)) != 0) {
+		if (rc == -EIO) {
+			errors++;
+			assert_string_equal(err.msg, "fake read error");
+			continue;
+		}
+		assert_int_equal(rc, 1);
+		got[n++] = r.index;
+	}
+	assert_int_equal(errors, 1);
+	assert_int_equal(n, N);
+	assert_true(is_permutation(got, N));
+	pl_shuffle_destroy(v.sh);
+}
+
+/* ---- interleave ---- */
+
+struct fake_slots {
+	unsigned files_left; /* files the epoch still has */
+	unsigned next_file;
+	unsigned file[8];  /* the file each slot reads */
+	unsigned left[8];  /* elements left in it */
+	unsigned ready[8]; /* sloppy: elements available without waiting (the rest: -EAGAIN) */
+	unsigned per_file;
+	bool sloppy_test;
+};
+
+static int fs_next(void *ctx, unsigned k, bool wait, struct pl_rec *ret, struct io_error *err)
+{
+	struct fake_slots *f = ctx;
+	(void)err;
+	if (f->left[k] == 0)
+		return 0;
+	if (f->sloppy_test && !wait && f->ready[k] == 0)
+		return -EAGAIN;
+	if (f->ready[k])
+		f->ready[k]--;
+	memset(ret, 0, sizeof(*ret));
+	ret->file = f->file[k];
+	ret->index = f->per_file - f->left[k];
+	ret->len = 1;
+	f->left[k]--;
+	return 1;
+}
+
+static int fs_open(void *ctx, unsigned k, struct io_error *err)
+{
+	struct fake_slots *f = ctx;
+	(void)err;
+	if (f->files_left == 0)
+		return 0;
+	f->files_left--;
+	f->file[k] = f->next_file++;
+	f->left[k] = f->per_file;
+	return 1;
+}
+
+static void test_interleave_round_robin(void **state)
+{
+	(void)state;
+	struct fake_slots f = { .files_left = 3, .per_file = 2 };
+	struct pl_stage_stats st = { 0 };
+	struct pl_prof prof = { 0 };
+	struct pl_interleave_opts o = { .cycle = 2, .next = fs_next, .open = fs_open, .ctx = &f };
+	o.st = &st;
+	o.prof = &prof;
+	struct pl_interleave *il;
+	struct io_error err;
+	assert_int_equal(pl_interleave_create(&o, &il), 0);
+	assert_int_equal(pl_interleave_begin_epoch(il, &err), 0);
+	assert_int_equal(st.buffered, 2);
+	/* files 0 and 1 in turn; when file 0 ends its slot takes file 2 */
+	const unsigned want_file[6] = { 0, 1, 0, 1, 2, 2 };
+	const unsigned want_index[6] = { 0, 0, 1, 1, 0, 1 };
+	struct pl_rec r;
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(pl_interleave_next(il, &r, &err), 1);
+		assert_int_equal(r.file, want_file[i]);
+		assert_int_equal(r.index, want_index[i]);
+	}
+	assert_int_equal(pl_interleave_next(il, &r, &err), 0);
+	assert_int_equal(st.elems_out, 6);
+	assert_int_equal(st.buffered, 0);
+	assert_int_equal(st.capacity, 2);
+
+	/* more slots than files: the extra slots stay closed */
+	memset(&f, 0, sizeof(f));
+	f.files_left = 1;
+	f.per_file = 3;
+	assert_int_equal(pl_interleave_begin_epoch(il, &err), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pl_interleave_next(il, &r, &err), 1);
+	assert_int_equal(pl_interleave_next(il, &r, &err), 0);
+	pl_interleave_destroy(il);
+}
+
+static void test_interleave_sloppy(void **state)
+{
+	(void)state;
+	struct fake_slots f = { .files_left = 3, .per_file = 2, .sloppy_test = true };
+	struct pl_stage_stats st = { 0 };
+	struct pl_prof prof = { 0 };
+	struct pl_interleave_opts o = { .cycle = 3, .sloppy = true, .next = fs_next };
+	o.open = fs_open;
+	o.ctx = &f;
+	o.st = &st;
+	o.prof = &prof;
+	struct pl_interleave *il;
+	struct io_error err;
+	struct pl_rec r;
+	assert_int_equal(pl_interleave_create(&o, &il), 0);
+	assert_int_equal(pl_interleave_begin_epoch(il, &err), 0);
+	f.ready[2] = 1; /* only file 2 has input: it goes first, out of turn */
+	assert_int_equal(pl_interleave_next(il, &r, &err), 1);
+	assert_int_equal(r.file, 2);
+	/* nothing ready: the turn (slot 0) is waited for */
+	assert_int_equal(pl_interleave_next(il, &r, &err), 1);
+	assert_int_equal(r.file, 0);
+	size_t n = 2;
+	while (pl_interleave_next(il, &r, &err) == 1)
+		n++;
+	assert_int_equal(n, 6);
+	pl_interleave_destroy(il);
+}
+
+/* ---- deliver ---- */
+
+static struct pl_batch make_batch(struct pl_batchmem *mem, uint64_t seq, uint64_t index,
+				  uint32_t flags)
+{
+	struct pl_batch b = { .len = 4096, .seq = seq, .epoch = 0, .rows = 3, .flags = flags };
+	void *m = pl_batchmem_alloc(mem, b.len);
+	assert_non_null(m);
+	memset(m, 0, b.len);
+	((struct ipc_batch_hdr *)m)->index_in_epoch = index;
+	b.mem = m;
+	return b;
+}
+
+static void test_deliver_queue(void **state)
+{
+	(void)state;
+	struct pl_batchmem mem;
+	pl_batchmem_init(&mem);
+	struct pl_deliver_opts o = { .prefetch = 2, .free = pl_batchmem_free, .alloc_ctx = &mem };
+	struct pl_deliver *dl;
+	struct io_error err;
+	assert_int_equal(pl_deliver_create(&o, &dl), 0);
+	assert_int_equal(pl_deliver_room(dl), 1);
+	pl_deliver_started(dl);
+	pl_deliver_started(dl);
+	assert_int_equal(pl_deliver_room(dl), 0); /* prefetch 2: two in flight */
+	struct pl_batch b0 = make_batch(&mem, 0, 0, 0), b1 = make_batch(&mem, 1, 1, 0);
+	assert_int_equal(pl_deliver_put(dl, &b0, &err), 0);
+	assert_int_equal(pl_deliver_put(dl, &b1, &err), 0);
+	assert_int_equal(pl_deliver_room(dl), 0); /* two ready */
+	struct pl_batch_pos last;
+	assert_int_equal(pl_deliver_last(dl, &last), 0);
+	struct pl_batch *got;
+	assert_int_equal(pl_deliver_next(dl, 0, &got, &err), 1);
+	assert_int_equal(got->seq, 0);
+	assert_int_equal(pl_deliver_room(dl), 1);
+	assert_int_equal(pl_deliver_last(dl, &last), 1);
+	assert_int_equal(last.seq, 0);
+	assert_int_equal(last.index_in_epoch, 0);
+	pl_deliver_release(dl, got);
+
+	/* an error comes after the batches before it, then again and again */
+	struct io_error e = { { 0 } };
+	io_error_set(&e, "first");
+	pl_deliver_fail(dl, -EBADMSG, &e);
+	io_error_set(&e, "second");
+	pl_deliver_fail(dl, -EIO, &e);
+	assert_int_equal(pl_deliver_next(dl, 0, &got, &err), 1);
+	assert_int_equal(got->seq, 1);
+	assert_int_equal(pl_deliver_next(dl, 0, &got, &err), -EBADMSG);
+	assert_string_equal(err.msg, "first");
+	assert_int_equal(pl_deliver_next(dl, 0, &got, &err), -EBADMSG);
+
+	struct pl_stage_stats st;
+	uint64_t rows;
+	pl_deliver_get_stats(dl, &st, &rows);
+	assert_int_equal(st.elems_in, 2);
+	assert_int_equal(st.elems_out, 2);
+	assert_int_equal(st.completions, 1); /* one released; the other is still held */
+	assert_int_equal(rows, 6);
+	assert_int_equal(st.capacity, 2);
+	pl_deliver_destroy(dl); /* frees the batch the consumer still holds */
+	pl_batchmem_fini(&mem);
+}
+
+static int delivered;
+static void on_batch(void *ctx, struct pl_batch *b)
+{
+	(void)ctx;
+	(void)b;
+	delivered++;
+}
+static void on_end(void *ctx, int rc, const struct io_error *err)
+{
+	(void)ctx;
+	(void)err;
+	delivered = 1000 + rc;
+}
+
+static void test_deliver_callback(void **state)
+{
+	(void)state;
+	struct pl_batchmem mem;
+	pl_batchmem_init(&mem);
+	struct pl_deliver_opts o = { .prefetch = 4, .deliver = on_batch, .end = on_end };
+	o.free = pl_batchmem_free;
+	o.alloc_ctx = &mem;
+	struct pl_deliver *dl;
+	struct io_error err;
+	struct pl_batch *got;
+	assert_int_equal(pl_deliver_create(&o, &dl), 0);
+	assert_int_equal(pl_deliver_next(dl, 0, &got, &err), -EINVAL);
+	pl_deliver_started(dl);
+	struct pl_batch b = make_batch(&mem, 0, 0, IPC_BATCH_F_END_EPOCH);
+	delivered = 0;
+	assert_int_equal(pl_deliver_put(dl, &b, &err), 0);
+	assert_int_equal(delivered, 1);
+	pl_deliver_stop(dl);
+	assert_int_equal(pl_deliver_room(dl), -ECANCELED);
+	pl_deliver_finish(dl);
+	assert_int_equal(delivered, 1000 - ECANCELED);
+	pl_deliver_destroy(dl);
+	pl_batchmem_fini(&mem);
+}
+
+/* ---- state ---- */
+
+static void test_state_blob(void **state)
+{
+	(void)state;
+	uint8_t buf[PL_STATE_MAX];
+	struct pl_pos pos = { .epoch = 3, .index = 7, .seq = 99 }, back;
+	struct io_error err;
+	int n = pl_state_write(0x1234, 5, &pos, buf, sizeof(buf));
+	assert_int_equal(n, 48);
+	assert_int_equal(pl_state_write(0x1234, 5, &pos, buf, 47), -ENOSPC);
+	assert_int_equal(pl_state_load(0x1234, 5, buf, (size_t)n, &back, &err), 0);
+	assert_memory_equal(&pos, &back, sizeof(pos));
+	assert_int_equal(pl_state_load(0x1234, 5, buf, (size_t)n - 1, &back, &err), -EBADMSG);
+	assert_string_equal(err.msg, "state: 47 bytes, expected 48");
+	assert_int_equal(pl_state_load(0x1235, 5, buf, (size_t)n, &back, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "different pipeline"));
+	assert_int_equal(pl_state_load(0x1234, 6, buf, (size_t)n, &back, &err), -EBADMSG);
+	buf[0] ^= 1;
+	assert_int_equal(pl_state_load(0x1234, 5, buf, (size_t)n, &back, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "not a sluice pipeline state"));
+
+	struct pl_batch_pos mid = { .epoch = 2, .index_in_epoch = 4, .seq = 30 };
+	struct pl_pos p = pl_state_pos_after(&mid);
+	assert_int_equal(p.epoch, 2);
+	assert_int_equal(p.index, 5);
+	assert_int_equal(p.seq, 31);
+	mid.flags = IPC_BATCH_F_END_EPOCH;
+	p = pl_state_pos_after(&mid);
+	assert_int_equal(p.epoch, 3);
+	assert_int_equal(p.index, 0);
+	assert_int_equal(p.seq, 31);
+}
+
+/* ---- the counters by name ---- */
+
+static void test_stage_counters(void **state)
+{
+	(void)state;
+	struct pl_stage_stats st = { .elems_in = 1, .cpu_ns = 6, .dropped = 11 };
+	uint64_t v;
+	unsigned k = 0;
+	const char *name;
+	while ((name = pl_stage_counter(&st, k, &v)) != NULL) {
+		if (!strcmp(name, "elems_in"))
+			assert_int_equal(v, 1);
+		if (!strcmp(name, "cpu_ns"))
+			assert_int_equal(v, 6);
+		if (!strcmp(name, "dropped"))
+			assert_int_equal(v, 11);
+		k++;
+	}
+	assert_int_equal(k, sizeof(st) / sizeof(uint64_t));
+	assert_string_equal(pl_stage_name(PL_STAGE_FILES), "files");
+	assert_string_equal(pl_stage_name(PL_STAGE_DELIVER), "deliver");
+	assert_null(pl_stage_name(PL_STAGE_COUNT_));
+
+	/* the driver's CPU split by sampled time: 3:1, blocked time nobody's */
+	uint64_t ns[PL_STAGE_COUNT_ + 1] = { 0 };
+	ns[PL_STAGE_READ] = 300;
+	ns[PL_STAGE_PARSE] = 100;
+	ns[PL_STAGE_IDLE_] = 5000;
+	struct pl_stage_stats all[PL_STAGE_COUNT_] = { { 0 } };
+	pl_prof_share(ns, 1000, all);
+	assert_int_equal(all[PL_STAGE_READ].cpu_ns, 750);
+	assert_int_equal(all[PL_STAGE_PARSE].cpu_ns, 250);
+	assert_int_equal(all[PL_STAGE_FRAME].cpu_ns, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_files_order),
+		cmocka_unit_test(test_shuffle_permutes),
+		cmocka_unit_test(test_shuffle_visit_and_error),
+		cmocka_unit_test(test_interleave_round_robin),
+		cmocka_unit_test(test_interleave_sloppy),
+		cmocka_unit_test(test_deliver_queue),
+		cmocka_unit_test(test_deliver_callback),
+		cmocka_unit_test(test_state_blob),
+		cmocka_unit_test(test_stage_counters),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
