@@ -142,6 +142,21 @@ static void test_files_order(void **state)
 
 /* ---- shuffle ---- */
 
+/* A shuffle stage over the fake upstream u, counting into st. */
+static struct pl_shuffle *shuffle_over(struct fake_up *u, bool enabled, size_t buffer,
+				       uint64_t seed, struct pl_stage_stats *st,
+				       struct pl_prof *prof)
+{
+	struct pl_shuffle_opts o = { .enabled = enabled, .buffer = buffer, .seed = seed };
+	o.next = fake_next;
+	o.next_ctx = u;
+	o.st = st;
+	o.prof = prof;
+	struct pl_shuffle *sh = NULL;
+	assert_int_equal(pl_shuffle_create(&o, &sh), 0);
+	return sh;
+}
+
 static size_t shuffle_epoch(struct pl_shuffle *sh, struct fake_up *u, uint64_t epoch, uint64_t *out)
 {
 	struct pl_rec r;
@@ -187,13 +202,7 @@ static void test_shuffle_permutes(void **state)
 	for (size_t k = 0; k < sizeof(buffers) / sizeof(buffers[0]); k++) {
 		memset(&st, 0, sizeof(st));
 		fake_init(&u, N);
-		struct pl_shuffle_opts o = { .enabled = true, .buffer = buffers[k], .seed = 11 };
-		o.next = fake_next;
-		o.next_ctx = &u;
-		o.st = &st;
-		o.prof = &prof;
-		struct pl_shuffle *sh;
-		assert_int_equal(pl_shuffle_create(&o, &sh), 0);
+		struct pl_shuffle *sh = shuffle_over(&u, true, buffers[k], 11, &st, &prof);
 		assert_int_equal(shuffle_epoch(sh, &u, 2, got), N);
 		assert_true(is_permutation(got, N));
 		ref_shuffle(N, buffers[k], 11, 2, want);
@@ -213,13 +222,7 @@ static void test_shuffle_permutes(void **state)
 	/* not enabled: straight through, uncounted */
 	memset(&st, 0, sizeof(st));
 	fake_init(&u, N);
-	struct pl_shuffle_opts o = { .enabled = false, .buffer = 100, .seed = 11 };
-	o.next = fake_next;
-	o.next_ctx = &u;
-	o.st = &st;
-	o.prof = &prof;
-	struct pl_shuffle *sh;
-	assert_int_equal(pl_shuffle_create(&o, &sh), 0);
+	struct pl_shuffle *sh = shuffle_over(&u, false, 100, 11, &st, &prof);
 	assert_int_equal(shuffle_epoch(sh, &u, 0, got), N);
 	for (size_t i = 0; i < N; i++)
 		assert_int_equal(got[i], i);
@@ -265,12 +268,7 @@ static void test_shuffle_visit_and_error(void **state)
 	u.blk = &blk;
 	u.during = visit_during;
 	u.during_ctx = &v;
-	struct pl_shuffle_opts o = { .enabled = true, .buffer = B, .seed = 3 };
-	o.next = fake_next;
-	o.next_ctx = &u;
-	o.st = &st;
-	o.prof = &prof;
-	assert_int_equal(pl_shuffle_create(&o, &v.sh), 0);
+	v.sh = shuffle_over(&u, true, B, 3, &st, &prof);
 	uint64_t got[N];
 	assert_int_equal(shuffle_epoch(v.sh, &u, 0, got), N);
 	/* refilling after a draw: the drawn element is hidden, so at most B - 1 are visited */
