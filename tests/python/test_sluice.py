@@ -43,11 +43,9 @@ def digest(v):
     if isinstance(v, sluice.Ragged):
         crc = zlib.crc32(v.row_splits.tobytes(), crc)
         v = v.values
-    if v.dtype == object:
-        flat = list(v.reshape(-1))
-        offs = np.concatenate([[0], np.cumsum([len(s) for s in flat])]).astype(np.int64)
-        crc = zlib.crc32(offs.tobytes(), crc)
-        return "%08x" % zlib.crc32(b"".join(flat), crc)
+    if isinstance(v, sluice.Strings):  # the offsets and the bytes, as they lie in the batch
+        crc = zlib.crc32(v.offsets.tobytes(), crc)
+        return "%08x" % zlib.crc32(v.values.tobytes(), crc)
     return "%08x" % zlib.crc32(np.ascontiguousarray(v).tobytes(), crc)
 
 
@@ -65,7 +63,7 @@ def check_against_reference(got, ref):
                 assert v.row_splits.tolist() == rt["row_splits"]
                 v = v.values
             if rt["dtype"] == "string":
-                assert list(v.reshape(-1)) == [s.encode("latin-1") for s in rt["values"]]
+                assert v.to_list() == [s.encode("latin-1") for s in rt["values"]]
             elif rt["dtype"] == "float32":
                 np.testing.assert_array_equal(v.reshape(-1),
                                               np.array(rt["values"], dtype=np.float32))
@@ -99,14 +97,26 @@ def test_types_shapes_and_read_only(daemon):
         assert list(b) == ["image", "label", "bbox"] and len(b) == 3
         assert b.dtype("image") == "string" and b.dtype("bbox") == "float32"
         img, label, bbox = b["image"], b["label"], b["bbox"]
-        assert img.dtype == object and img.shape == (BATCH, 1)
-        assert all(isinstance(s, bytes) and s for s in img.reshape(-1))
+        # strings: one uint8 array of their bytes and int64 offsets, both in the shared memory
+        assert isinstance(img, sluice.Strings) and img.shape == (BATCH, 1)
+        assert img.values.dtype == np.uint8 and img.offsets.dtype == np.int64
+        assert img.offsets.shape == (BATCH + 1,) and img.offsets[0] == 0
+        assert img.offsets[-1] == img.values.shape[0] and (np.diff(img.offsets) > 0).all()
+        objs = b.strings("image")  # bytes objects for those who want them, nested as the shape
+        assert len(objs) == BATCH and all(len(row) == 1 and isinstance(row[0], bytes) and row[0]
+                                          for row in objs)
+        assert [row[0] for row in objs] == img.to_list()
+        o = img.offsets
+        assert objs[3][0] == img.values[o[3]:o[4]].tobytes()
+        with pytest.raises(TypeError):
+            b.strings("label")
         assert label.dtype == np.int64 and label.shape == (BATCH, 1)
         assert isinstance(bbox, sluice.Ragged)
         assert bbox.values.dtype == np.float32 and bbox.values.shape[1:] == (4,)
         assert bbox.row_splits.shape == (BATCH + 1,)
         assert bbox.row_splits[-1] == bbox.values.shape[0]
-        for a in (img, label, bbox.values, bbox.row_splits, label[1:], label.T):
+        for a in (img.values, img.offsets, label, bbox.values, bbox.row_splits, label[1:],
+                  label.T):
             assert not a.flags.writeable
         with pytest.raises(ValueError):
             label[0, 0] = 1
@@ -198,9 +208,11 @@ def test_batch_outlives_its_reader(daemon):
     expect = label.copy()
     r.close()
     np.testing.assert_array_equal(label, expect)  # the ring stays mapped for the batch
-    assert len(img) == b.rows
+    assert img.shape[0] == b.rows and len(img.to_list()) == img.shape[0] * img.shape[1]
+    assert img.to_list()[0] == bytes(img.values[:img.offsets[1]])  # its bytes still readable
     del label
-    b.release()
+    assert not b.release()  # the strings borrow the batch too (no copy): held while they live
+    del img
     assert b.released
 
 
@@ -351,7 +363,12 @@ def test_to_torch_cpu(daemon, tmp_path):
     assert splits.tolist() == ref[0]["tensors"]["bbox"]["row_splits"]
     assert vals.dtype == torch.float32 and vals.shape[1] == 4
     vals += 1  # a copy: writable, and the shared memory is untouched
-    assert t["image"] == [s.encode("latin-1") for s in ref[0]["tensors"]["image"]["values"]]
+    img = t["image"]
+    assert isinstance(img, sluice.Strings) and img.values.dtype == torch.uint8
+    assert img.offsets.dtype == torch.int64 and img.offsets.shape == (BATCH + 1,)
+    o = img.offsets.tolist()
+    assert [bytes(img.values[o[i]:o[i + 1]].tolist()) for i in range(BATCH)] == \
+        [s.encode("latin-1") for s in ref[0]["tensors"]["image"]["values"]]
 
 
 @needs_torch
@@ -399,7 +416,8 @@ def test_to_torch_cuda_equals_cpu(daemon):
             assert torch.equal(gpu["label"].cpu(), cpu["label"])
             assert torch.equal(gpu["bbox"][0].cpu(), cpu["bbox"][0])
             assert torch.equal(gpu["bbox"][1].cpu(), cpu["bbox"][1])
-            assert gpu["image"] == cpu["image"]
+            assert torch.equal(gpu["image"].values, cpu["image"].values)  # on the host
+            assert torch.equal(gpu["image"].offsets, cpu["image"].offsets)
             with r.next(timeout=30) as b:
                 gpu = b.to_torch("cuda")  # asynchronous: the release waits for the copy
                 cpu = b.to_torch("cpu")
@@ -433,7 +451,8 @@ def _digest(b):
         v = b[name]
         parts = [v.values, v.row_splits] if isinstance(v, sluice.Ragged) else [v]
         for a in parts:
-            h.update(repr(a.tolist()).encode() if a.dtype == object else a.tobytes())
+            for x in ([a.values, a.offsets] if isinstance(a, sluice.Strings) else [a]):
+                h.update(x.tobytes())
     return h.hexdigest()
 
 

@@ -10,8 +10,11 @@
 A batch's arrays point straight into the daemon's read-only shared memory (`flags.writeable`
 is False and cannot be set). The batch is given back to sluiced when the last array that
 borrows it is gone (or at `batch.release()` / the end of a `with batch:` block when no array
-borrows it any more): an array never outlives the memory it shows. Strings are copied into an
-object array of bytes; a ragged tensor is a `Ragged(values, row_splits)` pair.
+borrows it any more): an array never outlives the memory it shows. A string tensor is a
+`Strings(values, offsets)` pair, as Arrow keeps strings: all their bytes in one uint8 array and
+int64 offsets (element i is `values[offsets[i]:offsets[i + 1]]`), both borrowing the shared
+memory: no object and no copy per string (`batch.strings(name)` gives `bytes` objects for those
+who want them). A ragged tensor is a `Ragged(values, row_splits)` pair.
 
 Everything goes through libsluice.so with ctypes (see _lib.py for where it is looked for).
 Errors are `SluiceError` (an OSError: `.errno`, and the daemon's message as `.strerror`).
@@ -30,11 +33,35 @@ import numpy as np
 
 from . import _lib
 
-__all__ = ["attach", "register", "Reader", "Batch", "Ragged", "SluiceError", "SluiceTimeout",
-           "library_path"]
+__all__ = ["attach", "register", "Reader", "Batch", "Ragged", "Strings", "SluiceError",
+           "SluiceTimeout", "library_path"]
 
 Ragged = collections.namedtuple("Ragged", ["values", "row_splits"])
 Ragged.__doc__ = "A ragged tensor (ragged at axis 1): flat values and int64 row_splits[rows + 1]."
+
+
+class Strings(collections.namedtuple("Strings", ["values", "offsets"])):
+    """A tensor of strings: values (uint8, every string's bytes one after the other) and offsets
+    (int64, one more than there are strings: string i is values[offsets[i]:offsets[i + 1]]).
+    shape is the tensor's shape (its strings in row-major order); len(offsets) - 1 strings."""
+
+    shape = ()
+
+    @property
+    def nbytes(self):
+        """Bytes of values and offsets together."""
+        return self.values.nbytes + self.offsets.nbytes
+
+    def to_list(self):
+        """The strings as a flat list of bytes objects (copies)."""
+        v, o = self.values, self.offsets.tolist()
+        return [v[o[i]:o[i + 1]].tobytes() for i in range(len(o) - 1)]
+
+    def copy(self):
+        """Strings that do not borrow the batch."""
+        c = Strings(self.values.copy(), self.offsets.copy())
+        c.shape = self.shape
+        return c
 
 _NP_DTYPES = {k: np.dtype(v) for k, v in {
     _lib.INT8: np.int8, _lib.INT16: np.int16, _lib.INT32: np.int32, _lib.INT64: np.int64,
@@ -310,8 +337,9 @@ class Batch(collections.abc.Mapping):
     """A batch: a read-only mapping from tensor name to numpy array (see the module's doc).
 
     seq, epoch, rows, end_of_epoch describe it. Numbers are arrays borrowing the shared
-    memory; strings an object array of bytes (copied); a ragged tensor Ragged(values,
-    row_splits). release() or a `with` block gives it back as soon as no array borrows it.
+    memory; strings Strings(values, offsets) borrowing it too (strings(name): bytes objects);
+    a ragged tensor Ragged(values, row_splits). release() or a `with` block gives it back as
+    soon as no array borrows it.
     """
 
     def __init__(self):
@@ -415,19 +443,44 @@ class Batch(collections.abc.Mapping):
             per = _count(inner)
             shape = (t.n_elems // per if per else 0,) + inner
         if t.dtype == _lib.STRING:
-            values = self._strings(owner, t).reshape(shape)
-            values.flags.writeable = False
+            values = self._strings(owner, t, shape)
         else:
             values = self._borrow(owner, t.data, t.nbytes, _NP_DTYPES[t.dtype], shape)
         return Ragged(values, splits) if splits is not None else values
 
-    def _strings(self, owner, t):
+    def _strings(self, owner, t, shape):
         n = int(t.n_elems)
-        offs = self._borrow(owner, t.offsets, (n + 1) * 8, _I64, (n + 1,)).tolist()
-        blob = ctypes.string_at(t.data, t.nbytes) if t.nbytes else b""
-        out = np.empty(n, dtype=object)
-        out[:] = [blob[offs[i]:offs[i + 1]] for i in range(n)]
+        if n != _count(shape):
+            raise SluiceError(-_errno.EBADMSG, "a string tensor of %d elements cannot have shape "
+                              "%s" % (n, "x".join(map(str, shape))))
+        offs = self._borrow(owner, t.offsets, (n + 1) * 8, _I64, (n + 1,))
+        values = self._borrow(owner, t.data, t.nbytes, np.dtype(np.uint8), (int(t.nbytes),))
+        # what a buggy writer could get wrong, checked once (a slice past the end would only
+        # be short, but a reader must not be handed offsets that lie about its strings)
+        if offs[0] != 0 or offs[-1] != t.nbytes or (n and (np.diff(offs) < 0).any()):
+            raise SluiceError(-_errno.EBADMSG, "string offsets of a tensor are not 0 .. %d in "
+                              "order" % t.nbytes)
+        out = Strings(values, offs)
+        out.shape = shape
         return out
+
+    def strings(self, name):
+        """Tensor name's strings as bytes objects (copies): a list (nested as the tensor's
+        shape: one list per row for [rows, k]), or for a ragged tensor one list per row."""
+        v = self[name]
+        if not isinstance(v, (Strings, Ragged)) or \
+                not isinstance(v.values if isinstance(v, Ragged) else v, Strings):
+            raise TypeError("tensor %r holds %s, not strings" % (name, self.dtype(name)))
+        if isinstance(v, Ragged):
+            flat, per = v.values.to_list(), _count(v.values.shape[1:])
+            s = v.row_splits.tolist()
+            return [flat[s[i] * per:s[i + 1] * per] for i in range(len(s) - 1)]
+        flat = v.to_list()
+        if len(v.shape) <= 1:
+            return flat
+        a = np.empty(len(flat), dtype=object)
+        a[:] = flat
+        return a.reshape(v.shape).tolist()
 
     def release(self):
         """Done with the batch: it goes back now when no array borrows it any more (True),
@@ -460,7 +513,8 @@ class Batch(collections.abc.Mapping):
 
     def to_torch(self, device="cpu", non_blocking=True):
         """A dict of torch tensors on device ("cpu", "cuda", "cuda:N"): a ragged tensor as a
-        (values, row_splits) pair of tensors, strings as a list of bytes.
+        (values, row_splits) pair of tensors, strings as a Strings(values, offsets) pair of
+        uint8 and int64 tensors (on the CPU whatever the device: they are bytes for the host).
 
         On the CPU the values are copied (a torch tensor is always writable; the shared memory
         is not). On a GPU they are copied with DMA straight from the shared memory on the

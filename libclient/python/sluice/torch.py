@@ -75,22 +75,30 @@ def _cuda(batch, dev, non_blocking):
     return out
 
 
+def _strings(v):
+    s = sluice.Strings(_cpu_tensor(v.values), _cpu_tensor(v.offsets))
+    s.shape = v.shape
+    return s
+
+
 def _cpu_one(v):
     if isinstance(v, sluice.Ragged):
         vals = v.values
-        vals = list(vals.reshape(-1)) if vals.dtype == object else _cpu_tensor(vals)
+        vals = _strings(vals) if isinstance(vals, sluice.Strings) else _cpu_tensor(vals)
         return (vals, _cpu_tensor(v.row_splits))
-    if v.dtype == object:
-        return list(v.reshape(-1))
+    if isinstance(v, sluice.Strings):
+        return _strings(v)
     return _cpu_tensor(v)
 
 
 def _to_dev(x, dev, non_blocking):
+    if isinstance(x, sluice.Strings):
+        return x  # bytes for the host stay on the CPU
     if isinstance(x, torch.Tensor):
         return x.to(dev, non_blocking=non_blocking)
     if isinstance(x, tuple):
         return tuple(_to_dev(e, dev, non_blocking) for e in x)
-    return x  # a list of bytes stays on the CPU
+    return x
 
 
 def batch_to_torch(batch, device="cpu", non_blocking=True):
