@@ -120,12 +120,15 @@ def main():
         model = CTRModel()
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         lossf = torch.nn.BCEWithLogitsLoss()
-        it = iter(loader)
+        it = iter(loader)  # one epoch (sluice's iterator stops at the end of each epoch)
         waited = 0.0
         t0 = time.perf_counter()
         for step in range(1, a.steps + 1):
             w0 = time.perf_counter()
-            b = next(it)
+            b = next(it, None)
+            if b is None:  # the epoch ended: the next one, from the same reader
+                it = iter(loader)
+                b = next(it)
             wait = time.perf_counter() - w0
             waited += wait
             dense, sparse, label = inputs(b)

@@ -406,6 +406,39 @@ def test_iterable_dataset_with_dataloader(daemon, tmp_path):
                                      lag="catch_up")))
 
 
+@needs_torch
+def test_iterable_dataset_epochs_and_state_dict(daemon, tmp_path):
+    """One iter() is one epoch of one reader; state_dict() resumes exactly where it was."""
+    import sluice.torch as st
+    spec = image_spec(daemon.data, epochs=3, seed=53)
+    ref = run_reference(tmp_path, spec, "label")
+    by_epoch = [[b["tensors"]["label"]["values"] for b in ref if b["epoch"] == e]
+                for e in range(3)]
+    ds = st.IterableDataset(spec, socket=daemon.sock)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None)
+    got = [b["label"].reshape(-1).tolist() for b in dl]  # epoch 0, then it stops
+    assert got == by_epoch[0]
+    # epoch 1: break after two batches, save, resume in a new dataset (a restarted job)
+    it = iter(dl)
+    part = [next(it)["label"].reshape(-1).tolist() for _ in range(2)]
+    sd = ds.state_dict()
+    assert isinstance(sd["sluice_state"], bytes)
+    ds.close()
+    ds2 = st.IterableDataset(spec, socket=daemon.sock)
+    ds2.load_state_dict(sd)
+    dl2 = torch.utils.data.DataLoader(ds2, batch_size=None)
+    rest = [b["label"].reshape(-1).tolist() for b in dl2]
+    assert part + rest == by_epoch[1]
+    assert [b["label"].reshape(-1).tolist() for b in dl2] == by_epoch[2]
+    assert list(dl2) == []  # the stream ended
+    # split between two workers (persistent, so each keeps its reader): every epoch whole
+    ds3 = st.IterableDataset(image_spec(daemon.data, epochs=2, seed=59), socket=daemon.sock)
+    dl3 = torch.utils.data.DataLoader(ds3, batch_size=None, num_workers=2,
+                                      persistent_workers=True)
+    for _ in range(2):
+        assert sum(b["label"].shape[0] for b in dl3) == RECORDS
+
+
 @needs_gpu
 def test_to_torch_cuda_equals_cpu(daemon):
     with sluice.attach("forever", socket=daemon.sock) as r:

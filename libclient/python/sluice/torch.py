@@ -11,6 +11,8 @@ Needs torch (Debian: python3-torch); importing this module without it raises Imp
 
 import errno as _errno
 
+import os
+
 import numpy as np
 
 try:
@@ -114,12 +116,21 @@ def batch_to_torch(batch, device="cpu", non_blocking=True):
 class IterableDataset(torch.utils.data.IterableDataset):
     """Batches of a sluice pipeline as dicts of torch tensors, for DataLoader(ds, batch_size=None).
 
+    The pipeline makes the batches: give the DataLoader batch_size=None (its default of 1
+    would add a dimension) and num_workers=0 (the daemon does the work; workers would only
+    pass batches on, a copy each). One iter() is one epoch: it stops after the batch that ends
+    the epoch, and the next iter() goes on with the next epoch of the same reader (as a
+    DataLoader over a sampler with set_epoch does), so `for epoch in ...: for b in loader`
+    works; breaking out of an epoch leaves the reader where it was. state_dict() and
+    load_state_dict() (torchdata's StatefulDataLoader convention) save and restore that
+    position exactly. close() detaches.
+
     name_or_spec: a pipeline name, or a spec (dict, JSON text or path to a .json file).
     mode: None picks "broadcast" in the main process or a single worker, and "split" when
-    the DataLoader has several workers (each batch to one of them). device: where to_torch
-    puts the tensors (with workers, keep "cpu" and move them in the main process). Each
-    iteration attaches anew; state (bytes from a Reader) resumes the first one. lag and
-    max_lag (broadcast only): as sluice.attach, e.g. lag="catch_up" for an evaluation loop
+    the DataLoader has several workers (each batch to one of them; each worker keeps its own
+    reader). device: where to_torch puts the tensors (with workers, keep "cpu" and move them in
+    the main process). state (bytes from a Reader or state_dict) resumes the first attach. lag
+    and max_lag (broadcast only): as sluice.attach, e.g. lag="catch_up" for an evaluation loop
     that must not hold training readers of the same pipeline back.
     """
 
@@ -132,6 +143,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.state, self.device, self.non_blocking = state, device, non_blocking
         self.timeout = timeout
         self.lag, self.max_lag = lag, max_lag
+        self._reader, self._pid, self._pending = None, None, None
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_reader"] = d["_pid"] = d["_pending"] = None  # the process that attached owns them
+        return d
 
     def _target(self):
         x = self.name_or_spec
@@ -139,7 +156,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
             return {"name": x}
         return {"spec": x}
 
-    def __iter__(self):
+    def _open(self):
+        """This process's reader: attached at the first iter(), kept across epochs."""
+        if self._pid != os.getpid():  # a DataLoader worker forked with the parent's copy
+            self._reader, self._pid, self._pending = None, os.getpid(), None
+        if self._reader is not None and not self._reader.closed:
+            return self._reader
         info = torch.utils.data.get_worker_info()
         mode = self.mode or ("split" if info is not None and info.num_workers > 1
                              else "broadcast")
@@ -148,14 +170,53 @@ class IterableDataset(torch.utils.data.IterableDataset):
                              "DataLoader workers the dataset reads in %s mode" % (
                                  self.lag, info.num_workers if info else 1, mode))
         state, self.state = self.state, None
-        reader = sluice.attach(**self._target(), socket=self.socket, mode=mode,
-                               index=self.index, count=self.count, state=state,
-                               lag=self.lag, max_lag=self.max_lag)
-        with reader:
-            while True:
-                b = reader.next(self.timeout)
-                if b is None:
-                    return
-                with b:
-                    out = b.to_torch(self.device, self.non_blocking)
-                yield out
+        self._reader = sluice.attach(**self._target(), socket=self.socket, mode=mode,
+                                     index=self.index, count=self.count, state=state,
+                                     lag=self.lag, max_lag=self.max_lag)
+        return self._reader
+
+    def __iter__(self):
+        reader = self._open()
+        epoch = None
+        if self._pending is not None:  # the first batch of this epoch, taken by the last one
+            out, epoch, end = self._pending
+            self._pending = None
+            yield out
+            if end:
+                return
+        while True:
+            b = reader.next(self.timeout)
+            if b is None:  # the end of the stream
+                self.close()
+                return
+            with b:
+                out = b.to_torch(self.device, self.non_blocking)
+                end, e = b.end_of_epoch, b.epoch
+            if epoch is not None and e != epoch:
+                # split between workers, the batch that ends the epoch went to another one:
+                # this one ends its epoch at the first batch of the next, kept for then
+                self._pending = (out, e, end)
+                return
+            epoch = e
+            yield out
+            if end:
+                return
+
+    def state_dict(self):
+        """Where the next iter() starts: {"sluice_state": bytes or None (the beginning)}.
+        For the main process's reader (num_workers=0): each worker has a reader of its own."""
+        if self._reader is not None and not self._reader.closed and self._pid == os.getpid():
+            return {"sluice_state": self._reader.state()}
+        return {"sluice_state": self.state}
+
+    def load_state_dict(self, state_dict):
+        """Start the next iter() where state_dict() was taken (detaching the current reader)."""
+        self.close()
+        self._pending = None
+        self.state = state_dict.get("sluice_state")
+
+    def close(self):
+        """Detach this process's reader (the next iter() attaches again)."""
+        r, self._reader = self._reader, None
+        if r is not None and self._pid == os.getpid():
+            r.close()
