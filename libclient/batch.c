@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libsluice: a batch's header fields and its tensors (checked views), and sluice_strerror. */
+/* libsluice: a batch's header fields and its tensors (checked views), sluice_strerror,
+ * sluice_version. */
 #include "client_internal.h"
 
 #include <errno.h>
@@ -181,4 +182,13 @@ const char *sluice_strerror(int code)
 	default:
 		return strerror(code < 0 ? -code : code);
 	}
+}
+
+#ifndef SLUICE_VERSION
+#error "SLUICE_VERSION is defined by libclient/meson.build (the project's version)"
+#endif
+
+const char *sluice_version(void)
+{
+	return SLUICE_VERSION;
 }

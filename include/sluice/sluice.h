@@ -201,6 +201,9 @@ int sluice_batch_describe(const struct sluice_batch *b, struct sluice_batch_info
 int sluice_batch_copy_to_cuda(struct sluice_batch *b, void *const *dst, void *const *dst_aux,
 			      void *stream, struct sluice_error *err);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (sluiced's and the Python package's are the same). */
+const char *sluice_version(void);
+
 /* ---- what the daemon runs (for tools and monitoring) ---- */
 
 #define SLUICE_NAME_MAX 255 /* bytes of a pipeline name, without the NUL */

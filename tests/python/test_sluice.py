@@ -200,6 +200,17 @@ def test_held_arrays_stall_the_ring_until_gone(daemon):
             r.next(timeout=30).release()
 
 
+def test_version_and_a_mismatched_library(monkeypatch):
+    """sluice.__version__ is the library's; a library of another version is refused, named."""
+    from sluice import _lib
+    have = _lib.lib().sluice_version().decode()
+    assert sluice.__version__ == have and len(have.split(".")) == 3
+    monkeypatch.setattr(_lib, "_lib", None)
+    monkeypatch.setattr(_lib, "VERSION", "9.9.0")
+    with pytest.raises(OSError, match=r"is libsluice %s; this sluice package is 9\.9\.0" % have):
+        _lib.lib()
+
+
 def test_batch_outlives_its_reader(daemon):
     r = sluice.attach("forever", socket=daemon.sock)
     b = r.next(timeout=30)

@@ -33,6 +33,8 @@ import numpy as np
 
 from . import _lib
 
+__version__ = _lib.VERSION
+
 __all__ = ["attach", "register", "Reader", "Batch", "Ragged", "Strings", "SluiceError",
            "SluiceTimeout", "library_path"]
 

@@ -70,7 +70,11 @@ class BatchInfo(ctypes.Structure):
 
 _P = ctypes.c_void_p
 _ERR = ctypes.POINTER(Error)
+# The package's version: the library it loads must have the same major and minor version.
+VERSION = "0.1.0"
+
 _SIGNATURES = {
+    "sluice_version": (ctypes.c_char_p, []),
     "sluice_strerror": (ctypes.c_char_p, [ctypes.c_int]),
     "sluice_connect": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P), _ERR]),
     "sluice_disconnect": (None, [_P]),
@@ -150,6 +154,14 @@ def lib():
     global _lib, path
     if _lib is None:
         L, p = _load()
+        if not hasattr(L, "sluice_version"):
+            raise OSError("%s is a libsluice older than this sluice package (%s): it has no "
+                          "sluice_version" % (p, VERSION))
+        L.sluice_version.restype = ctypes.c_char_p
+        have = L.sluice_version().decode("ascii", "replace")
+        if have.split(".")[:2] != VERSION.split(".")[:2]:
+            raise OSError("%s is libsluice %s; this sluice package is %s (point SLUICE_LIBRARY "
+                          "at the library of the same version)" % (p, have, VERSION))
         for name, (res, args) in _SIGNATURES.items():
             f = getattr(L, name)
             f.restype = res
