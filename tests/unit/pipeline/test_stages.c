@@ -21,6 +21,7 @@
 #include "daemon/pipeline/rng.h"
 #include "daemon/pipeline/shuffle.h"
 #include "daemon/pipeline/state.h"
+#include "daemon/pipeline/window.h"
 #include "ipc/batch.h"
 
 /* ---- a fake upstream: elements 0..n-1 (index = its number, len = 10 + its number) ---- */
@@ -409,6 +410,140 @@ static void test_interleave_sloppy(void **state)
 	pl_interleave_destroy(il);
 }
 
+/* ---- window ---- */
+
+/* A fake framer: records 0..n-1 of one file; record i has steps[i] steps (bad: -1). */
+struct fake_file {
+	size_t n, next;
+	const int64_t *steps;
+	struct pl_block blk;
+};
+
+static int ff_next(void *ctx, bool wait, struct pl_rec *ret, struct io_error *err)
+{
+	struct fake_file *f = ctx;
+	(void)wait;
+	(void)err;
+	if (f->next == f->n)
+		return 0;
+	memset(ret, 0, sizeof(*ret));
+	ret->index = f->next++;
+	ret->len = 1;
+	ret->blk = &f->blk;
+	f->blk.refs++;
+	return 1;
+}
+
+static int ff_steps(void *ctx, struct pl_rec *rec, int64_t *ret_steps, struct io_error *err)
+{
+	struct fake_file *f = ctx;
+	if (f->steps[rec->index] < 0) {
+		io_error_set(err, "record %llu is bad", (unsigned long long)rec->index);
+		return -EBADMSG;
+	}
+	*ret_steps = f->steps[rec->index];
+	return 0;
+}
+
+static void test_window_continuous(void **state)
+{
+	(void)state;
+	/* 6 records of 3, 1, 4, -1 (bad), 2, 5 steps; windows of 4 steps, stride 3 */
+	const int64_t steps[6] = { 3, 1, 4, -1, 2, 5 };
+	struct fake_file f = { .n = 6, .steps = steps, .blk = { .refs = 1 } };
+	struct pl_stage_stats st = { 0 };
+	struct pl_prof prof = { 0 };
+	struct pl_window_opts o = { .continuous = true, .min_window = 4, .max_window = 4 };
+	o.stride = 3;
+	o.on_corrupt = PL_ON_CORRUPT_SKIP_RECORD;
+	o.next = ff_next;
+	o.next_ctx = &f;
+	o.steps = ff_steps;
+	o.steps_ctx = &f;
+	o.st = &st;
+	o.prof = &prof;
+	struct pl_window *w;
+	struct io_error err;
+	struct pl_rec win;
+	assert_int_equal(pl_window_create(&o, &w), 0);
+	pl_window_reset(w, 0, 0);
+	/* the good records hold steps r0 [0, 3), r1 [3, 4), r2 [4, 8), r4 [8, 10), r5 [10, 15);
+	 * windows start at 0, 3, 6, 9 (9 + 4 <= 15) and 12 + 4 > 15 ends it. Window p covers the
+	 * records holding steps [p, p + 4). */
+	const int64_t want_first[4] = { 0, 1, 2, 4 }; /* index of the first record */
+	const int64_t want_skip[4] = { 0, 0, 2, 1 };  /* steps to skip in it */
+	const uint32_t want_n[4] = { 2, 2, 2, 2 };
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(pl_window_next(w, true, &win, &err), 1);
+		assert_int_equal(win.n_win, want_n[k]);
+		assert_int_equal(win.win[0].index, want_first[k]);
+		assert_int_equal(win.win_skip, want_skip[k]);
+		assert_int_equal(win.win_len, 4);
+		pl_rec_unref(&win);
+	}
+	assert_int_equal(pl_window_next(w, true, &win, &err), 0);
+	assert_int_equal(st.elems_in, 6);
+	assert_int_equal(st.elems_out, 4);
+	assert_int_equal(st.dropped, 1); /* the bad record, under skip_record */
+	assert_int_equal(st.buffered, 0);
+	assert_int_equal(f.blk.refs, 1); /* every record given back */
+
+	/* under fail the bad record is the stream's error */
+	f.next = 0;
+	o.on_corrupt = PL_ON_CORRUPT_FAIL;
+	pl_window_destroy(w);
+	assert_int_equal(pl_window_create(&o, &w), 0);
+	pl_window_reset(w, 0, 0);
+	int r;
+	while ((r = pl_window_next(w, true, &win, &err)) == 1)
+		pl_rec_unref(&win);
+	assert_int_equal(r, -EBADMSG);
+	assert_string_equal(err.msg, "record 3 is bad");
+	pl_window_destroy(w);
+	assert_int_equal(f.blk.refs, 1);
+}
+
+static void test_window_discrete(void **state)
+{
+	(void)state;
+	const int64_t steps[7] = { 1, 1, 1, 1, 1, 1, 1 };
+	struct fake_file f = { .n = 7, .steps = steps, .blk = { .refs = 1 } };
+	struct pl_stage_stats st = { 0 };
+	struct pl_prof prof = { 0 };
+	struct pl_window_opts o = { .continuous = false, .min_window = 2, .max_window = 3 };
+	o.stride = PL_NULL;
+	o.seed = 9;
+	o.next = ff_next;
+	o.next_ctx = &f;
+	o.st = &st;
+	o.prof = &prof;
+	struct pl_window *w;
+	struct io_error err;
+	struct pl_rec win;
+	assert_int_equal(pl_window_create(&o, &w), 0);
+	pl_window_reset(w, 1, 4);
+	/* windows of k in [2, 3] whole records back to back, drawn from (seed, epoch 1, 3, file 4);
+	 * the last window that does not fit is dropped */
+	struct pl_rng rng;
+	pl_rng_init(&rng, 9, 1, PL_STREAM_WINDOWS, 4);
+	uint64_t at = 0;
+	for (;;) {
+		int64_t k = 2 + (int64_t)pl_rng_below(&rng, 2);
+		if (at + (uint64_t)k > 7)
+			break;
+		assert_int_equal(pl_window_next(w, true, &win, &err), 1);
+		assert_int_equal(win.n_win, k);
+		assert_int_equal(win.win[0].index, at);
+		assert_int_equal(win.win_len, -1);
+		pl_rec_unref(&win);
+		at += (uint64_t)k;
+	}
+	assert_int_equal(pl_window_next(w, true, &win, &err), 0);
+	assert_int_equal(st.buffered, 0);
+	pl_window_destroy(w);
+	assert_int_equal(f.blk.refs, 1);
+}
+
 /* ---- deliver ---- */
 
 static struct pl_batch make_batch(struct pl_batchmem *mem, uint64_t seq, uint64_t index,
@@ -592,6 +727,8 @@ int main(void)
 		cmocka_unit_test(test_shuffle_visit_and_error),
 		cmocka_unit_test(test_interleave_round_robin),
 		cmocka_unit_test(test_interleave_sloppy),
+		cmocka_unit_test(test_window_continuous),
+		cmocka_unit_test(test_window_discrete),
 		cmocka_unit_test(test_deliver_queue),
 		cmocka_unit_test(test_deliver_callback),
 		cmocka_unit_test(test_state_blob),
