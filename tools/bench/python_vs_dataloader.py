@@ -1,0 +1,252 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""An epoch into a Python loop: sluice against a PyTorch DataLoader, same files, same machine.
+
+    /usr/bin/python3 tools/bench/python_vs_dataloader.py --build build-rel [--repeat 3]
+        [--workers 2] [--image-records 12000] [--ctr-records 200000]
+
+Generates two datasets with `sluicectl gen` (image: ~16 KB bytes + label per record, batches of
+64; CTR: 13 float + 26 int64 features + label, ~800 B, batches of 256), then per dataset
+alternates --repeat times, each run in processes of its own:
+
+- sluice: a fresh sluiced with the pipeline in its config dir (one epoch, no shuffle); a Python
+  process attaches (`import sluice`) and reads the epoch, taking every tensor of every batch as
+  numpy (strings as `Strings(values, offsets)`). CPU: the reader's and the daemon's (all of
+  it, start-up included).
+- DataLoader: `torch.utils.data.DataLoader(batch_size=B, num_workers=--workers)` over an
+  IterableDataset that reads the same files with a plain Python TFRecord reader (each worker
+  its share of the files) and parses each record with `google.protobuf` (Debian's
+  python3-protobuf; the schema compiled with protoc), giving numpy arrays per feature that the
+  default collate turns into tensors (bytes stay a list). CPU: the loop's process and its
+  workers.
+
+Prints `bench=py_vs_dataloader data=D system=S ...` per run and, per dataset, the medians:
+
+    bench=py_vs_dataloader_summary data=D records_per_s_ratio=... cpu_per_record_ratio=...
+
+(ratio = sluice / DataLoader records per second, and DataLoader / sluice CPU per record.)
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def cpu_now():
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)  # the DataLoader's workers, once joined
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def child_sluice(args):
+    sys.path.insert(0, os.path.join(ROOT, "libclient", "python"))
+    import sluice
+    import numpy  # noqa: F401  (imported before the clock starts, as the DataLoader's torch)
+    print("ready", flush=True)
+    sys.stdin.readline()  # the daemon is being started now: the epoch is timed from here
+    t0, c0 = time.perf_counter(), cpu_now()
+    while not os.path.exists(args.socket):
+        time.sleep(0.002)
+    while True:
+        try:
+            r = sluice.attach(args.name, socket=args.socket)
+            break
+        except sluice.SluiceError:  # not listening yet, or the config dir not loaded yet
+            time.sleep(0.002)
+    records = 0
+    with r:
+        for b in r:
+            with b:
+                for k in b:
+                    v = b[k]
+                    del v
+                records += b.rows
+    print(json.dumps({"records": records, "wall_s": time.perf_counter() - t0,
+                      "cpu_s": cpu_now() - c0}), flush=True)
+
+
+def child_dataloader(args):
+    import numpy as np
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "tests", "crosscheck"))
+    import common
+    ex_pb2, _ = common.protos()
+    print("ready", flush=True)
+    files = sorted(os.path.join(args.data, f) for f in os.listdir(args.data)
+                   if f.endswith(".tfrecords"))
+
+    def records(path):
+        with open(path, "rb") as f:
+            while True:
+                head = f.read(12)
+                if len(head) < 12:
+                    return
+                n = int.from_bytes(head[:8], "little")
+                data = f.read(n)
+                f.read(4)
+                yield data
+
+    def parse(data):
+        ex = ex_pb2.Example()
+        ex.ParseFromString(data)
+        out = {}
+        for name, f in ex.features.feature.items():
+            kind = f.WhichOneof("kind")
+            if kind == "bytes_list":
+                out[name] = f.bytes_list.value[0]
+            elif kind == "float_list":
+                out[name] = np.array(f.float_list.value, dtype=np.float32)
+            else:
+                out[name] = np.array(f.int64_list.value, dtype=np.int64)
+        return out
+
+    class Records(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            mine = files if info is None else files[info.id::info.num_workers]
+            for path in mine:
+                for data in records(path):
+                    yield parse(data)
+
+    t0, c0 = time.perf_counter(), cpu_now()
+    n = 0
+    dl = torch.utils.data.DataLoader(Records(), batch_size=args.batch, num_workers=args.workers)
+    for b in dl:
+        label = b["label"]
+        n += len(label)
+    del dl  # its workers are joined: their CPU time is in RUSAGE_CHILDREN from here
+    print(json.dumps({"records": n, "wall_s": time.perf_counter() - t0,
+                      "cpu_s": cpu_now() - c0}), flush=True)
+
+
+def proc_cpu(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+
+
+def run_child(argv, env, when_ready=None):
+    """Run a child; when it says it is ready (imports done), call when_ready() and let it go."""
+    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child"] + argv,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    if p.stdout.readline().strip() != "ready":
+        raise SystemExit("python_vs_dataloader: %s did not start: %s" % (argv[0],
+                                                                        p.stderr.read()[-2000:]))
+    if when_ready:
+        when_ready()
+    out, err = p.communicate("go\n", timeout=1800)
+    if p.returncode != 0:
+        raise SystemExit("python_vs_dataloader: %s failed: %s" % (argv[0], err[-2000:]))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_sluice(build, tmp, data, features, batch, env):
+    conf = tempfile.mkdtemp(dir=tmp)
+    spec = {"name": "pvd", "type": "independent", "args": {
+        "dataset": {"type": "dir", "args": {"data_dir": data}},
+        "target_batch_size": batch, "drop_remainder": False, "epochs": 1,
+        "num_parallel_reads": 4, "num_read_buffer_bytes": 1 << 20, "num_prefetch": 8,
+        "primary_features": [{"from_name": f, "to_name": f} for f in features]}}
+    with open(os.path.join(conf, "pvd.json"), "w") as f:
+        json.dump(spec, f)
+    sock = os.path.join(conf, "s.sock")
+    daemon = []
+
+    def start():
+        daemon.append(subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--socket",
+                                        sock, "--config-dir", conf, "--pipeline-memory", "64M"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        out = run_child(["sluice", "--socket", sock, "--name", "pvd"], env, start)
+        out["reader_cpu_s"] = out["cpu_s"]
+        out["daemon_cpu_s"] = proc_cpu(daemon[0].pid)
+        out["cpu_s"] += out["daemon_cpu_s"]
+    finally:
+        for d in daemon:
+            d.terminate()
+            d.wait(30)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--build", default="build", help="meson build directory (default: build)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers (default 2)")
+    ap.add_argument("--image-records", type=int, default=12000)
+    ap.add_argument("--ctr-records", type=int, default=200000)
+    if "--child" in sys.argv:
+        kind = sys.argv[2]
+        cp = argparse.ArgumentParser()
+        cp.add_argument("--child", action="store_true")
+        cp.add_argument("kind")
+        cp.add_argument("--socket")
+        cp.add_argument("--name")
+        cp.add_argument("--data")
+        cp.add_argument("--batch", type=int)
+        cp.add_argument("--workers", type=int)
+        a = cp.parse_args()
+        return child_sluice(a) if kind == "sluice" else child_dataloader(a)
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    ctl = os.path.join(build, "tools", "sluicectl")
+    if not os.access(ctl, os.X_OK) or not os.access(os.path.join(build, "daemon", "sluiced"),
+                                                    os.X_OK):
+        raise SystemExit("python_vs_dataloader: build %s first (meson, ninja)" % build)
+    env = dict(os.environ, SLUICE_LIBRARY=os.path.join(build, "libclient", "libsluice.so"))
+    tmp = tempfile.mkdtemp(prefix="sluice-pvd-")
+    try:
+        sets = []
+        for kind, n, batch in (("image", args.image_records, 64), ("ctr", args.ctr_records, 256)):
+            d = os.path.join(tmp, kind)
+            subprocess.run([ctl, "gen", kind, d, "--files", "4", "--records", str(n)], check=True,
+                           stdout=subprocess.DEVNULL)
+            with open(os.path.join(d, "__manifest__.json")) as f:
+                feats = [x["name"] for x in json.load(f)["features"]]
+            if kind == "image":
+                feats = ["image", "label"]
+            sets.append((kind, d, feats, batch))
+        for kind, d, feats, batch in sets:
+            res = {"sluice": [], "dataloader": []}
+            for _ in range(args.repeat):
+                for system in ("sluice", "dataloader"):
+                    if system == "sluice":
+                        out = run_sluice(build, tmp, d, feats, batch, env)
+                    else:
+                        out = run_child(["dataloader", "--data", d, "--batch", str(batch),
+                                         "--workers", str(args.workers)], env)
+                    out["records_per_s"] = out["records"] / out["wall_s"]
+                    out["cpu_us_per_record"] = out["cpu_s"] * 1e6 / out["records"]
+                    res[system].append(out)
+                    print("bench=py_vs_dataloader data=%s system=%s %s" % (kind, system, " ".join(
+                        "%s=%.4g" % (k, v) for k, v in sorted(out.items()))), flush=True)
+            med = {s: {k: statistics.median(r[k] for r in res[s])
+                       for k in ("records_per_s", "cpu_us_per_record")} for s in res}
+            print("bench=py_vs_dataloader_summary data=%s workers=%d sluice_records_per_s=%.0f "
+                  "dataloader_records_per_s=%.0f records_per_s_ratio=%.1f "
+                  "sluice_cpu_us_per_record=%.2f dataloader_cpu_us_per_record=%.2f "
+                  "cpu_per_record_ratio=%.1f" % (
+                      kind, args.workers, med["sluice"]["records_per_s"],
+                      med["dataloader"]["records_per_s"],
+                      med["sluice"]["records_per_s"] / med["dataloader"]["records_per_s"],
+                      med["sluice"]["cpu_us_per_record"], med["dataloader"]["cpu_us_per_record"],
+                      med["dataloader"]["cpu_us_per_record"] / med["sluice"]["cpu_us_per_record"]),
+                  flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
