@@ -445,6 +445,18 @@ static int ff_steps(void *ctx, struct pl_rec *rec, int64_t *ret_steps, struct io
 	return 0;
 }
 
+/* Window options over the fake file f (the test sets the loader's own). */
+static struct pl_window_opts window_over(struct fake_file *f, struct pl_stage_stats *st,
+					 struct pl_prof *prof)
+{
+	struct pl_window_opts o = { .stride = PL_NULL, .next = ff_next, .next_ctx = f };
+	o.steps = ff_steps;
+	o.steps_ctx = f;
+	o.st = st;
+	o.prof = prof;
+	return o;
+}
+
 static void test_window_continuous(void **state)
 {
 	(void)state;
@@ -453,15 +465,11 @@ static void test_window_continuous(void **state)
 	struct fake_file f = { .n = 6, .steps = steps, .blk = { .refs = 1 } };
 	struct pl_stage_stats st = { 0 };
 	struct pl_prof prof = { 0 };
-	struct pl_window_opts o = { .continuous = true, .min_window = 4, .max_window = 4 };
+	struct pl_window_opts o = window_over(&f, &st, &prof);
+	o.continuous = true;
+	o.min_window = o.max_window = 4;
 	o.stride = 3;
 	o.on_corrupt = PL_ON_CORRUPT_SKIP_RECORD;
-	o.next = ff_next;
-	o.next_ctx = &f;
-	o.steps = ff_steps;
-	o.steps_ctx = &f;
-	o.st = &st;
-	o.prof = &prof;
 	struct pl_window *w;
 	struct io_error err;
 	struct pl_rec win;
@@ -510,13 +518,10 @@ static void test_window_discrete(void **state)
 	struct fake_file f = { .n = 7, .steps = steps, .blk = { .refs = 1 } };
 	struct pl_stage_stats st = { 0 };
 	struct pl_prof prof = { 0 };
-	struct pl_window_opts o = { .continuous = false, .min_window = 2, .max_window = 3 };
-	o.stride = PL_NULL;
+	struct pl_window_opts o = window_over(&f, &st, &prof);
+	o.min_window = 2;
+	o.max_window = 3;
 	o.seed = 9;
-	o.next = ff_next;
-	o.next_ctx = &f;
-	o.st = &st;
-	o.prof = &prof;
 	struct pl_window *w;
 	struct io_error err;
 	struct pl_rec win;
