@@ -168,3 +168,87 @@ int jsonmsg_unknown_key(const struct jsonmsg_ctx *c, const char *path, const cha
 	jsonmsg_path_key(sub, sizeof(sub), path, key);
 	return jsonmsg_fail(c, sub, "unknown key (expected one of: %s)", expected);
 }
+
+int jsonmsg_get_object(const struct jsonmsg_ctx *c, const json_t *v, const char *path)
+{
+	char buf[JSONMSG_DESCRIBE_MAX + 8];
+
+	if (json_is_object(v))
+		return 0;
+	if (!path || !*path)
+		return jsonmsg_fail(c, NULL, "expected a JSON object at the top level, got %s",
+				    jsonmsg_describe(v, buf, sizeof(buf)));
+	return jsonmsg_fail(c, path, "expected an object, got %s",
+			    jsonmsg_describe(v, buf, sizeof(buf)));
+}
+
+int jsonmsg_get_bool(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
+		     bool *ret_value)
+{
+	char buf[JSONMSG_DESCRIBE_MAX + 8];
+
+	if (!json_is_boolean(v))
+		return jsonmsg_fail(c, path, "expected true or false, got %s",
+				    jsonmsg_describe(v, buf, sizeof(buf)));
+	*ret_value = json_is_true(v);
+	return 0;
+}
+
+int jsonmsg_get_name(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
+		     const char **ret_name)
+{
+	char buf[JSONMSG_DESCRIBE_MAX + 8];
+
+	if (!json_is_string(v) || json_string_length(v) == 0)
+		return jsonmsg_fail(c, path, "expected a non-empty string, got %s",
+				    jsonmsg_describe(v, buf, sizeof(buf)));
+	*ret_name = json_string_value(v);
+	return 0;
+}
+
+int jsonmsg_get_enum(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
+		     const char *const *names, size_t n, const char *expected, unsigned *ret_index)
+{
+	char buf[JSONMSG_DESCRIBE_MAX + 8];
+	int i = json_is_string(v) ? jsonmsg_key_index(json_string_value(v), names, n) : -1;
+
+	if (i < 0)
+		return jsonmsg_fail(c, path, "expected %s, got %s", expected,
+				    jsonmsg_describe(v, buf, sizeof(buf)));
+	*ret_index = (unsigned)i;
+	return 0;
+}
+
+int jsonmsg_get_array(const struct jsonmsg_ctx *c, const json_t *v, const char *path, size_t sz,
+		      size_t *ret_n, void **ret_elems)
+{
+	char buf[JSONMSG_DESCRIBE_MAX + 8];
+	void *elems = NULL;
+	size_t n;
+
+	if (!json_is_array(v))
+		return jsonmsg_fail(c, path, "expected an array of objects, got %s",
+				    jsonmsg_describe(v, buf, sizeof(buf)));
+	n = json_array_size(v);
+	if (n) {
+		elems = calloc(n, sz);
+		if (!elems)
+			return jsonmsg_oom(c);
+	}
+	*ret_n = n;
+	*ret_elems = elems;
+	return 0;
+}
+
+int jsonmsg_check_keys(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
+		       const char *const *keys, size_t n, const char *expected)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach ((json_t *)o, key, v) {
+		if (jsonmsg_key_index(key, keys, n) < 0)
+			return jsonmsg_unknown_key(c, path, key, expected);
+	}
+	return 0;
+}

@@ -3,6 +3,7 @@
 #ifndef SLUICE_IO_JSONMSG_H
 #define SLUICE_IO_JSONMSG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -46,6 +47,34 @@ int jsonmsg_missing(const struct jsonmsg_ctx *c, const char *path, const char *k
 /* "ORIGIN: PATH.KEY: unknown key (expected one of: EXPECTED)"; -EINVAL. */
 int jsonmsg_unknown_key(const struct jsonmsg_ctx *c, const char *path, const char *key,
 			const char *expected);
+
+/*
+ * One value of the expected kind, or -EINVAL with "ORIGIN: PATH: expected ..., got ..." (the
+ * same words for the manifest and the spec). The ret_ out-parameters are written only on success.
+ */
+
+/* An object ("expected a JSON object at the top level" when path is NULL or ""). */
+int jsonmsg_get_object(const struct jsonmsg_ctx *c, const json_t *v, const char *path);
+/* true or false. */
+int jsonmsg_get_bool(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
+		     bool *ret_value);
+/* A non-empty string; *ret_name points into v (it lives as long as v does). */
+int jsonmsg_get_name(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
+		     const char **ret_name);
+/* One of the strings names[0..n) (compared exactly), its index; expected: them, for the message. */
+int jsonmsg_get_enum(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
+		     const char *const *names, size_t n, const char *expected, unsigned *ret_index);
+/*
+ * An array (of objects, as the message says): its size, and a zeroed array of that many elements
+ * of sz bytes for the caller to fill (the caller frees it; NULL when the array is empty). -ENOMEM
+ * with "ORIGIN: out of memory".
+ */
+int jsonmsg_get_array(const struct jsonmsg_ctx *c, const json_t *v, const char *path, size_t sz,
+		      size_t *ret_n, void **ret_elems);
+/* Every key of object o is one of keys[0..n); else jsonmsg_unknown_key() for the first that is not.
+ */
+int jsonmsg_check_keys(const struct jsonmsg_ctx *c, const json_t *o, const char *path,
+		       const char *const *keys, size_t n, const char *expected);
 
 /* "ORIGIN: out of memory" into c->err; -ENOMEM. */
 int jsonmsg_oom(const struct jsonmsg_ctx *c);

@@ -70,6 +70,7 @@ static const char *const feature_keys[] = {
 	"name", "dtype", "shape", "var_len", "deserialize_type", "deserialize_args"
 };
 static const char *const raw_keys[] = { "endian", "len" };
+static const char *const endian_names[] = { "little", "big" };
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -156,21 +157,6 @@ int manifest_feature_record_shape(const struct manifest_feature *f, int64_t dims
 	for (i = 0; i < f->rank; i++)
 		dims[n++] = f->shape[i];
 	return (int)n;
-}
-
-/* ---- messages ---- */
-
-static int check_keys(const struct jsonmsg_ctx *c, const json_t *obj, const char *path,
-		      const char *const *keys, size_t n_keys, const char *what)
-{
-	const char *key;
-	json_t *v;
-
-	json_object_foreach ((json_t *)obj, key, v) {
-		if (jsonmsg_key_index(key, keys, n_keys) < 0)
-			return jsonmsg_unknown_key(c, path, key, what);
-	}
-	return 0;
 }
 
 /* An integer, or a real with an integral value that fits (nnetmaker accepts 28.0). */
@@ -291,12 +277,13 @@ static int parse_raw_args(const struct jsonmsg_ctx *c, const json_t *args, const
 {
 	char buf[DESCRIBE_MAX + 8], sub[192];
 	const json_t *v;
-	const char *s;
+	unsigned endian;
 	int64_t len;
 	int r;
 
 	if (args) {
-		r = check_keys(c, args, apath, raw_keys, ARRAY_LEN(raw_keys), "endian, len");
+		r = jsonmsg_check_keys(c, args, apath, raw_keys, ARRAY_LEN(raw_keys),
+				       "endian, len");
 		if (r < 0)
 			return r;
 	}
@@ -305,14 +292,11 @@ static int parse_raw_args(const struct jsonmsg_ctx *c, const json_t *args, const
 	if (!v)
 		return jsonmsg_fail(c, sub,
 				    "required key is missing (deserialize_type \"raw\" needs it)");
-	s = json_string_value(v);
-	if (s && strcmp(s, "little") == 0)
-		f->raw_big_endian = false;
-	else if (s && strcmp(s, "big") == 0)
-		f->raw_big_endian = true;
-	else
-		return jsonmsg_fail(c, sub, "expected \"little\" or \"big\", got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
+	r = jsonmsg_get_enum(c, v, sub, endian_names, ARRAY_LEN(endian_names),
+			     "\"little\" or \"big\"", &endian);
+	if (r < 0)
+		return r;
+	f->raw_big_endian = endian == 1;
 
 	snprintf(sub, sizeof(sub), "%s.len", apath);
 	v = args ? json_object_get(args, "len") : NULL;
@@ -346,18 +330,18 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	char path[64], sub[128], buf[DESCRIBE_MAX + 8], buf2[DESCRIBE_MAX + 8];
 	const json_t *v, *args;
 	struct shape_tmp shape;
+	const char *s, *name;
 	size_t n_given;
-	const char *s;
 	int r;
 
 	memset(f, 0, sizeof(*f));
 	f->raw_len = -1;
 	snprintf(path, sizeof(path), "features[%zu]", i);
-	if (!json_is_object(jf))
-		return jsonmsg_fail(c, path, "expected an object, got %s",
-				    jsonmsg_describe(jf, buf, sizeof(buf)));
-	r = check_keys(c, jf, path, feature_keys, ARRAY_LEN(feature_keys),
-		       "name, dtype, shape, var_len, deserialize_type, deserialize_args");
+	r = jsonmsg_get_object(c, jf, path);
+	if (r < 0)
+		return r;
+	r = jsonmsg_check_keys(c, jf, path, feature_keys, ARRAY_LEN(feature_keys),
+			       "name, dtype, shape, var_len, deserialize_type, deserialize_args");
 	if (r < 0)
 		return r;
 
@@ -366,9 +350,9 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	if (!v)
 		return jsonmsg_missing(c, path, "name", "");
 	snprintf(sub, sizeof(sub), "%s.name", path);
-	if (!json_is_string(v) || json_string_length(v) == 0)
-		return jsonmsg_fail(c, sub, "expected a non-empty string, got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
+	r = jsonmsg_get_name(c, v, sub, &name);
+	if (r < 0)
+		return r;
 
 	/* dtype */
 	v = json_object_get(jf, "dtype");
@@ -399,11 +383,10 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 					    "required key is missing (required when allow_var_len "
 					    "is "
 					    "true)");
-	} else if (!json_is_boolean(v)) {
-		return jsonmsg_fail(c, sub, "expected true or false, got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
 	} else {
-		f->var_len = json_is_true(v);
+		r = jsonmsg_get_bool(c, v, sub, &f->var_len);
+		if (r < 0)
+			return r;
 		if (f->var_len && !allow_var_len)
 			return jsonmsg_fail(c, sub,
 					    "expected false because allow_var_len is false, got "
@@ -424,9 +407,11 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	/* deserialize_args: an object, default {}; only raw takes arguments */
 	args = json_object_get(jf, "deserialize_args");
 	snprintf(sub, sizeof(sub), "%s.deserialize_args", path);
-	if (args && !json_is_object(args))
-		return jsonmsg_fail(c, sub, "expected an object, got %s",
-				    jsonmsg_describe(args, buf, sizeof(buf)));
+	if (args) {
+		r = jsonmsg_get_object(c, args, sub);
+		if (r < 0)
+			return r;
+	}
 	if (f->deser == MANIFEST_DESER_RAW) {
 		r = parse_raw_args(c, args, sub, f);
 		if (r < 0)
@@ -462,11 +447,9 @@ static int parse_feature(const struct jsonmsg_ctx *c, const json_t *jf, size_t i
 	f->rank = shape.rank;
 	memcpy(f->shape, shape.dims, sizeof(f->shape[0]) * f->rank);
 
-	f->name = strdup(json_string_value(json_object_get(jf, "name")));
-	if (!f->name) {
-		io_error_set(c->err, "%s: out of memory", c->origin);
-		return -ENOMEM;
-	}
+	f->name = strdup(name);
+	if (!f->name)
+		return jsonmsg_oom(c);
 	return 0;
 }
 
@@ -480,10 +463,8 @@ static int check_duplicates(const struct jsonmsg_ctx *c, const struct manifest *
 	if (m->n_features < 2)
 		return 0;
 	v = malloc(sizeof(*v) * m->n_features);
-	if (!v) {
-		io_error_set(c->err, "%s: out of memory", c->origin);
-		return -ENOMEM;
-	}
+	if (!v)
+		return jsonmsg_oom(c);
 	for (i = 0; i < m->n_features; i++) {
 		v[i].name = m->features[i].name;
 		v[i].idx = i;
@@ -511,11 +492,11 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 	size_t i, n;
 	int r;
 
-	if (!json_is_object(root))
-		return jsonmsg_fail(c, NULL, "expected a JSON object at the top level, got %s",
-				    jsonmsg_describe(root, buf, sizeof(buf)));
-	r = check_keys(c, root, "", top_keys, ARRAY_LEN(top_keys),
-		       "compression, allow_var_len, features");
+	r = jsonmsg_get_object(c, root, NULL);
+	if (r < 0)
+		return r;
+	r = jsonmsg_check_keys(c, root, "", top_keys, ARRAY_LEN(top_keys),
+			       "compression, allow_var_len, features");
 	if (r < 0)
 		return r;
 
@@ -535,25 +516,17 @@ static int parse_manifest(const struct jsonmsg_ctx *c, const json_t *root, struc
 	v = json_object_get(root, "allow_var_len");
 	if (!v)
 		return jsonmsg_missing(c, "", "allow_var_len", "");
-	if (!json_is_boolean(v))
-		return jsonmsg_fail(c, "allow_var_len", "expected true or false, got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
-	m->allow_var_len = json_is_true(v);
+	r = jsonmsg_get_bool(c, v, "allow_var_len", &m->allow_var_len);
+	if (r < 0)
+		return r;
 
 	feats = json_object_get(root, "features");
 	if (!feats)
 		return jsonmsg_missing(c, "", "features", "");
-	if (!json_is_array(feats))
-		return jsonmsg_fail(c, "features", "expected an array of objects, got %s",
-				    jsonmsg_describe(feats, buf, sizeof(buf)));
-	n = json_array_size(feats);
-	if (n) {
-		m->features = calloc(n, sizeof(*m->features));
-		if (!m->features) {
-			io_error_set(c->err, "%s: out of memory", c->origin);
-			return -ENOMEM;
-		}
-	}
+	r = jsonmsg_get_array(c, feats, "features", sizeof(*m->features), &n,
+			      (void **)&m->features);
+	if (r < 0)
+		return r;
 	for (i = 0; i < n; i++) {
 		r = parse_feature(c, json_array_get(feats, i), i, m->allow_var_len,
 				  &m->features[i]);

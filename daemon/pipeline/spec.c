@@ -91,20 +91,20 @@ static int parse_dataset(const struct jsonmsg_ctx *c, const json_t *ds, struct p
 	unsigned t = 0;
 	int r;
 
-	r = pl_spec_get_object(c, ds, path);
+	r = jsonmsg_get_object(c, ds, path);
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)ds, key, v) {
 		jsonmsg_path_key(sub, sizeof(sub), path, key);
 		switch (jsonmsg_key_index(key, dataset_keys, ARRAY_LEN(dataset_keys))) {
 		case 0:
-			r = pl_spec_get_enum(c, v, sub, dataset_types, 2, "\"dir\" or \"list\"",
+			r = jsonmsg_get_enum(c, v, sub, dataset_types, 2, "\"dir\" or \"list\"",
 					     &t);
 			s->dataset_type = (enum pl_dataset_type)t;
 			has_type = true;
 			break;
 		case 1:
-			r = pl_spec_get_object(c, v, sub);
+			r = jsonmsg_get_object(c, v, sub);
 			args = v;
 			break;
 		default:
@@ -162,7 +162,7 @@ static int parse_shard(const struct jsonmsg_ctx *c, const json_t *o, struct pl_s
 	const json_t *v;
 	int r;
 
-	r = pl_spec_get_object(c, o, path);
+	r = jsonmsg_get_object(c, o, path);
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
@@ -316,18 +316,19 @@ static int parse_array_arg(const struct jsonmsg_ctx *c, enum arg_key k, const js
 	pl_spec_path_printf(path, sizeof(path), "args.%s", arg_keys[k].name);
 	switch (k) {
 	case A_PRIMARY_FEATURES:
-		r = pl_spec_get_list(c, v, path, sizeof(*s->primary), &n, (void **)&s->primary);
+		r = jsonmsg_get_array(c, v, path, sizeof(*s->primary), &n, (void **)&s->primary);
 		if (r == 0 && n == 0)
 			r = jsonmsg_fail(c, path,
 					 "expected at least one feature, got an empty array");
 		s->n_primary = n;
 		break;
 	case A_SECONDARY_FEATURES:
-		r = pl_spec_get_list(c, v, path, sizeof(*s->secondary), &n, (void **)&s->secondary);
+		r = jsonmsg_get_array(c, v, path, sizeof(*s->secondary), &n,
+				      (void **)&s->secondary);
 		s->n_secondary = n;
 		break;
 	default:
-		r = pl_spec_get_list(c, v, path, sizeof(*s->steps), &n, (void **)&s->steps);
+		r = jsonmsg_get_array(c, v, path, sizeof(*s->steps), &n, (void **)&s->steps);
 		s->n_steps = n;
 		break;
 	}
@@ -359,7 +360,7 @@ static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *
 	case A_TARGET_BATCH_SIZE:
 		return pl_spec_get_int(c, v, path, 1, I32_MAX, 0, &s->target_batch_size);
 	case A_DROP_REMAINDER:
-		return pl_spec_get_bool(c, v, path, &s->drop_remainder);
+		return jsonmsg_get_bool(c, v, path, &s->drop_remainder);
 	case A_EPOCHS:
 		return pl_spec_get_int(c, v, path, 1, INT64_MAX, ALLOW_NULL, &s->epochs);
 	case A_NUM_PARALLEL_READS:
@@ -372,7 +373,7 @@ static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *
 	case A_NUM_PREFETCH:
 		return pl_spec_get_int(c, v, path, 0, 1024, ALLOW_AUTO, &s->num_prefetch);
 	case A_SHUFFLE:
-		return pl_spec_get_bool(c, v, path, &s->shuffle);
+		return jsonmsg_get_bool(c, v, path, &s->shuffle);
 	case A_NUM_SHUFFLE_BUFFER_ELEMENTS:
 		return pl_spec_get_int(c, v, path, 1, I32_MAX, 0, &s->num_shuffle_buffer_elements);
 	case A_NUM_FILENAMES_SHUFFLE_BUFFER:
@@ -380,7 +381,7 @@ static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *
 	case A_NUM_MIX_FILES:
 		return pl_spec_get_int(c, v, path, 1, 1024, 0, &s->num_mix_files);
 	case A_SLOPPY_INTERLEAVE:
-		return pl_spec_get_bool(c, v, path, &s->sloppy_interleave);
+		return jsonmsg_get_bool(c, v, path, &s->sloppy_interleave);
 	case A_NUM_INTERLEAVE_OUT:
 		return pl_spec_get_int(c, v, path, 1, 1 << 20, ALLOW_AUTO,
 				       &s->num_interleave_out_buffer_elements);
@@ -394,7 +395,7 @@ static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *
 	case A_PADDING:
 		return pl_spec_parse_padding(c, v, s);
 	case A_MULTI_LOAD:
-		return pl_spec_get_bool(c, v, path, &s->multi_load);
+		return jsonmsg_get_bool(c, v, path, &s->multi_load);
 	case A_MIN_WINDOW:
 		return pl_spec_get_int(c, v, path, 1, I32_MAX, 0, &s->min_window);
 	case A_MAX_WINDOW:
@@ -410,7 +411,7 @@ static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *
 		return r;
 	}
 	case A_ON_CORRUPT:
-		r = pl_spec_get_enum(c, v, path, on_corrupt_names, ARRAY_LEN(on_corrupt_names),
+		r = jsonmsg_get_enum(c, v, path, on_corrupt_names, ARRAY_LEN(on_corrupt_names),
 				     "\"fail\", \"skip_record\" or \"skip_file\"", &u);
 		if (r == 0)
 			s->on_corrupt = (enum pl_on_corrupt)u;
@@ -512,9 +513,9 @@ static int parse_spec(const struct jsonmsg_ctx *c, const json_t *root, struct pl
 	unsigned t = 0;
 	int r;
 
-	if (!json_is_object(root))
-		return jsonmsg_fail(c, NULL, "expected a JSON object at the top level, got %s",
-				    jsonmsg_describe(root, buf, sizeof(buf)));
+	r = jsonmsg_get_object(c, root, NULL);
+	if (r < 0)
+		return r;
 	json_object_foreach ((json_t *)root, key, v) {
 		switch (jsonmsg_key_index(key, top_keys, ARRAY_LEN(top_keys))) {
 		case 0:
@@ -528,7 +529,7 @@ static int parse_spec(const struct jsonmsg_ctx *c, const json_t *root, struct pl
 			r = pl_spec_dup_str(c, json_string_value(v), &s->name);
 			break;
 		case 1:
-			r = pl_spec_get_enum(c, v, "type", loader_names, ARRAY_LEN(loader_names),
+			r = jsonmsg_get_enum(c, v, "type", loader_names, ARRAY_LEN(loader_names),
 					     "\"independent\", \"continuous_sequence\" or "
 					     "\"discrete_sequence\"",
 					     &t);
@@ -536,7 +537,7 @@ static int parse_spec(const struct jsonmsg_ctx *c, const json_t *root, struct pl
 			has_type = true;
 			break;
 		case 2:
-			r = pl_spec_get_object(c, v, "args");
+			r = jsonmsg_get_object(c, v, "args");
 			args = v;
 			break;
 		default:

@@ -25,7 +25,7 @@ int pl_spec_parse_primary(const struct jsonmsg_ctx *c, const json_t *o, const ch
 	const json_t *v;
 	int r;
 
-	r = pl_spec_get_object(c, o, path);
+	r = jsonmsg_get_object(c, o, path);
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
@@ -115,7 +115,7 @@ int pl_spec_parse_secondary(const struct jsonmsg_ctx *c, const json_t *o, const 
 	unsigned t;
 	int r;
 
-	r = pl_spec_get_object(c, o, path);
+	r = jsonmsg_get_object(c, o, path);
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
@@ -125,12 +125,12 @@ int pl_spec_parse_secondary(const struct jsonmsg_ctx *c, const json_t *o, const 
 			r = pl_spec_get_name(c, v, sub, &x->to_name);
 			break;
 		case 1:
-			r = pl_spec_get_enum(c, v, sub, secondary_types, 1, "\"const\"", &t);
+			r = jsonmsg_get_enum(c, v, sub, secondary_types, 1, "\"const\"", &t);
 			x->type = (enum pl_secondary_type)t;
 			has_type = true;
 			break;
 		case 2:
-			r = pl_spec_get_object(c, v, sub);
+			r = jsonmsg_get_object(c, v, sub);
 			if (r == 0) {
 				args = v;
 				r = parse_const_args(c, v, sub, x);
@@ -167,7 +167,7 @@ int pl_spec_parse_step(const struct jsonmsg_ctx *c, const json_t *o, const char 
 	unsigned t;
 	int r;
 
-	r = pl_spec_get_object(c, o, path);
+	r = jsonmsg_get_object(c, o, path);
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
@@ -177,13 +177,13 @@ int pl_spec_parse_step(const struct jsonmsg_ctx *c, const json_t *o, const char 
 			r = pl_spec_get_name(c, v, sub, &st->tensor);
 			break;
 		case 1:
-			r = pl_spec_get_enum(c, v, sub, step_types, 1, "\"slice\"", &t);
+			r = jsonmsg_get_enum(c, v, sub, step_types, 1, "\"slice\"", &t);
 			st->type = (enum pl_step_type)t;
 			has_type = true;
 			break;
 		case 2:
 			has_args = true;
-			r = pl_spec_get_object(c, v, sub);
+			r = jsonmsg_get_object(c, v, sub);
 			if (r < 0)
 				break;
 			json_object_foreach ((json_t *)v, key2, v2) {
@@ -232,7 +232,7 @@ static int parse_padding_entry(const struct jsonmsg_ctx *c, const json_t *o, con
 	const json_t *v;
 	int r;
 
-	r = pl_spec_get_object(c, o, path);
+	r = jsonmsg_get_object(c, o, path);
 	if (r < 0)
 		return r;
 	json_object_foreach ((json_t *)o, key, v) {
@@ -275,8 +275,8 @@ int pl_spec_parse_padding(const struct jsonmsg_ctx *c, const json_t *v, struct p
 		return jsonmsg_fail(c, "args.padding",
 				    "expected true, false or an array of objects, got %s",
 				    jsonmsg_describe(v, buf, sizeof(buf)));
-	r = pl_spec_get_list(c, v, "args.padding", sizeof(*s->paddings), &s->n_padding,
-			     (void **)&s->paddings);
+	r = jsonmsg_get_array(c, v, "args.padding", sizeof(*s->paddings), &s->n_padding,
+			      (void **)&s->paddings);
 	if (r < 0)
 		return r;
 	s->padding = s->n_padding > 0;

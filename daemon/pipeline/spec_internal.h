@@ -36,29 +36,21 @@ enum { ALLOW_AUTO = 1u, ALLOW_NULL = 2u };
 void pl_spec_path_printf(char *out, size_t n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* ---- values (spec_values.c) ---- */
+/* ---- values (spec_values.c; objects, booleans, enums and arrays: io/jsonmsg.h) ---- */
 
 /* An integer in [lo, hi], or "auto" (PL_AUTO) / null (PL_NULL) where flags allow them. */
 int pl_spec_get_int(const struct jsonmsg_ctx *c, const json_t *v, const char *path, int64_t lo,
 		    int64_t hi, unsigned flags, int64_t *ret);
-int pl_spec_get_bool(const struct jsonmsg_ctx *c, const json_t *v, const char *path, bool *ret);
 /* A copy of s in *ret (the caller frees it). */
 int pl_spec_dup_str(const struct jsonmsg_ctx *c, const char *s, char **ret);
 /* A non-empty string, copied into *ret. */
 int pl_spec_get_name(const struct jsonmsg_ctx *c, const json_t *v, const char *path, char **ret);
-int pl_spec_get_object(const struct jsonmsg_ctx *c, const json_t *v, const char *path);
-/* One of names[] (a string), its index in *ret. expected: the list for the message. */
-int pl_spec_get_enum(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
-		     const char *const *names, size_t n, const char *expected, unsigned *ret);
 /* A JSON scalar: bool, integer, real, string (copied into ret->s) or null (PL_VALUE_NONE). */
 int pl_spec_get_value(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
 		      struct pl_value *ret);
 /* A list of at most MAX_DIMS integers, each in [lo, 2^31 - 1]; alt: more for the message. */
 int pl_spec_get_dims(const struct jsonmsg_ctx *c, const json_t *v, const char *path, int64_t lo,
 		     const char *alt, unsigned *ret_rank, int64_t *dims);
-/* An array of objects: its size in *ret_n, with a zeroed array of n elements of size sz. */
-int pl_spec_get_list(const struct jsonmsg_ctx *c, const json_t *v, const char *path, size_t sz,
-		     size_t *ret_n, void **ret_a);
 /* The slice syntax of string v (numpy basic indexing of one row) into st->dims, st->n_dims. */
 int pl_spec_parse_slice(const struct jsonmsg_ctx *c, const char *path, const json_t *v,
 			struct pl_step *st);

@@ -59,17 +59,6 @@ int pl_spec_get_int(const struct jsonmsg_ctx *c, const json_t *v, const char *pa
 			    jsonmsg_describe(v, buf, sizeof(buf)));
 }
 
-int pl_spec_get_bool(const struct jsonmsg_ctx *c, const json_t *v, const char *path, bool *ret)
-{
-	char buf[DESCRIBE_MAX + 8];
-
-	if (!json_is_boolean(v))
-		return jsonmsg_fail(c, path, "expected true or false, got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
-	*ret = json_is_true(v);
-	return 0;
-}
-
 int pl_spec_dup_str(const struct jsonmsg_ctx *c, const char *s, char **ret)
 {
 	char *d = strdup(s);
@@ -83,36 +72,10 @@ int pl_spec_dup_str(const struct jsonmsg_ctx *c, const char *s, char **ret)
 /* A non-empty string, copied into *ret. */
 int pl_spec_get_name(const struct jsonmsg_ctx *c, const json_t *v, const char *path, char **ret)
 {
-	char buf[DESCRIBE_MAX + 8];
+	const char *name;
+	int r = jsonmsg_get_name(c, v, path, &name);
 
-	if (!json_is_string(v) || json_string_length(v) == 0)
-		return jsonmsg_fail(c, path, "expected a non-empty string, got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
-	return pl_spec_dup_str(c, json_string_value(v), ret);
-}
-
-int pl_spec_get_object(const struct jsonmsg_ctx *c, const json_t *v, const char *path)
-{
-	char buf[DESCRIBE_MAX + 8];
-
-	if (!json_is_object(v))
-		return jsonmsg_fail(c, path, "expected an object, got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
-	return 0;
-}
-
-/* One of names[] (a string), its index in *ret. expected: the list for the message. */
-int pl_spec_get_enum(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
-		     const char *const *names, size_t n, const char *expected, unsigned *ret)
-{
-	char buf[DESCRIBE_MAX + 8];
-	int i = json_is_string(v) ? jsonmsg_key_index(json_string_value(v), names, n) : -1;
-
-	if (i < 0)
-		return jsonmsg_fail(c, path, "expected %s, got %s", expected,
-				    jsonmsg_describe(v, buf, sizeof(buf)));
-	*ret = (unsigned)i;
-	return 0;
+	return r < 0 ? r : pl_spec_dup_str(c, name, ret);
 }
 
 /* A JSON scalar: bool, integer, real, string or null (PL_VALUE_NONE). */
@@ -323,27 +286,5 @@ int pl_spec_parse_slice(const struct jsonmsg_ctx *c, const char *path, const jso
 	slice_ws(&in);
 	if (in.text[in.i] != '\0')
 		return slice_fail(&in, in.i, "nothing after ']'");
-	return 0;
-}
-
-/* ---- lists ---- */
-
-/* An array of objects: its size in *ret_n, with an array of n elements of size sz. */
-int pl_spec_get_list(const struct jsonmsg_ctx *c, const json_t *v, const char *path, size_t sz,
-		     size_t *ret_n, void **ret_a)
-{
-	char buf[DESCRIBE_MAX + 8];
-	size_t n;
-
-	if (!json_is_array(v))
-		return jsonmsg_fail(c, path, "expected an array of objects, got %s",
-				    jsonmsg_describe(v, buf, sizeof(buf)));
-	n = json_array_size(v);
-	if (n) {
-		*ret_a = calloc(n, sz);
-		if (!*ret_a)
-			return jsonmsg_oom(c);
-	}
-	*ret_n = n;
 	return 0;
 }
