@@ -87,7 +87,7 @@ void pl_deliver_wait_room(struct pl_deliver *dl)
 {
 	uint64_t t0 = pl_clock_ns(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&dl->lock);
-	if (!dl->stop && dl->n_ready + dl->n_inflight >= dl->o.prefetch)
+	while (!dl->stop && dl->n_ready + dl->n_inflight >= dl->o.prefetch)
 		pthread_cond_wait(&dl->space_cond, &dl->lock);
 	dl->st.wait_down_ns += pl_clock_ns(CLOCK_MONOTONIC) - t0;
 	pthread_mutex_unlock(&dl->lock);

@@ -42,6 +42,8 @@ struct pl_driver {
 	struct pl_chain_totals tot;
 	uint64_t prof_ns[PL_STAGE_COUNT_ + 1];
 	uint64_t lazy_fills, alloc_ns;
+	char fallback[160]; /* why not io_uring, copied once: readers keep a pointer to it */
+	bool have_fallback;
 	uint64_t cpu_ns; /* at the driver's end; while it runs, its clock: */
 	clockid_t clock;
 	bool clock_ok; /* the driver runs and clock is its clock */
@@ -60,6 +62,10 @@ static void publish_stats(struct pl_driver *d, bool last)
 	pthread_mutex_lock(&d->lock);
 	memcpy(d->st, st, sizeof(st));
 	d->tot = tot;
+	if (tot.read.have_fallback && !d->have_fallback) {
+		memcpy(d->fallback, tot.read.fallback, sizeof(d->fallback));
+		d->have_fallback = true;
+	}
 	memcpy(d->prof_ns, d->prof.ns, sizeof(d->prof_ns));
 	d->lazy_fills = d->ax.lazy_fills;
 	d->alloc_ns = d->ax.alloc_ns;
@@ -420,5 +426,5 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->read_wait_ns = rw;
 	ret->next_wait_ns = dst.wait_up_ns;
 	ret->io_engine = tot.read.engine;
-	ret->io_fallback = tot.read.have_fallback ? d->tot.read.fallback : NULL;
+	ret->io_fallback = tot.read.have_fallback ? d->fallback : NULL; /* written once, before */
 }
