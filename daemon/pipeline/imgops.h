@@ -44,9 +44,10 @@ double pl_rng_uniform(struct pl_rng *rng);
 /*
  * Resampling as Pillow's Image.resize does (separable, horizontal pass then vertical, each
  * output pixel a normalised filter-weighted sum of the input pixels within the filter's support
- * scaled by max(1, in/out): antialias when shrinking), computed in float and rounded half away
- * from zero into uint8. A resampler holds the weights for one (in, out) geometry and scratch;
- * it is reused across calls (pl_resampler_plan recomputes only what changed).
+ * scaled by max(1, in/out): antialias when shrinking), in fixed point (14-bit weights; SSE2
+ * where the machine has it) and rounded half up into uint8. A resampler holds the weights for one
+ * (in, out) geometry and scratch; it is reused across calls (pl_resampler_plan recomputes only what
+ * changed).
  */
 struct pl_resampler;
 struct pl_resampler *pl_resampler_create(void);
