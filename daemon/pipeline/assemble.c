@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "decode.h"
 #include "ipc/batch.h"
 
 static void row_fail(struct pl_bjob *job, size_t row, int code, const struct io_error *e)
@@ -20,6 +21,13 @@ static void row_fail(struct pl_bjob *job, size_t row, int code, const struct io_
 		job->err = *e;
 	}
 	pthread_mutex_unlock(&job->err_lock);
+}
+
+/* One writer (the worker): a plain add, published relaxed. */
+static void add_relaxed(atomic_uint_fast64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
 }
 
 /*
@@ -498,6 +506,17 @@ static void task_run(void *arg)
 	uint64_t ns = atomic_load_explicit(&wk->task_ns, memory_order_relaxed);
 	atomic_store_explicit(&wk->task_ns, ns + pl_clock_ns(CLOCK_MONOTONIC) - c0,
 			      memory_order_relaxed);
+	if (ws && ws->img) {
+		struct pl_decode_counts dc = { 0 };
+		pl_img_work_take(ws->img, &dc);
+		if (dc.images) {
+			add_relaxed(&wk->dec_images, dc.images);
+			add_relaxed(&wk->dec_bad, dc.bad);
+			add_relaxed(&wk->dec_bytes_in, dc.bytes_in);
+			add_relaxed(&wk->dec_bytes_out, dc.bytes_out);
+			add_relaxed(&wk->dec_ns, dc.ns);
+		}
+	}
 }
 
 /*
@@ -590,9 +609,38 @@ int pl_asm_ctx_init(struct pl_asm_ctx *ax)
 	ax->wk = aligned_alloc(64, (ax->n_workers + 1) * sizeof(*ax->wk));
 	if (!ax->scratch || !ax->wk)
 		return -ENOMEM;
-	for (unsigned i = 0; i <= ax->n_workers; i++)
-		atomic_init(&ax->wk[i].task_ns, 0);
+	for (unsigned i = 0; i <= ax->n_workers; i++) {
+		struct pl_asm_worker *wk = &ax->wk[i];
+		atomic_init(&wk->task_ns, 0);
+		atomic_init(&wk->dec_images, 0);
+		atomic_init(&wk->dec_bad, 0);
+		atomic_init(&wk->dec_bytes_in, 0);
+		atomic_init(&wk->dec_bytes_out, 0);
+		atomic_init(&wk->dec_ns, 0);
+	}
 	return 0;
+}
+
+void pl_asm_decode_stats(const struct pl_asm_ctx *ax, struct pl_stage_stats *st,
+			 uint64_t *driver_ns)
+{
+	*driver_ns = 0;
+	if (!ax->wk)
+		return;
+	for (unsigned i = 0; i <= ax->n_workers; i++) {
+		const struct pl_asm_worker *wk = &ax->wk[i];
+		uint64_t n = atomic_load_explicit(&wk->dec_images, memory_order_relaxed);
+		uint64_t bad = atomic_load_explicit(&wk->dec_bad, memory_order_relaxed);
+		uint64_t ns = atomic_load_explicit(&wk->dec_ns, memory_order_relaxed);
+		st->elems_in += n;
+		st->elems_out += n - bad;
+		st->dropped += bad;
+		st->bytes_in += atomic_load_explicit(&wk->dec_bytes_in, memory_order_relaxed);
+		st->bytes_out += atomic_load_explicit(&wk->dec_bytes_out, memory_order_relaxed);
+		st->cpu_ns += ns;
+		if (i == ax->n_workers)
+			*driver_ns = ns;
+	}
 }
 
 uint64_t pl_asm_task_ns(const struct pl_asm_ctx *ax, bool with_driver)

@@ -17,9 +17,13 @@
 
 struct pl_bjob;
 
-/* A pool worker's task time (one writer: the worker), on a line of its own. */
+/*
+ * A pool worker's task time and the decode stage's counters of its tasks (one writer: the
+ * worker), on a line of their own.
+ */
 struct pl_asm_worker {
 	_Alignas(64) atomic_uint_fast64_t task_ns;
+	atomic_uint_fast64_t dec_images, dec_bad, dec_bytes_in, dec_bytes_out, dec_ns;
 };
 
 /*
@@ -57,6 +61,12 @@ struct pl_asm_ctx {
 int pl_asm_ctx_init(struct pl_asm_ctx *ax);
 /* Time spent running parse tasks, by the pool's workers and (with_driver) the driver. Any thread. */
 uint64_t pl_asm_task_ns(const struct pl_asm_ctx *ax, bool with_driver);
+/*
+ * The decode stage's counters (images run by the tasks: elems, bytes, cpu_ns, dropped) into
+ * *st, and in *driver_ns the part of cpu_ns the driver spent running tasks itself. Any thread.
+ */
+void pl_asm_decode_stats(const struct pl_asm_ctx *ax, struct pl_stage_stats *st,
+			 uint64_t *driver_ns);
 
 /*
  * Start assembling a batch of rows (the job takes the rows' references). The measuring pass, if

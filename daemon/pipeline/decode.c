@@ -11,6 +11,7 @@
 #include "io/image.h"
 #include "io/manifest.h"
 #include "rng.h"
+#include "stage.h"
 
 #define MAX_OPS 16
 
@@ -46,6 +47,7 @@ struct geo {
 };
 
 struct pl_img_work {
+	struct pl_decode_counts n;
 	struct img_scratch *codec;
 	struct pl_resampler *rs;
 	uint8_t *buf[2];
@@ -348,9 +350,40 @@ int pl_imgchain_shape(const struct pl_imgchain *ch, const struct pl_img_key *key
 	return 0;
 }
 
+void pl_img_work_take(struct pl_img_work *w, struct pl_decode_counts *acc)
+{
+	acc->images += w->n.images;
+	acc->bad += w->n.bad;
+	acc->bytes_in += w->n.bytes_in;
+	acc->bytes_out += w->n.bytes_out;
+	acc->ns += w->n.ns;
+	memset(&w->n, 0, sizeof(w->n));
+}
+
+static int chain_run(const struct pl_imgchain *ch, const struct pl_img_key *key,
+		     const uint8_t *data, size_t len, const int64_t dims[3], void *dst,
+		     const int64_t stride[3], struct pl_img_work *w, struct io_error *err);
+
 int pl_imgchain_run(const struct pl_imgchain *ch, const struct pl_img_key *key, const uint8_t *data,
 		    size_t len, const int64_t dims[3], void *dst, const int64_t stride[3],
 		    struct pl_img_work *w, struct io_error *err)
+{
+	uint64_t t0 = pl_clock_ns(CLOCK_MONOTONIC);
+	int r = chain_run(ch, key, data, len, dims, dst, stride, w, err);
+	w->n.ns += pl_clock_ns(CLOCK_MONOTONIC) - t0;
+	w->n.images++;
+	w->n.bytes_in += len;
+	if (r < 0)
+		w->n.bad++;
+	else
+		w->n.bytes_out +=
+			(uint64_t)(dims[0] * dims[1] * dims[2]) * pl_imgchain_elem_size(ch);
+	return r;
+}
+
+static int chain_run(const struct pl_imgchain *ch, const struct pl_img_key *key,
+		     const uint8_t *data, size_t len, const int64_t dims[3], void *dst,
+		     const int64_t stride[3], struct pl_img_work *w, struct io_error *err)
 {
 	struct img_info info;
 	struct img_shape full;

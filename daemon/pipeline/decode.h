@@ -50,6 +50,17 @@ struct pl_img_work *pl_img_work_create(void);
 void pl_img_work_destroy(struct pl_img_work *w);
 
 /*
+ * The decode stage's counters, kept per scratch (one thread) by pl_imgchain_run: images run,
+ * of which bad (a record error), their encoded bytes in, the bytes written out, and the
+ * monotonic time spent (two clock reads per image: an image costs a million times more).
+ */
+struct pl_decode_counts {
+	uint64_t images, bad, bytes_in, bytes_out, ns;
+};
+/* Add w's counters to *acc and zero them (the task that used w, when it ends). */
+void pl_img_work_take(struct pl_img_work *w, struct pl_decode_counts *acc);
+
+/*
  * The row shape of the image in data (its header only) after the steps: dims[3] as
  * pl_imgchain_static_shape. -EBADMSG with the decoder's message (not yet prefixed with the
  * record: the caller does that), -ENOMEM.

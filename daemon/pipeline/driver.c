@@ -408,7 +408,18 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	st[PL_STAGE_DELIVER] = dst;
 	st[PL_STAGE_DELIVER].wait_down_ns += alloc_ns; /* a ring full of unread batches */
 	pl_prof_share(prof_ns, ret->driver_cpu_ns, st);
-	st[PL_STAGE_PARSE].cpu_ns += pl_asm_task_ns(&d->ax, false);
+	/*
+	 * The image steps run inside the parse tasks: their time is the decode stage's, taken
+	 * out of the workers' task time and out of the driver's sampled share of parse.
+	 */
+	uint64_t drv_dec_ns, task_ns = pl_asm_task_ns(&d->ax, false);
+	memset(&st[PL_STAGE_DECODE], 0, sizeof(st[PL_STAGE_DECODE]));
+	pl_asm_decode_stats(&d->ax, &st[PL_STAGE_DECODE], &drv_dec_ns);
+	uint64_t wk_dec_ns = st[PL_STAGE_DECODE].cpu_ns - drv_dec_ns;
+	st[PL_STAGE_PARSE].cpu_ns -= drv_dec_ns < st[PL_STAGE_PARSE].cpu_ns
+					     ? drv_dec_ns
+					     : st[PL_STAGE_PARSE].cpu_ns;
+	st[PL_STAGE_PARSE].cpu_ns += task_ns > wk_dec_ns ? task_ns - wk_dec_ns : 0;
 	/* the driver's stages pull synchronously: while a read blocks, every stage above waits */
 	uint64_t rw = st[PL_STAGE_READ].wait_up_ns;
 	for (unsigned i = PL_STAGE_FRAME; i <= PL_STAGE_PARSE; i++)

@@ -8,7 +8,8 @@ static const char *const names[PL_STAGE_COUNT_] = {
 	[PL_STAGE_FILES] = "files",	      [PL_STAGE_READ] = "read",
 	[PL_STAGE_FRAME] = "frame",	      [PL_STAGE_WINDOW] = "window",
 	[PL_STAGE_INTERLEAVE] = "interleave", [PL_STAGE_SHUFFLE] = "shuffle",
-	[PL_STAGE_PARSE] = "parse",	      [PL_STAGE_DELIVER] = "deliver",
+	[PL_STAGE_PARSE] = "parse",	      [PL_STAGE_DECODE] = "decode",
+	[PL_STAGE_DELIVER] = "deliver",
 };
 
 const char *pl_stage_name(unsigned id)

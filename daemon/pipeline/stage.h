@@ -21,6 +21,7 @@ enum pl_stage_id {
 	PL_STAGE_INTERLEAVE, /* interleave.c: round robin over the slots */
 	PL_STAGE_SHUFFLE,    /* shuffle.c: the shuffle buffer */
 	PL_STAGE_PARSE,	     /* assemble.c, rowparse.c, ops.c: parse + steps into the batch */
+	PL_STAGE_DECODE,     /* decode.c, imgops.c: image steps, called by parse's tasks */
 	PL_STAGE_DELIVER,    /* deliver.c: the ready queue or the deliver callback */
 	PL_STAGE_COUNT_,
 	PL_STAGE_IDLE_ = PL_STAGE_COUNT_, /* the driver blocked: no stage's CPU */

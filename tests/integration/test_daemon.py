@@ -358,7 +358,8 @@ def test_ring_memory(tmp, data):
               rc, listed.stdout.strip().replace("\n", " | ")[:200]))
 
 
-STAGES = ("files", "read", "frame", "window", "interleave", "shuffle", "parse", "deliver")
+STAGES = ("files", "read", "frame", "window", "interleave", "shuffle", "parse", "decode",
+          "deliver")
 COUNTERS = ("elems_in", "elems_out", "bytes_in", "bytes_out", "completions", "cpu_ns",
             "wait_up_ns", "wait_down_ns", "buffered", "capacity", "dropped")
 

@@ -582,7 +582,7 @@ def test_image_pipeline_through_sluiced(fresh_daemon, tmp_path):
              {"tensor": "image", "type": "random_flip", "args": {}},
              {"tensor": "image", "type": "normalize",
               "args": {"mean": [123.675, 116.28, 103.53], "std": [58.395, 57.12, 57.375]}}]
-    spec = {"type": "independent", "args": {
+    spec = {"name": "imgs", "type": "independent", "args": {
         "dataset": {"type": "dir", "args": {"data_dir": data}}, "target_batch_size": 8,
         "drop_remainder": False, "epochs": 1, "num_read_buffer_bytes": 65536,
         "num_prefetch": 2, "seed": 5, "processing_steps": steps,
@@ -591,7 +591,13 @@ def test_image_pipeline_through_sluiced(fresh_daemon, tmp_path):
     ref = run_reference(tmp_path, spec, "image,label")
     with sluice.attach(spec=spec, socket=fresh_daemon.sock) as reader:
         got = read_all(reader)
+        st = sluice.stats("imgs", socket=fresh_daemon.sock)
     assert [g["rows"] for g in got] == [8, 8, 8]
+    # the decode stage's own counters: every image once, its bytes in and the floats out
+    assert st["stage.decode.elems_in"] == st["stage.decode.elems_out"] == 24, st
+    assert st["stage.decode.dropped"] == 0 and st["stage.decode.cpu_ns"] > 0, st
+    assert st["stage.decode.bytes_out"] == 24 * 3 * 64 * 64 * 4, st
+    assert st["stage.decode.bytes_in"] > 24 * 1000, st  # encoded images, not the records
     for g, r_ in zip(got, ref):
         img = g["tensors"]["image"]
         assert img.dtype == np.float32 and img.shape == (8, 3, 64, 64)
