@@ -104,7 +104,7 @@ int pl_imgchain_create(const struct pl_step *const *steps, size_t n, size_t firs
 		struct img_op *op = &ch->ops[ch->n_ops++];
 		op->type = st->type;
 		op->a = st->img;
-		op->stream = PL_STREAM_AUGMENT + first + i;
+		op->stream = PL_STREAM_AUGMENT + steps[i]->img.draw_step;
 		if (st->type == PL_STEP_RANDOM_RESIZED_CROP || st->type == PL_STEP_CENTER_CROP ||
 		    (st->type == PL_STEP_RESIZE && st->img.size[0])) {
 			ch->sdims[0] = st->img.size[0];

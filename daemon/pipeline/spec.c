@@ -456,6 +456,8 @@ static int check_rules(const struct jsonmsg_ctx *c, const json_t *args, struct p
 				    s->min_window, s->max_window);
 
 	r = pl_spec_check_names(c, s);
+	if (r == 0)
+		r = pl_spec_check_draws(c, s);
 	if (r < 0)
 		return r;
 
@@ -685,6 +687,7 @@ void pl_spec_destroy(struct pl_spec *s)
 	for (i = 0; i < s->n_steps && s->steps; i++) {
 		free(s->steps[i].tensor);
 		free(s->steps[i].slice_text);
+		free(s->steps[i].img.draw);
 	}
 	free(s->steps);
 	for (i = 0; i < s->n_padding && s->paddings; i++) {

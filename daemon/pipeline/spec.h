@@ -148,6 +148,14 @@ struct pl_image_args {
 	float mean[4], std[4];
 	enum pl_norm_dtype dtype; /* normalize */
 	bool chw;		  /* normalize: layout CHW (else HWC) */
+	/*
+	 * random_resized_crop, random_flip: "draw", a name that random steps share to take the
+	 * same random numbers (an image and its mask cropped and flipped alike), or NULL; and
+	 * draw_step, the index of the first step of that draw (the step's own index without
+	 * one): its random stream is PL_STREAM_AUGMENT + draw_step.
+	 */
+	char *draw;
+	size_t draw_step;
 };
 
 struct pl_step {

@@ -128,11 +128,55 @@ static int get_channels(const struct jsonmsg_ctx *c, const json_t *v, const char
 
 /* Each step type's keys ("" ends a list). */
 static const char *const keys_decode[] = { "channels", "dct_method", "max_pixels" };
-static const char *const keys_rrc[] = { "size", "scale", "ratio", "interpolation" };
+static const char *const keys_rrc[] = { "size", "scale", "ratio", "interpolation", "draw" };
 static const char *const keys_resize[] = { "size", "shorter_side", "interpolation" };
 static const char *const keys_center[] = { "size" };
-static const char *const keys_flip[] = { "axis", "probability" };
+static const char *const keys_flip[] = { "axis", "probability", "draw" };
 static const char *const keys_norm[] = { "mean", "std", "dtype", "layout" };
+
+int pl_spec_check_draws(const struct jsonmsg_ctx *c, struct pl_spec *s)
+{
+	char path[PATH_LEN], buf[DESCRIBE_MAX + 8];
+	for (size_t i = 0; i < s->n_steps; i++) {
+		struct pl_step *st = &s->steps[i];
+		st->img.draw_step = i;
+		if (!st->img.draw)
+			continue;
+		for (size_t j = 0; j < i; j++) {
+			const struct pl_step *o = &s->steps[j];
+			if (!o->img.draw || strcmp(o->img.draw, st->img.draw) != 0)
+				continue;
+			st->img.draw_step = j;
+			const struct pl_image_args *a = &st->img, *b = &o->img;
+			const char *what = NULL;
+			if (st->type != o->type)
+				what = "type";
+			else if (st->type == PL_STEP_RANDOM_RESIZED_CROP &&
+				 (a->scale[0] != b->scale[0] || a->scale[1] != b->scale[1]))
+				what = "scale";
+			else if (st->type == PL_STEP_RANDOM_RESIZED_CROP &&
+				 (a->ratio[0] != b->ratio[0] || a->ratio[1] != b->ratio[1]))
+				what = "ratio";
+			else if (st->type == PL_STEP_RANDOM_FLIP && a->probability != b->probability)
+				what = "probability";
+			else if (strcmp(st->tensor, o->tensor) == 0)
+				what = "tensor";
+			if (what) {
+				pl_spec_path_printf(path, sizeof(path),
+						    "args.processing_steps[%zu].args.draw", i);
+				return jsonmsg_fail(c, path,
+						    "draw %s is also args.processing_steps[%zu]'s: "
+						    "steps that share a draw need the same type, scale, "
+						    "ratio and probability, on other tensors (%s "
+						    "differs)",
+						    jsonmsg_quote(st->img.draw, buf, sizeof(buf)), j,
+						    what);
+			}
+			break;
+		}
+	}
+	return 0;
+}
 
 int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, const char *path,
 			     struct pl_step *st)
@@ -148,7 +192,7 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 		break;
 	case PL_STEP_RANDOM_RESIZED_CROP:
 		keys = keys_rrc, n_keys = ARRAY_LEN(keys_rrc);
-		list = "size, scale, ratio, interpolation";
+		list = "size, scale, ratio, interpolation, draw";
 		break;
 	case PL_STEP_RESIZE:
 		keys = keys_resize, n_keys = ARRAY_LEN(keys_resize);
@@ -160,7 +204,7 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 		break;
 	case PL_STEP_RANDOM_FLIP:
 		keys = keys_flip, n_keys = ARRAY_LEN(keys_flip);
-		list = "axis, probability";
+		list = "axis, probability, draw";
 		break;
 	case PL_STEP_NORMALIZE:
 		keys = keys_norm, n_keys = ARRAY_LEN(keys_norm);
@@ -228,6 +272,8 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 			a->axis = (unsigned)x;
 		} else if (strcmp(key, "probability") == 0) {
 			r = get_number(c, v, sub, 0, false, 1, &a->probability);
+		} else if (strcmp(key, "draw") == 0) {
+			r = pl_spec_get_name(c, v, sub, &a->draw);
 		} else if (strcmp(key, "mean") == 0) {
 			r = get_channels(c, v, sub, false, &a->n_mean, a->mean);
 			has_mean = true;

@@ -73,6 +73,8 @@ int pl_spec_parse_padding(const struct jsonmsg_ctx *c, const json_t *v, struct p
 int pl_spec_step_type(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
 		      enum pl_step_type *ret);
 /* An image step's args (st->type set) into st->img, with its defaults. */
+/* The steps that share a draw: the same type and random arguments; sets each draw_step. */
+int pl_spec_check_draws(const struct jsonmsg_ctx *c, struct pl_spec *s);
 int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, const char *path,
 			     struct pl_step *st);
 /* The second pass over the names: unique to_names, what refers to them, padding per tensor. */

@@ -127,10 +127,13 @@ class Spec:
         steps = a.get("processing_steps", [])
         self.steps = [(s["tensor"], parse_slice(s["args"]["slice"]))
                       for s in steps if s["type"] == "slice"]
-        self.image_steps = {}
+        self.image_steps = {}  # tensor -> [(the step's random stream index, step)]
+        first_of_draw = {}  # steps that share a "draw" take the first one's stream
         for i, s in enumerate(steps):
             if s["type"] != "slice":
-                self.image_steps.setdefault(s["tensor"], []).append((i, s))
+                d = s.get("args", {}).get("draw")
+                k = first_of_draw.setdefault(d, i) if d is not None else i
+                self.image_steps.setdefault(s["tensor"], []).append((k, s))
         pad = a.get("padding", False)
         self.padding = bool(pad)
         self.pad_entries = {}

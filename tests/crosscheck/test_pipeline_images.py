@@ -50,9 +50,13 @@ def picture(rng, h, w):
 
 
 def encode(rng, i):
-    """Record i's image: mostly colour JPEG, some grayscale, progressive, PNG, palette PNG."""
+    """Record i's image: mostly colour JPEG, some grayscale, progressive, PNG, palette PNG;
+    and its segmentation mask: a grayscale PNG of the same size, classes 0..4 by the image's
+    red level."""
     h, w = int(rng.integers(48, 140)), int(rng.integers(48, 140))
     px = picture(rng, h, w)
+    mask = io.BytesIO()
+    Image.fromarray((px[:, :, 0] // 52).astype(np.uint8)).save(mask, "PNG")
     out = io.BytesIO()
     kind = i % 6
     if kind == 1:
@@ -65,7 +69,7 @@ def encode(rng, i):
         Image.fromarray(px).convert("P", palette=Image.ADAPTIVE, colors=32).save(out, "PNG")
     else:
         Image.fromarray(px).save(out, "JPEG", quality=90)
-    return out.getvalue()
+    return out.getvalue(), mask.getvalue()
 
 
 def write_dataset(d, n_files, per_file, seed, bad=None):
@@ -77,10 +81,12 @@ def write_dataset(d, n_files, per_file, seed, bad=None):
         recs = []
         for _ in range(per_file):
             ex = pb.Example()
-            data = encode(rng, i)
+            data, mask = encode(rng, i)
             if bad is not None and i == bad:
                 data = data[:len(data) // 2]  # a truncated image
             ex.features.feature["image/encoded"].bytes_list.value.append(data)
+            ex.features.feature["image/copy"].bytes_list.value.append(data)
+            ex.features.feature["mask/encoded"].bytes_list.value.append(mask)
             ex.features.feature["label"].int64_list.value.append(i)
             recs.append(ex.SerializeToString())
             i += 1
@@ -88,6 +94,10 @@ def write_dataset(d, n_files, per_file, seed, bad=None):
     with open(os.path.join(d, "__manifest__.json"), "w") as f:
         json.dump({"compression": None, "allow_var_len": False, "features": [
             {"name": "image/encoded", "dtype": "string", "shape": [],
+             "deserialize_type": "string"},
+            {"name": "image/copy", "dtype": "string", "shape": [],
+             "deserialize_type": "string"},
+            {"name": "mask/encoded", "dtype": "string", "shape": [],
              "deserialize_type": "string"},
             {"name": "label", "dtype": "int64", "shape": [], "deserialize_type": "int"}]}, f)
     return d
@@ -112,7 +122,8 @@ def run(tmp, s):
     path = os.path.join(tmp, "spec.json")
     with open(path, "w") as f:
         json.dump(s, f)
-    p = subprocess.run([SLUICECTL, "run", path, "--json", "--values", "image,label"],
+    names = ",".join(x["to_name"] for x in s["args"]["primary_features"])
+    p = subprocess.run([SLUICECTL, "run", path, "--json", "--values", names],
                        capture_output=True, text=True, timeout=600)
     return p.returncode, [json.loads(x) for x in p.stdout.splitlines() if x.strip()], p.stderr
 
@@ -133,7 +144,7 @@ def case(tmp, name, s, tol=0.0):
     worst = 0.0
     for g, e in zip(got, exp):
         ok &= (g["seq"], g["epoch"], g["rows"]) == (e["seq"], e["epoch"], e["rows"])
-        for t in ("image", "label"):
+        for t in sorted(e["tensors"]):
             gt, et = g["tensors"][t], e["tensors"][t]
             ok &= gt["dtype"] == et["dtype"] and gt["shape"] == et["shape"]
             gv = np.array(gt["values"], dtype=np.float64)
@@ -142,7 +153,7 @@ def case(tmp, name, s, tol=0.0):
                 ok = False
                 continue
             d = float(np.abs(gv - ev).max()) if gv.size else 0.0
-            if t == "image":
+            if t != "label":
                 worst = max(worst, d)
                 ok &= d <= tol
             else:
@@ -151,6 +162,59 @@ def case(tmp, name, s, tol=0.0):
                 ok &= gt["row_splits"] == et["row_splits"]
     return check(ok, "%s: %d batches equal the reference (largest image difference %g, "
                  "allowed %g)" % (name, len(exp), worst, tol))
+
+
+def paired(tmp, data, train, norm_tol):
+    """Paired augmentation: steps that share a "draw" take the same random numbers. The image
+    and a byte-identical copy of it, both through the train steps with the crop and the flip
+    drawn together, come out equal; drawn apart they do not (so the first check can fail).
+    The segmentation form: the image and its PNG mask, the mask cropped alike, resized with
+    nearest and left uint8; against the model, and every mask value a class of the input."""
+    feats = [{"from_name": "image/encoded", "to_name": "image"},
+             {"from_name": "image/copy", "to_name": "twin"},
+             {"from_name": "label", "to_name": "label"}]
+
+    def steps_for(tensor, drawn, interp="bilinear", norm=True):
+        out = [dict(step("decode_image", channels=3 if norm else 1), tensor=tensor),
+               dict(step("random_resized_crop", size=[40, 48], interpolation=interp),
+                    tensor=tensor),
+               dict(step("random_flip"), tensor=tensor)]
+        if drawn:
+            out[1]["args"]["draw"], out[2]["args"]["draw"] = "crop", "flip"
+        if norm:
+            out.append(dict(step("normalize", mean=MEAN, std=STD), tensor=tensor))
+        return out
+
+    for drawn in (True, False):
+        s = spec(data, [], seed=4)
+        s["args"]["primary_features"] = feats
+        s["args"]["processing_steps"] = steps_for("image", drawn) + steps_for("twin", drawn)
+        rc, got, err = run(tmp, s)
+        same = rc == 0 and all(g["tensors"]["image"]["values"] == g["tensors"]["twin"]["values"]
+                               for g in got)
+        if drawn:
+            check(same and len(got) == 5, "draw shared by an image and its copy: equal crops "
+                  "and flips, in every batch (%s)" % err.strip()[:200])
+            case(tmp, "draw shared by an image and its copy", s, tol=norm_tol)
+        else:
+            check(rc == 0 and not same, "without a shared draw the copy is cropped otherwise")
+    s = spec(data, [], seed=5)
+    s["args"]["primary_features"] = [feats[0], {"from_name": "mask/encoded", "to_name": "mask"},
+                                     feats[2]]
+    s["args"]["processing_steps"] = (steps_for("image", True) +
+                                     steps_for("mask", True, "nearest", norm=False))
+    case(tmp, "segmentation: image and PNG mask share the crop and the flip, mask nearest", s,
+         tol=norm_tol)
+    rc, got, err = run(tmp, s)
+    vals = set(v for g in got for v in g["tensors"]["mask"]["values"]) if rc == 0 else set()
+    check(rc == 0 and vals and vals <= set(range(5)) and
+          all(g["tensors"]["mask"]["shape"][1:] == [40, 48, 1] for g in got),
+          "segmentation: the mask stays classes (%s), [40, 48, 1] uint8" % sorted(vals))
+    s["args"]["processing_steps"][5]["args"]["scale"] = [0.5, 1.0]
+    rc, _, err = run(tmp, s)
+    check(rc != 0 and "args.processing_steps[5].args.draw" in err and "scale" in err,
+          "a draw shared by steps with other scales is a spec error at its path (%s)" %
+          err.strip()[:300])
 
 
 def main():
@@ -186,6 +250,7 @@ def main():
                          step("center_crop", size=[40, 30]),
                          step("random_resized_crop", size=[16, 16], scale=[0.3, 0.6])]),
              tol=1)
+        paired(tmp, data, train, norm_tol)
         bad = write_dataset(os.path.join(tmp, "bad"), 1, 8, 6, bad=5)  # a colour JPEG
         case(tmp, "a truncated JPEG, on_corrupt skip_record: its row is dropped",
              spec(bad, train, on_corrupt="skip_record"), tol=norm_tol)

@@ -347,6 +347,19 @@ static const struct err_case err_cases[] = {
 	{ IND, NULL, IMG("random_flip", "{'probability': 1.5}"), -EINVAL,
 	  "args.processing_steps[0].args.probability: expected a number >= 0 and <= 1, got 1.5",
 	  NULL },
+	/* steps that share a draw: the same type and random arguments, on other tensors */
+	{ IND, NULL,
+	  "'processing_steps': [{'tensor': 'x', 'type': 'random_flip', 'args': {'draw': 'd'}}, "
+	  "{'tensor': 'x', 'type': 'random_resized_crop', 'args': {'size': [2, 2], 'draw': 'd'}}]",
+	  -EINVAL,
+	  "args.processing_steps[1].args.draw: draw \"d\" is also args.processing_steps[0]'s: ",
+	  "(type differs)" },
+	{ IND, NULL,
+	  "'processing_steps': [{'tensor': 'x', 'type': 'random_flip', 'args': {'draw': 'd'}}, "
+	  "{'tensor': 'x', 'type': 'random_flip', 'args': {'draw': 'd'}}]",
+	  -EINVAL, "args.processing_steps[1].args.draw: ", "(tensor differs)" },
+	{ IND, NULL, IMG("random_flip", "{'draw': 3}"), -EINVAL,
+	  "args.processing_steps[0].args.draw: ", NULL },
 	{ IND, NULL, IMG("normalize", "{'mean': [1, 2, 3]}"), -EINVAL,
 	  "args.processing_steps[0].args.std: required key is missing (for type \"normalize\")",
 	  NULL },
