@@ -31,12 +31,13 @@ struct pl_imgchain {
 };
 
 /* What one image's steps come to: crops and resizes in order, flips at the end. */
-enum geo_kind { GEO_CROP, GEO_RESIZE };
+enum geo_kind { GEO_CROP, GEO_RESIZE, GEO_COLOR };
 struct geo_op {
 	enum geo_kind kind;
 	struct pl_rect r;      /* GEO_CROP, in the current image */
 	uint32_t h, w;	       /* GEO_RESIZE */
 	enum pl_interp interp; /* GEO_RESIZE */
+	struct pl_jitter j;    /* GEO_COLOR: in place, where it stands (contrast takes a mean) */
 };
 struct geo {
 	uint32_t h0, w0, c; /* the decoded image */
@@ -248,6 +249,12 @@ static int plan_geometry(const struct pl_imgchain *ch, const struct pl_img_key *
 			g->w = o->w;
 			continue;
 		}
+		case PL_STEP_COLOR_JITTER: { /* pixel by pixel: flips commute with it */
+			struct geo_op *o = &g->op[g->n++];
+			o->kind = GEO_COLOR;
+			pl_jitter_draw(&rng, op->a.jitter, op->a.jitter_on, &o->j);
+			continue;
+		}
 		case PL_STEP_RANDOM_FLIP:
 			if (pl_rng_uniform(&rng) < op->a.probability) {
 				if (op->a.axis == 1)
@@ -429,6 +436,11 @@ static int chain_run(const struct pl_imgchain *ch, const struct pl_img_key *key,
 	int k = 0;
 	for (size_t i = first; i < g.n; i++) {
 		const struct geo_op *op = &g.op[i];
+		if (op->kind == GEO_COLOR) { /* in place: cur is in our own buffers */
+			pl_img_color_jitter((uint8_t *)(uintptr_t)cur.p, cur.h, cur.w, c,
+					    cur.stride, &op->j);
+			continue;
+		}
 		if (op->kind == GEO_CROP) { /* a view: no copy */
 			cur.p += (size_t)op->r.y * cur.stride + (size_t)op->r.x * c;
 			cur.h = op->r.h;

@@ -416,9 +416,8 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	memset(&st[PL_STAGE_DECODE], 0, sizeof(st[PL_STAGE_DECODE]));
 	pl_asm_decode_stats(&d->ax, &st[PL_STAGE_DECODE], &drv_dec_ns);
 	uint64_t wk_dec_ns = st[PL_STAGE_DECODE].cpu_ns - drv_dec_ns;
-	st[PL_STAGE_PARSE].cpu_ns -= drv_dec_ns < st[PL_STAGE_PARSE].cpu_ns
-					     ? drv_dec_ns
-					     : st[PL_STAGE_PARSE].cpu_ns;
+	st[PL_STAGE_PARSE].cpu_ns -=
+		drv_dec_ns < st[PL_STAGE_PARSE].cpu_ns ? drv_dec_ns : st[PL_STAGE_PARSE].cpu_ns;
 	st[PL_STAGE_PARSE].cpu_ns += task_ns > wk_dec_ns ? task_ns - wk_dec_ns : 0;
 	/* the driver's stages pull synchronously: while a read blocks, every stage above waits */
 	uint64_t rw = st[PL_STAGE_READ].wait_up_ns;

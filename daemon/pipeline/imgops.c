@@ -592,6 +592,145 @@ int pl_img_resize(struct pl_resampler *rs, const struct pl_img *src, uint8_t *ds
 	return 0;
 }
 
+/* ---- colour ---- */
+
+void pl_jitter_draw(struct pl_rng *rng, const double range[4][2], const bool on[4],
+		    struct pl_jitter *j)
+{
+	for (unsigned i = 0; i < 4; i++)
+		j->order[i] = i;
+	for (unsigned i = 3; i > 0; i--) {
+		unsigned k = (unsigned)(pl_rng_uniform(rng) * (i + 1));
+		unsigned t = j->order[i];
+		j->order[i] = j->order[k];
+		j->order[k] = t;
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		j->on[i] = on[i];
+		j->factor[i] = on[i] ? (float)(range[i][0] +
+					       pl_rng_uniform(rng) * (range[i][1] - range[i][0]))
+				     : 0.0f;
+	}
+}
+
+/* Pillow's ImagingBlend of a degenerate value d and v: d + f * (v - d) in float, truncated. */
+static inline uint8_t blend8(int d, int v, float f)
+{
+	float t = (float)d + f * (float)(v - d);
+	return t <= 0.0f ? 0 : t >= 255.0f ? 255 : (uint8_t)t;
+}
+
+/* Pillow's RGB to L: ITU-R 601-2 luma in 16-bit fixed point, rounded. */
+static inline int luma(const uint8_t *px)
+{
+	return (px[0] * 19595 + px[1] * 38470 + px[2] * 7471 + 0x8000) >> 16;
+}
+
+/* Pillow's 8-bit HSV (colorsys's formulas, each component truncated to 0..255) and back. */
+static void rgb_to_hsv8(const uint8_t *px, uint8_t *hsv)
+{
+	int r = px[0], g = px[1], b = px[2];
+	int mx = r > g ? (r > b ? r : b) : (g > b ? g : b);
+	int mn = r < g ? (r < b ? r : b) : (g < b ? g : b);
+	hsv[2] = (uint8_t)mx;
+	if (mx == mn) {
+		hsv[0] = hsv[1] = 0;
+		return;
+	}
+	float cr = (float)(mx - mn);
+	float s = cr / (float)mx;
+	float rc = (float)(mx - r) / cr, gc = (float)(mx - g) / cr, bc = (float)(mx - b) / cr;
+	/* in double where Pillow's literals are (2.0 + rc - bc), then kept in a float */
+	float hh = r == mx ? bc - gc : (float)(g == mx ? 2.0 + rc - bc : 4.0 + gc - rc);
+	float hf = (float)fmod(hh / 6.0 + 1.0, 1.0); /* kept in a float, as Pillow's */
+	int ih = (int)(hf * 255.0), is = (int)(s * 255.0);
+	hsv[0] = (uint8_t)(ih < 0 ? 0 : ih > 255 ? 255 : ih);
+	hsv[1] = (uint8_t)(is < 0 ? 0 : is > 255 ? 255 : is);
+}
+
+static inline uint8_t clamp8i(double v)
+{
+	long x = lround(v);
+	return (uint8_t)(x < 0 ? 0 : x > 255 ? 255 : x);
+}
+
+static void hsv8_to_rgb(const uint8_t *hsv, uint8_t *px)
+{
+	int hh = hsv[0], s = hsv[1], v = hsv[2];
+	if (s == 0) {
+		px[0] = px[1] = px[2] = (uint8_t)v;
+		return;
+	}
+	int i = (int)floorf((float)hh * 6.0f / 255.0f);
+	float f = (float)hh * 6.0f / 255.0f - (float)i;
+	float fs = (float)s / 255.0f;
+	uint8_t p = clamp8i((float)v * (1.0f - fs));
+	uint8_t q = clamp8i((float)v * (1.0f - fs * f));
+	uint8_t t = clamp8i((float)v * (1.0f - fs * (1.0f - f)));
+	uint8_t vv = (uint8_t)v;
+	uint8_t out[6][3] = { { vv, t, p }, { q, vv, p }, { p, vv, t },
+			      { p, q, vv }, { t, p, vv }, { vv, p, q } };
+	memcpy(px, out[i % 6], 3);
+}
+
+void pl_img_color_jitter(uint8_t *p, uint32_t h, uint32_t w, uint32_t c, size_t stride,
+			 const struct pl_jitter *j)
+{
+	bool rgb = c >= 3;
+	for (unsigned n = 0; n < 4; n++) {
+		unsigned k = j->order[n];
+		if (!j->on[k])
+			continue;
+		float f = j->factor[k];
+		if (k == 0) { /* brightness: blend with black */
+			for (uint32_t y = 0; y < h; y++) {
+				uint8_t *row = p + (size_t)y * stride;
+				for (uint32_t x = 0; x < w; x++)
+					for (uint32_t ch = 0; ch < (rgb ? 3u : 1u); ch++)
+						row[(size_t)x * c + ch] =
+							blend8(0, row[(size_t)x * c + ch], f);
+			}
+		} else if (k == 1) { /* contrast: blend with the luma's mean, rounded */
+			uint64_t sum = 0;
+			for (uint32_t y = 0; y < h; y++) {
+				const uint8_t *row = p + (size_t)y * stride;
+				for (uint32_t x = 0; x < w; x++)
+					sum += (uint64_t)(rgb ? luma(row + (size_t)x * c)
+							      : row[(size_t)x * c]);
+			}
+			int m = (int)((double)sum / ((double)h * (double)w) + 0.5);
+			for (uint32_t y = 0; y < h; y++) {
+				uint8_t *row = p + (size_t)y * stride;
+				for (uint32_t x = 0; x < w; x++)
+					for (uint32_t ch = 0; ch < (rgb ? 3u : 1u); ch++)
+						row[(size_t)x * c + ch] =
+							blend8(m, row[(size_t)x * c + ch], f);
+			}
+		} else if (k == 2 && rgb) { /* saturation: blend with the pixel's luma */
+			for (uint32_t y = 0; y < h; y++) {
+				uint8_t *row = p + (size_t)y * stride;
+				for (uint32_t x = 0; x < w; x++) {
+					uint8_t *px = row + (size_t)x * c;
+					int l = luma(px);
+					for (unsigned ch = 0; ch < 3; ch++)
+						px[ch] = blend8(l, px[ch], f);
+				}
+			}
+		} else if (k == 3 && rgb) { /* hue: the H byte shifted, wrapping */
+			uint8_t d = (uint8_t)(int)(f * 255.0f);
+			for (uint32_t y = 0; y < h; y++) {
+				uint8_t *row = p + (size_t)y * stride;
+				for (uint32_t x = 0; x < w; x++) {
+					uint8_t *px = row + (size_t)x * c, hsv[3];
+					rgb_to_hsv8(px, hsv);
+					hsv[0] = (uint8_t)(hsv[0] + d);
+					hsv8_to_rgb(hsv, px);
+				}
+			}
+		}
+	}
+}
+
 /* ---- normalization ---- */
 
 #define ROWBUF 8192 /* values of one output row built before it is streamed out */

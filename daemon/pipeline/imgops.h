@@ -60,6 +60,29 @@ int pl_img_resize(struct pl_resampler *rs, const struct pl_img *src, uint8_t *ds
 		  size_t dst_stride, uint32_t out_h, uint32_t out_w, enum pl_interp interp,
 		  bool flip_x, bool flip_y);
 
+/*
+ * torchvision's ColorJitter on a PIL image, in place: the four adjustments in the order
+ * order[0..3] (0 brightness, 1 contrast, 2 saturation, 3 hue), each skipped where its on[] is
+ * false, with factor[] (hue: a shift in [-0.5, 0.5] of the hue circle). As Pillow computes
+ * them: brightness and contrast and saturation blend with a degenerate image (black; the
+ * mean of the luma, rounded; the luma) in float, truncated; hue goes through Pillow's 8-bit
+ * HSV. Gray images (c 1) take brightness and contrast only; c 2 and 4: the first 3 (or 1).
+ */
+struct pl_jitter {
+	unsigned order[4];
+	bool on[4];
+	float factor[4];
+};
+void pl_img_color_jitter(uint8_t *p, uint32_t h, uint32_t w, uint32_t c, size_t stride,
+			 const struct pl_jitter *j);
+/*
+ * The draw of a color_jitter: a permutation of the four (Fisher-Yates from the top, j =
+ * floor(u * (i + 1))), then a factor uniform in [lo, hi] for each that is on, in the order
+ * brightness, contrast, saturation, hue. range[k] = {lo, hi}; on[k] says which apply.
+ */
+void pl_jitter_draw(struct pl_rng *rng, const double range[4][2], const bool on[4],
+		    struct pl_jitter *j);
+
 /* Copy src into dst (same size), mirrored as asked. */
 void pl_img_copy(const struct pl_img *src, uint8_t *dst, size_t dst_stride, bool flip_x,
 		 bool flip_y);

@@ -767,9 +767,9 @@ int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct
 			continue;
 		const struct pl_image_args *a = &st->img;
 		double d[] = { a->scale[0], a->scale[1], a->ratio[0], a->ratio[1], a->probability };
-		uint64_t v[] = { st->type,   a->channels, a->dct_fast,	   (uint64_t)a->max_pixels,
-				 a->size[0], a->size[1],  a->shorter_side, a->interp,
-				 a->axis,    a->n_mean,	  a->dtype,	   a->chw,
+		uint64_t v[] = { st->type,    a->channels, a->dct_fast,	    (uint64_t)a->max_pixels,
+				 a->size[0],  a->size[1],  a->shorter_side, a->interp,
+				 a->axis,     a->n_mean,   a->dtype,	    a->chw,
 				 a->draw_step };
 		plan->steps_fp = fp_str(plan->steps_fp, st->tensor, strlen(st->tensor));
 		for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++)
@@ -779,6 +779,9 @@ int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct
 			fp_str(plan->steps_fp, (const char *)a->mean, sizeof(float) * a->n_mean);
 		plan->steps_fp =
 			fp_str(plan->steps_fp, (const char *)a->std, sizeof(float) * a->n_mean);
+		plan->steps_fp = fp_str(plan->steps_fp, (const char *)a->jitter, sizeof(a->jitter));
+		for (size_t k = 0; k < 4; k++)
+			plan->steps_fp = fp_mix(plan->steps_fp, a->jitter_on[k]);
 	}
 	plan->fingerprint = plan_fingerprint(plan, 0x736c75696365ull);
 	plan->fingerprint2 = plan_fingerprint(plan, 0x9e3779b97f4a7c15ull);

@@ -106,6 +106,7 @@ enum pl_step_type {
 	PL_STEP_CENTER_CROP,
 	PL_STEP_RANDOM_FLIP,
 	PL_STEP_NORMALIZE,
+	PL_STEP_COLOR_JITTER,
 	PL_STEP_COUNT_
 };
 
@@ -156,6 +157,12 @@ struct pl_image_args {
 	 */
 	char *draw;
 	size_t draw_step;
+	/*
+	 * color_jitter: the factor ranges of brightness, contrast, saturation (around 1) and hue
+	 * (around 0), and which apply (torchvision's: a range that is only its centre does not).
+	 */
+	double jitter[4][2];
+	bool jitter_on[4];
 };
 
 struct pl_step {

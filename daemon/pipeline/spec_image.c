@@ -10,7 +10,7 @@
 
 static const char *const step_names[PL_STEP_COUNT_] = {
 	"slice",       "decode_image", "random_resized_crop", "resize",
-	"center_crop", "random_flip",  "normalize",
+	"center_crop", "random_flip",  "normalize",	      "color_jitter",
 };
 
 const char *pl_step_type_name(enum pl_step_type t)
@@ -30,7 +30,8 @@ int pl_spec_step_type(const struct jsonmsg_ctx *c, const json_t *v, const char *
 	int r = jsonmsg_get_enum(c, v, path, step_names, PL_STEP_COUNT_,
 				 "\"slice\", \"decode_image\", \"random_resized_crop\", "
 				 "\"resize\", "
-				 "\"center_crop\", \"random_flip\" or \"normalize\"",
+				 "\"center_crop\", \"random_flip\", \"normalize\" or "
+				 "\"color_jitter\"",
 				 &t);
 	*ret = (enum pl_step_type)t;
 	return r;
@@ -133,6 +134,43 @@ static const char *const keys_resize[] = { "size", "shorter_side", "interpolatio
 static const char *const keys_center[] = { "size" };
 static const char *const keys_flip[] = { "axis", "probability", "draw" };
 static const char *const keys_norm[] = { "mean", "std", "dtype", "layout" };
+static const char *const keys_jitter[] = { "brightness", "contrast", "saturation", "hue" };
+
+/*
+ * A color_jitter argument as torchvision's ColorJitter takes it: a number x (>= 0; hue: at
+ * most 0.5) for [max(0, 1 - x), 1 + x] (hue: [-x, x]), or [lo, hi] (0 <= lo <= hi; hue:
+ * -0.5 <= lo <= hi <= 0.5). k: 0..2 brightness, contrast, saturation; 3 hue.
+ */
+static int get_jitter(const struct jsonmsg_ctx *c, const json_t *v, const char *path, unsigned k,
+		      struct pl_image_args *a)
+{
+	char buf[DESCRIBE_MAX + 8], sub[PATH_LEN];
+	double centre = k == 3 ? 0.0 : 1.0, lo = k == 3 ? -0.5 : 0.0, hi = k == 3 ? 0.5 : 1e6;
+	double *out = a->jitter[k];
+	if (json_is_number(v)) {
+		double x;
+		int r = get_number(c, v, path, 0, false, k == 3 ? 0.5 : 1e6, &x);
+		if (r < 0)
+			return r;
+		out[0] = k == 3 ? -x : (1.0 - x > 0.0 ? 1.0 - x : 0.0);
+		out[1] = centre + x;
+	} else if (json_is_array(v) && json_array_size(v) == 2) {
+		for (size_t i = 0; i < 2; i++) {
+			pl_spec_path_printf(sub, sizeof(sub), "%s[%zu]", path, i);
+			int r = get_number(c, json_array_get(v, i), sub, lo, false, hi, &out[i]);
+			if (r < 0)
+				return r;
+		}
+		if (out[0] > out[1])
+			return jsonmsg_fail(c, path, "expected low <= high, got [%g, %g]", out[0],
+					    out[1]);
+	} else {
+		return jsonmsg_fail(c, path, "expected a number or [low, high], got %s",
+				    jsonmsg_describe(v, buf, sizeof(buf)));
+	}
+	a->jitter_on[k] = !(out[0] == centre && out[1] == centre);
+	return 0;
+}
 
 int pl_spec_check_draws(const struct jsonmsg_ctx *c, struct pl_spec *s)
 {
@@ -157,7 +195,8 @@ int pl_spec_check_draws(const struct jsonmsg_ctx *c, struct pl_spec *s)
 			else if (st->type == PL_STEP_RANDOM_RESIZED_CROP &&
 				 (a->ratio[0] != b->ratio[0] || a->ratio[1] != b->ratio[1]))
 				what = "ratio";
-			else if (st->type == PL_STEP_RANDOM_FLIP && a->probability != b->probability)
+			else if (st->type == PL_STEP_RANDOM_FLIP &&
+				 a->probability != b->probability)
 				what = "probability";
 			else if (strcmp(st->tensor, o->tensor) == 0)
 				what = "tensor";
@@ -166,11 +205,12 @@ int pl_spec_check_draws(const struct jsonmsg_ctx *c, struct pl_spec *s)
 						    "args.processing_steps[%zu].args.draw", i);
 				return jsonmsg_fail(c, path,
 						    "draw %s is also args.processing_steps[%zu]'s: "
-						    "steps that share a draw need the same type, scale, "
+						    "steps that share a draw need the same type, "
+						    "scale, "
 						    "ratio and probability, on other tensors (%s "
 						    "differs)",
-						    jsonmsg_quote(st->img.draw, buf, sizeof(buf)), j,
-						    what);
+						    jsonmsg_quote(st->img.draw, buf, sizeof(buf)),
+						    j, what);
 			}
 			break;
 		}
@@ -209,6 +249,10 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 	case PL_STEP_NORMALIZE:
 		keys = keys_norm, n_keys = ARRAY_LEN(keys_norm);
 		list = "mean, std, dtype, layout";
+		break;
+	case PL_STEP_COLOR_JITTER:
+		keys = keys_jitter, n_keys = ARRAY_LEN(keys_jitter);
+		list = "brightness, contrast, saturation, hue";
 		break;
 	default:
 		return -EINVAL;
@@ -274,6 +318,8 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 			r = get_number(c, v, sub, 0, false, 1, &a->probability);
 		} else if (strcmp(key, "draw") == 0) {
 			r = pl_spec_get_name(c, v, sub, &a->draw);
+		} else if (st->type == PL_STEP_COLOR_JITTER) {
+			r = get_jitter(c, v, sub, (unsigned)k, a);
 		} else if (strcmp(key, "mean") == 0) {
 			r = get_channels(c, v, sub, false, &a->n_mean, a->mean);
 			has_mean = true;

@@ -5,6 +5,10 @@
  *   imgops_tool resize IN H W C OUT_H OUT_W INTERP FLIP_X FLIP_Y OUT
  *   imgops_tool crop IN H W C X Y CW CH OUT            (then resize with OUT_H OUT_W of the crop)
  *   imgops_tool normalize IN H W C DTYPE CHW M0 M1 M2 S0 S1 S2 OUT
+ *   imgops_tool jitter IN H W C ORDER ON F0 F1 F2 F3 OUT
+ *       (ORDER: the four adjustments' order as 4 digits, e.g. 2031; ON: 4 digits 0/1)
+ *   imgops_tool jdraw SEED EPOCH STREAM N B_LO B_HI C_LO C_HI S_LO S_HI H_LO H_HI ON
+ *       (prints N draws "o0 o1 o2 o3 f0 f1 f2 f3", keyed as rrc's)
  *   imgops_tool rrc SEED EPOCH STREAM N H W SCALE_LO SCALE_HI RATIO_LO RATIO_HI
  *       (prints N crops "x y w h", drawn from one stream keyed by (SEED, EPOCH, STREAM, i))
  * INTERP: nearest, bilinear, area; DTYPE: uint8, float16, bfloat16, float32.
@@ -84,6 +88,26 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (strcmp(argv[1], "jdraw") == 0 && argc == 15) {
+		double range[4][2];
+		bool on[4];
+		for (int k = 0; k < 4; k++) {
+			range[k][0] = real(argv[6 + 2 * k]);
+			range[k][1] = real(argv[7 + 2 * k]);
+			on[k] = argv[14][k] == '1';
+		}
+		for (int i = 0; i < num(argv[5]); i++) {
+			struct pl_rng rng;
+			struct pl_jitter j;
+			pl_rng_init(&rng, strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+				    strtoull(argv[4], NULL, 10), (uint64_t)i);
+			pl_jitter_draw(&rng, range, on, &j);
+			printf("%u %u %u %u %.9g %.9g %.9g %.9g\n", j.order[0], j.order[1],
+			       j.order[2], j.order[3], j.factor[0], j.factor[1], j.factor[2],
+			       j.factor[3]);
+		}
+		return 0;
+	}
 	if (argc < 6)
 		return 2;
 	uint32_t h = (uint32_t)num(argv[3]), w = (uint32_t)num(argv[4]);
@@ -131,6 +155,15 @@ int main(int argc, char **argv)
 				 false, false, mean, sd);
 		save(argv[14], out, n);
 		free(out);
+	} else if (strcmp(argv[1], "jitter") == 0 && argc == 13) {
+		struct pl_jitter j;
+		for (int k = 0; k < 4; k++) {
+			j.order[k] = (unsigned)(argv[6][k] - '0');
+			j.on[k] = argv[7][k] == '1';
+			j.factor[k] = (float)real(argv[8 + k]);
+		}
+		pl_img_color_jitter(in, h, w, c, img.stride, &j);
+		save(argv[12], in, (size_t)h * w * c);
 	} else {
 		return 2;
 	}

@@ -106,3 +106,97 @@ def normalize(img, dtype, chw, mean, std):
             u = out.view(np.uint32).astype(np.uint64)
             out = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
     return np.ascontiguousarray(out.transpose(2, 0, 1) if chw else out)
+
+
+# ---- color_jitter: torchvision's ColorJitter as Pillow computes it on a uint8 image ----
+
+def jitter_draw(rng, ranges, on):
+    """The permutation (Fisher-Yates from the top, j = floor(u * (i + 1))), then a factor
+    uniform in [lo, hi] for each adjustment that is on (brightness, contrast, saturation, hue)."""
+    order = [0, 1, 2, 3]
+    for i in range(3, 0, -1):
+        k = int(rng_uniform(rng) * (i + 1))
+        order[i], order[k] = order[k], order[i]
+    factors = []
+    for k in range(4):
+        lo, hi = ranges[k]
+        factors.append(lo + rng_uniform(rng) * (hi - lo) if on[k] else 0.0)
+    return order, factors
+
+
+def _blend(d, v, f):
+    """Pillow's ImagingBlend: d + f * (v - d) in float32, truncated into 0..255."""
+    t = np.float32(d) + np.float32(f) * (v.astype(np.float32) - np.float32(d))
+    return np.clip(np.trunc(t), 0, 255).astype(np.uint8)
+
+
+def _luma(img):
+    """Pillow's RGB -> L."""
+    r, g, b = (img[..., k].astype(np.int64) for k in range(3))
+    return ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16).astype(np.int64)
+
+
+def _rgb_to_hsv8(img):
+    r, g, b = (img[..., k].astype(np.int64) for k in range(3))
+    mx, mn = np.maximum(np.maximum(r, g), b), np.minimum(np.minimum(r, g), b)
+    cr = (mx - mn).astype(np.float32)
+    safe = np.where(cr == 0, np.float32(1), cr)
+    s = cr / np.where(mx == 0, np.float32(1), mx.astype(np.float32))
+    rc, gc, bc = ((mx - x).astype(np.float32) / safe for x in (r, g, b))
+    rd, gd, bd = (x.astype(np.float64) for x in (rc, gc, bc))  # Pillow's 2.0 + rc - bc: double
+    hh = np.where(r == mx, bc - gc, np.where(g == mx, 2.0 + rd - bd,
+                                             4.0 + gd - rd).astype(np.float32))
+    hf = np.fmod(hh.astype(np.float64) / 6.0 + 1.0, 1.0).astype(np.float32)  # as Pillow keeps it
+    h8 = np.clip((hf.astype(np.float64) * 255.0).astype(np.int64), 0, 255)
+    s8 = np.clip((s.astype(np.float64) * 255.0).astype(np.int64), 0, 255)
+    same = mx == mn
+    return np.where(same, 0, h8), np.where(same, 0, s8), mx
+
+
+def _hsv8_to_rgb(h, s, v):
+    hf = h.astype(np.float32) * np.float32(6) / np.float32(255)
+    i = np.floor(hf).astype(np.int64)
+    f = hf - i.astype(np.float32)
+    fs = s.astype(np.float32) / np.float32(255)
+    vf = v.astype(np.float32)
+
+    def r8(x):
+        return np.clip(np.round(x.astype(np.float64)), 0, 255).astype(np.int64)  # lround
+    p = r8(vf * (np.float32(1) - fs))
+    q = r8(vf * (np.float32(1) - fs * f))
+    t = r8(vf * (np.float32(1) - fs * (np.float32(1) - f)))
+    table = [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)]
+    out = np.zeros(h.shape + (3,), np.int64)
+    sel = i % 6
+    for k, (a, b, c) in enumerate(table):
+        m = sel == k
+        out[m] = np.stack([a[m], b[m], c[m]], axis=-1)
+    gray = s == 0
+    out[gray] = np.stack([v[gray]] * 3, axis=-1)
+    return out.astype(np.uint8)
+
+
+def color_jitter(img, order, factors, on):
+    """In the given order: brightness (blend with black), contrast (with the luma's mean,
+    rounded), saturation (with the luma), hue (the H byte of Pillow's HSV shifted, wrapping)."""
+    img = img.copy()
+    rgb = img.shape[2] >= 3
+    n = 3 if rgb else 1
+    for k in order:
+        if not on[k]:
+            continue
+        f = factors[k]
+        v = img[..., :n]
+        if k == 0:
+            img[..., :n] = _blend(0, v, f)
+        elif k == 1:
+            lum = _luma(img) if rgb else img[..., 0].astype(np.int64)
+            m = int(float(lum.sum()) / lum.size + 0.5)
+            img[..., :n] = _blend(m, v, f)
+        elif k == 2 and rgb:
+            img[..., :3] = _blend(_luma(img)[..., None].astype(np.float32), v, f)
+        elif k == 3 and rgb:
+            h, s, val = _rgb_to_hsv8(img)
+            d = int(np.float32(f) * np.float32(255)) % 256  # C's (uint8)(int)
+            img[..., :3] = _hsv8_to_rgb((h + d) % 256, s, val)
+    return img

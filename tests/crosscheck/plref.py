@@ -516,6 +516,16 @@ def image_chain(data, steps, sp, epoch, position, what):
                     flip_x = not flip_x
                 else:
                     flip_y = not flip_y
+        elif t == "color_jitter":  # pixel by pixel: the pending flips commute with it
+            ranges, on = [], []
+            for k, key in enumerate(("brightness", "contrast", "saturation", "hue")):
+                v, centre = a.get(key, 0), (0.0 if k == 3 else 1.0)
+                r = (list(v) if isinstance(v, list) else
+                     [-v, v] if k == 3 else [max(0.0, 1.0 - v), 1.0 + v])
+                ranges.append(r)
+                on.append(not (r[0] == centre and r[1] == centre))
+            order, factors = imgref.jitter_draw(rng, ranges, on)
+            img = imgref.color_jitter(img, order, [float(np.float32(f)) for f in factors], on)
         elif t == "normalize":
             out_dt, chw = a.get("dtype", "float32"), a.get("layout", "CHW") == "CHW"
             mean, std = a.get("mean", 0), a.get("std", 1)

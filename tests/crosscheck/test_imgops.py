@@ -150,6 +150,74 @@ def test_random_resized_crop():
               "imgref's and lie inside" % (h, w, slo, shi, rlo, rhi))
 
 
+def test_color_jitter(tmp, rng):
+    """Each adjustment alone and all four in random orders: the kernel against imgref within 1,
+    and alone against torchvision's functional adjust_* on a PIL image (the oracle) within 1;
+    the draws equal imgref's."""
+    try:
+        from PIL import Image
+        import torchvision.transforms.functional as TF
+    except Exception as e:  # torchvision may be missing or fail to import
+        TF, why = None, str(e)
+    worst_ref = worst_tv = 0
+    names = ("brightness", "contrast", "saturation", "hue")
+    for trial in range(24):
+        h, w = int(rng.integers(1, 60)), int(rng.integers(1, 60))
+        c = 3 if trial % 6 else 1
+        img = smooth(rng, h, w, c) if trial % 2 else rng.integers(0, 256, (h, w, c), np.uint8)
+        if trial < 16:
+            k = trial % 4
+            on = [i == k for i in range(4)]
+            f = float(rng.uniform(-0.5, 0.5)) if k == 3 else float(rng.uniform(0, 2))
+            factors = [f if i == k else 0.0 for i in range(4)]
+            order = [0, 1, 2, 3]
+        else:
+            on = [bool(rng.integers(0, 2)) for _ in range(4)]
+            factors = [float(rng.uniform(0.5, 1.5)) for _ in range(3)] + [
+                float(rng.uniform(-0.3, 0.3))]
+            order = [int(x) for x in rng.permutation(4)]
+        src = os.path.join(tmp, "j.in")
+        dst = os.path.join(tmp, "j.out")
+        img.tofile(src)
+        run("jitter", src, h, w, c, "".join(map(str, order)), "".join("1" if x else "0"
+                                                                       for x in on),
+            *["%.9g" % x for x in factors], dst)
+        got = np.fromfile(dst, np.uint8).reshape(h, w, c)
+        want = imgref.color_jitter(img, order, [float(np.float32(x)) for x in factors], on)
+        d = int(np.abs(got.astype(int) - want.astype(int)).max()) if got.size else 0
+        worst_ref = max(worst_ref, d)
+        if d > 1:
+            check(False, "color_jitter trial %d (%s) within 1 of imgref: %d" % (
+                trial, [names[i] for i in order if on[i]], d))
+        if TF is not None and trial < 16 and (c == 3 or k < 2):
+            pil = Image.fromarray(img[..., 0] if c == 1 else img)
+            fn = (TF.adjust_brightness, TF.adjust_contrast, TF.adjust_saturation,
+                  TF.adjust_hue)[k]
+            tv = np.asarray(fn(pil, float(np.float32(f)))).reshape(h, w, c)
+            d = int(np.abs(got.astype(int) - tv.astype(int)).max()) if got.size else 0
+            worst_tv = max(worst_tv, d)
+            if d > 1:
+                check(False, "color_jitter: %s %g on %dx%dx%d within 1 of torchvision: %d" %
+                      (names[k], f, h, w, c, d))
+    check(worst_ref <= 1, "color_jitter: 24 images within 1 of imgref (worst %d)" % worst_ref)
+    if TF is None:
+        print("skip color_jitter against torchvision (%s)" % why)
+    else:
+        check(worst_tv <= 1, "color_jitter: each adjustment within 1 of torchvision's "
+              "adjust_* (worst %d)" % worst_tv)
+    ranges = [(0.6, 1.4), (0.7, 1.3), (0.0, 2.0), (-0.1, 0.1)]
+    for on in ([True] * 4, [True, False, True, False]):
+        out = run("jdraw", 9, 2, 300, 50, *[x for r in ranges for x in r],
+                  "".join("1" if x else "0" for x in on)).split("\n")
+        got = [line.split() for line in out if line]
+        ok = len(got) == 50
+        for i, g in enumerate(got):
+            order, fac = imgref.jitter_draw(Rng(9, 2, 300, i), ranges, on)
+            ok &= [int(x) for x in g[:4]] == order
+            ok &= all(abs(float(x) - y) < 1e-6 for x, y in zip(g[4:], fac))
+        check(ok, "color_jitter draws (order and factors, %s) equal imgref's" % on)
+
+
 def main():
     if not TOOL or not os.access(TOOL, os.X_OK):
         common.skip("IMGOPS_TOOL is not set (run through meson test)")
@@ -159,6 +227,7 @@ def main():
         test_crop(tmp, rng)
         test_normalize(tmp, rng)
         test_random_resized_crop()
+        test_color_jitter(tmp, rng)
     if failures:
         print("%d checks failed" % len(failures))
         return 1

@@ -245,6 +245,20 @@ def main():
              spec(data, [step("decode_image", channels=3),
                          step("resize", size=[30, 20], interpolation="area"),
                          step("random_flip", axis=0, probability=1.0)]), tol=1)
+        # color_jitter where its input is exact (the decoded image): the 8-bit HSV of its hue
+        # step turns a unit of difference in a resized pixel into several
+        jitter = [step("decode_image", channels=3),
+                  step("color_jitter", brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1),
+                  step("random_resized_crop", size=[40, 48]), step("random_flip"),
+                  step("normalize", mean=MEAN, std=STD)]
+        case(tmp, "train with color_jitter (all four, random order), then the crop",
+             spec(data, jitter), tol=norm_tol)
+        case(tmp, "color_jitter, then center_crop, uint8 HWC: exact",
+             spec(data, [step("decode_image", channels=3),
+                         step("color_jitter", brightness=[0.5, 1.5],
+                                                    hue=[-0.2, 0.3]),
+                         step("center_crop", size=[40, 40]),
+                         step("normalize", dtype="uint8", layout="HWC")]))
         case(tmp, "a flip before the crop mirrors the crop",
              spec(data, [step("decode_image", channels=3), step("random_flip"),
                          step("center_crop", size=[40, 30]),

@@ -300,8 +300,8 @@ static const struct err_case err_cases[] = {
 	  NULL },
 	{ IND, NULL, "'processing_steps': [{'tensor': 'x', 'type': 'crop', 'args': {}}]", -EINVAL,
 	  "args.processing_steps[0].type: expected \"slice\", \"decode_image\", "
-	  "\"random_resized_crop\", \"resize\", \"center_crop\", \"random_flip\" or "
-	  "\"normalize\", got \"crop\"",
+	  "\"random_resized_crop\", \"resize\", \"center_crop\", \"random_flip\", "
+	  "\"normalize\" or \"color_jitter\", got \"crop\"",
 	  NULL },
 /* image steps (sluice): each argument checked, with its JSON path */
 #define IMG(type, args) \
@@ -360,6 +360,17 @@ static const struct err_case err_cases[] = {
 	  -EINVAL, "args.processing_steps[1].args.draw: ", "(tensor differs)" },
 	{ IND, NULL, IMG("random_flip", "{'draw': 3}"), -EINVAL,
 	  "args.processing_steps[0].args.draw: ", NULL },
+	{ IND, NULL, IMG("color_jitter", "{'hue': 0.75}"), -EINVAL,
+	  "args.processing_steps[0].args.hue: expected a number >= 0 and <= 0.5, got 0.75", NULL },
+	{ IND, NULL, IMG("color_jitter", "{'brightness': [1.5, 0.5]}"), -EINVAL,
+	  "args.processing_steps[0].args.brightness: expected low <= high, got [1.5, 0.5]", NULL },
+	{ IND, NULL, IMG("color_jitter", "{'contrast': 'x'}"), -EINVAL,
+	  "args.processing_steps[0].args.contrast: expected a number or [low, high], got \"x\"",
+	  NULL },
+	{ IND, NULL, IMG("color_jitter", "{'gamma': 1}"), -EINVAL,
+	  "args.processing_steps[0].args.gamma: unknown key (expected one of: brightness, "
+	  "contrast, saturation, hue (for type \"color_jitter\"))",
+	  NULL },
 	{ IND, NULL, IMG("normalize", "{'mean': [1, 2, 3]}"), -EINVAL,
 	  "args.processing_steps[0].args.std: required key is missing (for type \"normalize\")",
 	  NULL },
