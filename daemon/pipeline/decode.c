@@ -31,11 +31,11 @@ struct pl_imgchain {
 };
 
 /* What one image's steps come to: crops and resizes in order, flips at the end. */
-enum geo_kind { GEO_CROP, GEO_RESIZE, GEO_COLOR };
+enum geo_kind { GEO_CROP, GEO_RESIZE, GEO_COLOR, GEO_PAD };
 struct geo_op {
 	enum geo_kind kind;
-	struct pl_rect r;      /* GEO_CROP, in the current image */
-	uint32_t h, w;	       /* GEO_RESIZE */
+	struct pl_rect r;      /* GEO_CROP, in the current image; GEO_PAD: where it goes */
+	uint32_t h, w;	       /* GEO_RESIZE, GEO_PAD: the new size */
 	enum pl_interp interp; /* GEO_RESIZE */
 	struct pl_jitter j;    /* GEO_COLOR: in place, where it stands (contrast takes a mean) */
 };
@@ -227,11 +227,20 @@ static int plan_geometry(const struct pl_imgchain *ch, const struct pl_img_key *
 			break;
 		case PL_STEP_CENTER_CROP:
 			if (op->a.size[0] > g->h || op->a.size[1] > g->w) {
-				io_error_set(err,
-					     "center_crop: %ux%u is larger than the image (%ux%u): "
-					     "resize it first",
-					     op->a.size[0], op->a.size[1], g->h, g->w);
-				return -EBADMSG;
+				/*
+				 * torchvision pads with zeros to the crop's size, the odd pixel
+				 * at the bottom and right (of the image as flipped so far: in
+				 * the unflipped one, mirrored), then crops the centre
+				 */
+				uint32_t ph = op->a.size[0] > g->h ? op->a.size[0] - g->h : 0;
+				uint32_t pw = op->a.size[1] > g->w ? op->a.size[1] - g->w : 0;
+				struct geo_op *o = &g->op[g->n++];
+				o->kind = GEO_PAD;
+				o->r = (struct pl_rect){ g->flip_x ? (pw + 1) / 2 : pw / 2,
+							 g->flip_y ? (ph + 1) / 2 : ph / 2, g->w,
+							 g->h };
+				o->h = g->h += ph;
+				o->w = g->w += pw;
 			}
 			r = pl_img_center_crop(g->h, g->w, op->a.size[0], op->a.size[1]);
 			break;
@@ -439,6 +448,19 @@ static int chain_run(const struct pl_imgchain *ch, const struct pl_img_key *key,
 		if (op->kind == GEO_COLOR) { /* in place: cur is in our own buffers */
 			pl_img_color_jitter((uint8_t *)(uintptr_t)cur.p, cur.h, cur.w, c,
 					    cur.stride, &op->j);
+			continue;
+		}
+		if (op->kind == GEO_PAD) { /* a zeroed canvas, the image placed in it */
+			int nk = k ^ 1;
+			size_t n = (size_t)op->h * op->w * c;
+			if (grow(w, nk, n) < 0)
+				return -ENOMEM;
+			memset(w->buf[nk], 0, n);
+			struct pl_img at = cur;
+			pl_img_copy(&at, w->buf[nk] + ((size_t)op->r.y * op->w + op->r.x) * c,
+				    (size_t)op->w * c, false, false);
+			cur = (struct pl_img){ w->buf[nk], op->h, op->w, c, (size_t)op->w * c };
+			k = nk;
 			continue;
 		}
 		if (op->kind == GEO_CROP) { /* a view: no copy */

@@ -500,8 +500,15 @@ def image_chain(data, steps, sp, epoch, position, what):
                                               tuple(a.get("ratio", (3 / 4, 4 / 3))))
         elif t == "center_crop":
             ch_, cw_ = a["size"]
-            if ch_ > h or cw_ > w:
-                raise RecordError("%s: center_crop larger than the image" % what)
+            if ch_ > h or cw_ > w:  # torchvision: zeros around, the odd one bottom/right
+                ph, pw = max(ch_ - h, 0), max(cw_ - w, 0)
+                top, left = ph // 2, pw // 2
+                if flip_y:  # the image is kept unflipped: the padding mirrored
+                    top = ph - top
+                if flip_x:
+                    left = pw - left
+                img = np.pad(img, ((top, ph - top), (left, pw - left), (0, 0)))
+                h, w = img.shape[:2]
             rect = imgref.center_crop(h, w, ch_, cw_)
         elif t == "resize":
             if "size" in a:

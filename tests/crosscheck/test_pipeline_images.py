@@ -164,6 +164,36 @@ def case(tmp, name, s, tol=0.0):
                  "allowed %g)" % (name, len(exp), worst, tol))
 
 
+def torchvision_center_crop(tmp, data, s):
+    """The oracle: torchvision's center_crop on the PIL image, record by record."""
+    try:
+        import torchvision.transforms.functional as TF
+    except Exception as e:
+        print("skip center_crop against torchvision (%s)" % e)
+        return
+    rc, got, err = run(tmp, s)
+    imgs = {}  # by label (the record's number)
+    pb = common.protos()[0]
+    for name in sorted(os.listdir(data)):
+        if name.endswith(".tfrecords"):
+            with open(os.path.join(data, name), "rb") as f:
+                for _, payload in common.read_frames(f.read()):
+                    ex = pb.Example()
+                    ex.ParseFromString(payload)
+                    imgs[ex.features.feature["label"].int64_list.value[0]] = \
+                        ex.features.feature["image/encoded"].bytes_list.value[0]
+    hh, ww = s["args"]["processing_steps"][1]["args"]["size"]
+    ok, n = rc == 0, 0
+    for g in got:
+        vals = np.array(g["tensors"]["image"]["values"], np.uint8).reshape(-1, hh, ww, 3)
+        for v, label in zip(vals, g["tensors"]["label"]["values"]):
+            im = Image.open(io.BytesIO(imgs[label])).convert("RGB")
+            ok &= np.array_equal(np.asarray(TF.center_crop(im, [hh, ww])), v)
+            n += 1
+    check(ok and n == len(imgs), "center_crop equals torchvision's on all %d images (%s)" %
+          (n, err.strip()[:200]))
+
+
 def paired(tmp, data, train, norm_tol):
     """Paired augmentation: steps that share a "draw" take the same random numbers. The image
     and a byte-identical copy of it, both through the train steps with the crop and the flip
@@ -259,6 +289,14 @@ def main():
                                                     hue=[-0.2, 0.3]),
                          step("center_crop", size=[40, 40]),
                          step("normalize", dtype="uint8", layout="HWC")]))
+        big = [step("decode_image", channels=3), step("center_crop", size=[120, 131]),
+               step("normalize", dtype="uint8", layout="HWC")]
+        case(tmp, "center_crop larger than the image: padded with zeros, as torchvision",
+             spec(data, big))
+        case(tmp, "center_crop larger, after a random flip: the padding mirrored too",
+             spec(data, [big[0], step("random_flip"), step("random_flip", axis=0), big[1],
+                         big[2]]))
+        torchvision_center_crop(tmp, data, spec(data, big))
         case(tmp, "a flip before the crop mirrors the crop",
              spec(data, [step("decode_image", channels=3), step("random_flip"),
                          step("center_crop", size=[40, 30]),
