@@ -111,12 +111,15 @@ def child_dataloader(args):
         return out
 
     parse = parse_numeric
-    if args.data_kind == "jpeg":  # PIL decode and torchvision's transforms, as the recipe has
+    if args.data_kind in ("jpeg", "jpeg-eval"):  # PIL decode, torchvision's transforms
         import io
         import torchvision.transforms as T
         from PIL import Image
-        tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                        T.Normalize([m / 255 for m in MEAN], [d / 255 for d in STD])])
+        norm = [T.ToTensor(), T.Normalize([m / 255 for m in MEAN], [d / 255 for d in STD])]
+        if args.data_kind == "jpeg":  # the training recipe
+            tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()] + norm)
+        else:  # the evaluation recipe
+            tf = T.Compose([T.Resize(256), T.CenterCrop(224)] + norm)
 
         def parse(data):
             ex = ex_pb2.Example()
@@ -176,6 +179,12 @@ TRAIN_STEPS = [
     {"tensor": "image", "type": "random_resized_crop", "args": {"size": [224, 224]}},
     {"tensor": "image", "type": "random_flip", "args": {}},
     {"tensor": "image", "type": "normalize", "args": {"mean": MEAN, "std": STD}}]
+EVAL_STEPS = [
+    {"tensor": "image", "type": "decode_image", "args": {"channels": 3}},
+    {"tensor": "image", "type": "resize", "args": {"shorter_side": 256}},
+    {"tensor": "image", "type": "center_crop", "args": {"size": [224, 224]}},
+    {"tensor": "image", "type": "normalize", "args": {"mean": MEAN, "std": STD}}]
+STEPS = {"jpeg": TRAIN_STEPS, "jpeg-eval": EVAL_STEPS}
 
 
 def run_sluice(build, tmp, data, features, batch, env, daemon_args=(), steps=None):
@@ -221,8 +230,9 @@ def main():
                     help="an option for sluiced (repeat it), e.g. --daemon-arg=--direct-io")
     ap.add_argument("--only", choices=("image", "ctr", "jpeg"), help="one dataset only")
     ap.add_argument("--jpeg-records", type=int, default=0,
-                    help="also the ResNet-50 training pipeline on so many generated JPEGs "
-                         "(sluicectl gen jpeg): sluice's image steps against PIL + torchvision")
+                    help="also the ResNet-50 training and evaluation pipelines on so many "
+                         "generated JPEGs (sluicectl gen jpeg): sluice's image steps against "
+                         "PIL + torchvision")
     if "--child" in sys.argv:
         kind = sys.argv[2]
         cp = argparse.ArgumentParser()
@@ -261,13 +271,15 @@ def main():
             if kind == "jpeg":
                 feats = [("image/encoded", "image"), ("image/class/label", "label")]
             sets.append((kind, d, feats, batch))
+            if kind == "jpeg":  # the same images through the evaluation recipe
+                sets.append(("jpeg-eval", d, feats, batch))
         for kind, d, feats, batch in sets:
             res = {"sluice": [], "dataloader": []}
             for _ in range(args.repeat):
                 for system in ("sluice", "dataloader"):
                     if system == "sluice":
                         out = run_sluice(build, tmp, d, feats, batch, env, args.daemon_arg,
-                                         TRAIN_STEPS if kind == "jpeg" else None)
+                                         STEPS.get(kind))
                     else:
                         out = run_child(["dataloader", "--data", d, "--batch", str(batch),
                                          "--workers", str(args.workers),
