@@ -52,8 +52,9 @@ def spec(data, batch, seed):
                                           for f in feats + ["label"]]}}
 
 
-def start_daemon(tmp):
-    """sluiced on a temporary socket; returns (process, socket path) once it is READY."""
+def start_daemon(tmp, memory="64M"):
+    """sluiced on a temporary socket (memory: its --pipeline-memory); returns (process,
+    socket path) once it is READY."""
     sock, notify = os.path.join(tmp, "sluice.sock"), os.path.join(tmp, "notify")
     ns = socketmod.socket(socketmod.AF_UNIX, socketmod.SOCK_DGRAM)
     ns.bind(notify)
@@ -61,7 +62,7 @@ def start_daemon(tmp):
     conf = os.path.join(tmp, "conf")
     os.makedirs(conf)
     p = subprocess.Popen([find_tool("SLUICED", "daemon/sluiced"), "--socket", sock,
-                          "--config-dir", conf, "--pipeline-memory", "64M"],
+                          "--config-dir", conf, "--pipeline-memory", memory],
                          env=dict(os.environ, NOTIFY_SOCKET=notify),
                          stderr=open(os.path.join(tmp, "sluiced.log"), "w"))
     try:

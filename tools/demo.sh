@@ -45,13 +45,33 @@ cat > "$out/image.json" <<JSON
 {"type": "independent",
  "args": {"dataset": {"type": "dir", "args": {"data_dir": "$out/image"}},
           "target_batch_size": 64, "drop_remainder": false, "epochs": 1,
-          "num_read_buffer_bytes": "auto", "num_prefetch": "auto", "num_parallel_parses": "auto",
+          "num_read_buffer_bytes": "auto", "num_filenames_shuffle_buffer": 4, "num_mix_files": 4, "num_prefetch": "auto", "num_parallel_parses": "auto",
           "primary_features": [{"from_name": "image", "to_name": "image"},
                                {"from_name": "label", "to_name": "label"},
                                {"from_name": "bbox", "to_name": "boxes"}],
           "padding": [{"tensor": "boxes", "value": -1}]}}
 JSON
 $ctl run "$out/image.json" | tail -n 2
+echo
+echo "== JPEGs decoded and augmented in the pipeline: ResNet-50's training recipe, in process"
+$ctl gen jpeg "$out/jpeg" --files 4 --records 1000 --seed 1
+cat > "$out/imagenet.json" <<JSON
+{"type": "independent",
+ "args": {"dataset": {"type": "dir", "args": {"data_dir": "$out/jpeg"}},
+          "target_batch_size": 64, "drop_remainder": false, "epochs": 1, "shuffle": true,
+          "seed": 1, "num_shuffle_buffer_elements": 256, "num_prefetch": 2,
+          "num_read_buffer_bytes": "auto", "num_filenames_shuffle_buffer": 4, "num_mix_files": 4,
+          "primary_features": [{"from_name": "image/encoded", "to_name": "image"},
+                               {"from_name": "image/class/label", "to_name": "label"}],
+          "processing_steps": [
+            {"tensor": "image", "type": "decode_image", "args": {"channels": 3}},
+            {"tensor": "image", "type": "random_resized_crop", "args": {"size": [224, 224]}},
+            {"tensor": "image", "type": "random_flip", "args": {}},
+            {"tensor": "image", "type": "normalize",
+             "args": {"mean": [123.675, 116.28, 103.53], "std": [58.395, 57.12, 57.375]}}]}}
+JSON
+$ctl run "$out/imagenet.json" --json --batches 1 | cut -c1-240
+$ctl run "$out/imagenet.json" | tail -n 1
 echo
 echo "== the service: sluiced serves the CTR spec; two jobs share it through shared memory"
 mkdir -p "$out/pipelines.d"

@@ -517,6 +517,22 @@ def test_train_torch_example_runs_and_learns():
     assert all(s["input_wait_ms"] >= 0 for s in steps)
 
 
+def test_train_imagenet_example_runs():
+    """examples/train_imagenet.py: a ResNet-18 step on [B, 3, H, W] float batches that sluiced
+    decoded and augmented."""
+    pytest.importorskip("torchvision")
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, os.path.join(root, "examples", "train_imagenet.py"),
+                        "--steps", "3", "--batch", "8", "--size", "64", "--records", "48",
+                        "--classes", "10"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    steps = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    assert "image (8, 3, 64, 64) torch.float32, label (8,)" in r.stderr, r.stderr[-500:]
+
+
 # ---- lag policy ----------------------------------------------------------------------------
 
 def _digest(b):
