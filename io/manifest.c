@@ -33,22 +33,22 @@
 /* Longest value quoted in a message (longer ones are cut, with "..."). */
 #define DESCRIBE_MAX JSONMSG_DESCRIBE_MAX
 
-static const char *const dtype_names[MANIFEST_DTYPE_COUNT_] = {
+static const char *const dtype_names[MANIFEST_DTYPE_ALL_] = {
 	[MANIFEST_DTYPE_INT8] = "int8",	      [MANIFEST_DTYPE_INT16] = "int16",
 	[MANIFEST_DTYPE_INT32] = "int32",     [MANIFEST_DTYPE_INT64] = "int64",
 	[MANIFEST_DTYPE_UINT8] = "uint8",     [MANIFEST_DTYPE_UINT16] = "uint16",
 	[MANIFEST_DTYPE_UINT32] = "uint32",   [MANIFEST_DTYPE_UINT64] = "uint64",
 	[MANIFEST_DTYPE_FLOAT16] = "float16", [MANIFEST_DTYPE_FLOAT32] = "float32",
 	[MANIFEST_DTYPE_FLOAT64] = "float64", [MANIFEST_DTYPE_BOOL] = "bool",
-	[MANIFEST_DTYPE_STRING] = "string",
+	[MANIFEST_DTYPE_STRING] = "string",   [MANIFEST_DTYPE_BFLOAT16] = "bfloat16",
 };
 
-static const unsigned char dtype_sizes[MANIFEST_DTYPE_COUNT_] = {
-	[MANIFEST_DTYPE_INT8] = 1,    [MANIFEST_DTYPE_INT16] = 2,   [MANIFEST_DTYPE_INT32] = 4,
-	[MANIFEST_DTYPE_INT64] = 8,   [MANIFEST_DTYPE_UINT8] = 1,   [MANIFEST_DTYPE_UINT16] = 2,
-	[MANIFEST_DTYPE_UINT32] = 4,  [MANIFEST_DTYPE_UINT64] = 8,  [MANIFEST_DTYPE_FLOAT16] = 2,
-	[MANIFEST_DTYPE_FLOAT32] = 4, [MANIFEST_DTYPE_FLOAT64] = 8, [MANIFEST_DTYPE_BOOL] = 1,
-	[MANIFEST_DTYPE_STRING] = 0,
+static const unsigned char dtype_sizes[MANIFEST_DTYPE_ALL_] = {
+	[MANIFEST_DTYPE_INT8] = 1,    [MANIFEST_DTYPE_INT16] = 2,    [MANIFEST_DTYPE_INT32] = 4,
+	[MANIFEST_DTYPE_INT64] = 8,   [MANIFEST_DTYPE_UINT8] = 1,    [MANIFEST_DTYPE_UINT16] = 2,
+	[MANIFEST_DTYPE_UINT32] = 4,  [MANIFEST_DTYPE_UINT64] = 8,   [MANIFEST_DTYPE_FLOAT16] = 2,
+	[MANIFEST_DTYPE_FLOAT32] = 4, [MANIFEST_DTYPE_FLOAT64] = 8,  [MANIFEST_DTYPE_BOOL] = 1,
+	[MANIFEST_DTYPE_STRING] = 0,  [MANIFEST_DTYPE_BFLOAT16] = 2,
 };
 
 #define DTYPE_LIST                                                                              \
@@ -76,7 +76,7 @@ static const char *const endian_names[] = { "little", "big" };
 
 const char *manifest_dtype_name(enum manifest_dtype t)
 {
-	if ((unsigned)t >= MANIFEST_DTYPE_COUNT_)
+	if ((unsigned)t >= MANIFEST_DTYPE_ALL_)
 		return "?";
 	return dtype_names[t];
 }
@@ -107,7 +107,7 @@ int manifest_dtype_parse(const char *s, enum manifest_dtype *ret_t)
 
 size_t manifest_dtype_size(enum manifest_dtype t)
 {
-	if ((unsigned)t >= MANIFEST_DTYPE_COUNT_)
+	if ((unsigned)t >= MANIFEST_DTYPE_ALL_)
 		return 0;
 	return dtype_sizes[t];
 }

@@ -32,7 +32,13 @@ enum manifest_dtype {
 	MANIFEST_DTYPE_FLOAT64,
 	MANIFEST_DTYPE_BOOL,
 	MANIFEST_DTYPE_STRING,
-	MANIFEST_DTYPE_COUNT_
+	MANIFEST_DTYPE_COUNT_, /* the dtypes a feature may have */
+	/*
+	 * An output dtype only: what normalize writes (the top half of a float32, rounded to
+	 * nearest even). Not a feature's: manifest_dtype_parse() does not take it.
+	 */
+	MANIFEST_DTYPE_BFLOAT16 = MANIFEST_DTYPE_COUNT_,
+	MANIFEST_DTYPE_ALL_
 };
 
 enum manifest_deser {

@@ -25,11 +25,11 @@
 #endif
 
 static const uint8_t dtype_sizes[IPC_DTYPE_COUNT_] = {
-	[IPC_DTYPE_INT8] = 1,	 [IPC_DTYPE_INT16] = 2,	  [IPC_DTYPE_INT32] = 4,
-	[IPC_DTYPE_INT64] = 8,	 [IPC_DTYPE_UINT8] = 1,	  [IPC_DTYPE_UINT16] = 2,
-	[IPC_DTYPE_UINT32] = 4,	 [IPC_DTYPE_UINT64] = 8,  [IPC_DTYPE_FLOAT16] = 2,
-	[IPC_DTYPE_FLOAT32] = 4, [IPC_DTYPE_FLOAT64] = 8, [IPC_DTYPE_BOOL] = 1,
-	[IPC_DTYPE_STRING] = 0,
+	[IPC_DTYPE_INT8] = 1,	 [IPC_DTYPE_INT16] = 2,	   [IPC_DTYPE_INT32] = 4,
+	[IPC_DTYPE_INT64] = 8,	 [IPC_DTYPE_UINT8] = 1,	   [IPC_DTYPE_UINT16] = 2,
+	[IPC_DTYPE_UINT32] = 4,	 [IPC_DTYPE_UINT64] = 8,   [IPC_DTYPE_FLOAT16] = 2,
+	[IPC_DTYPE_FLOAT32] = 4, [IPC_DTYPE_FLOAT64] = 8,  [IPC_DTYPE_BOOL] = 1,
+	[IPC_DTYPE_STRING] = 0,	 [IPC_DTYPE_BFLOAT16] = 2,
 };
 
 static const char *const dtype_names[IPC_DTYPE_COUNT_] = {
@@ -39,7 +39,7 @@ static const char *const dtype_names[IPC_DTYPE_COUNT_] = {
 	[IPC_DTYPE_UINT32] = "uint32",	 [IPC_DTYPE_UINT64] = "uint64",
 	[IPC_DTYPE_FLOAT16] = "float16", [IPC_DTYPE_FLOAT32] = "float32",
 	[IPC_DTYPE_FLOAT64] = "float64", [IPC_DTYPE_BOOL] = "bool",
-	[IPC_DTYPE_STRING] = "string",
+	[IPC_DTYPE_STRING] = "string",	 [IPC_DTYPE_BFLOAT16] = "bfloat16",
 };
 
 #define KNOWN_FLAGS (IPC_BATCH_F_END_EPOCH | IPC_BATCH_F_END_STREAM | IPC_BATCH_F_ERROR)

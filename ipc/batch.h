@@ -49,7 +49,8 @@ enum ipc_dtype {
 	IPC_DTYPE_FLOAT64 = 10,
 	IPC_DTYPE_BOOL = 11, /* one byte, 0 or 1 */
 	IPC_DTYPE_STRING = 12,
-	IPC_DTYPE_COUNT_ = 13,
+	IPC_DTYPE_BFLOAT16 = 13, /* the top half of a float32 (normalize's output) */
+	IPC_DTYPE_COUNT_ = 14,
 };
 
 enum ipc_batch_flags {

@@ -9,7 +9,9 @@
 _Static_assert(SLUICE_MAX_RANK == IPC_BATCH_MAX_RANK, "rank limits agree");
 _Static_assert((int)SLUICE_INT8 == IPC_DTYPE_INT8 && (int)SLUICE_UINT64 == IPC_DTYPE_UINT64 &&
 		       (int)SLUICE_FLOAT16 == IPC_DTYPE_FLOAT16 &&
-		       (int)SLUICE_BOOL == IPC_DTYPE_BOOL && (int)SLUICE_STRING == IPC_DTYPE_STRING,
+		       (int)SLUICE_BOOL == IPC_DTYPE_BOOL &&
+		       (int)SLUICE_STRING == IPC_DTYPE_STRING &&
+		       (int)SLUICE_BFLOAT16 == IPC_DTYPE_BFLOAT16,
 	       "dtype numbers agree");
 _Static_assert((int)SLUICE_MODE_BROADCAST == IPC_CTL_MODE_BROADCAST &&
 		       (int)SLUICE_MODE_SPLIT == IPC_CTL_MODE_SPLIT &&

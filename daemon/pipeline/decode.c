@@ -147,7 +147,7 @@ int pl_imgchain_dtype(const struct pl_imgchain *ch)
 		return MANIFEST_DTYPE_FLOAT16;
 	if (ch->na.dtype == PL_NORM_FLOAT32)
 		return MANIFEST_DTYPE_FLOAT32;
-	return -EOPNOTSUPP; /* bfloat16: not a dtype of the batch layout yet */
+	return MANIFEST_DTYPE_BFLOAT16; /* an output dtype only */
 }
 
 struct pl_img_work *pl_img_work_create(void)

@@ -41,7 +41,7 @@ void pl_imgchain_destroy(struct pl_imgchain *ch);
  */
 unsigned pl_imgchain_static_shape(const struct pl_imgchain *ch, int64_t dims[3]);
 size_t pl_imgchain_elem_size(const struct pl_imgchain *ch);
-/* The manifest dtype of the output (uint8, float16, float32; bfloat16 is not one yet). */
+/* The manifest dtype of the output: uint8, float16, float32 or (an output dtype only) bfloat16. */
 int pl_imgchain_dtype(const struct pl_imgchain *ch);
 
 /* A worker's scratch (decoder state, buffers, resampler): one per pool worker. */

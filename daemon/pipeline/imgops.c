@@ -753,16 +753,6 @@ static void stream_out(void *dst, const void *src, size_t n)
 	memcpy(d, s, n);
 }
 
-static uint16_t f32_to_bf16(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN stays a (quiet) NaN */
-		return (uint16_t)((u >> 16) | 0x40);
-	u += 0x7fffu + ((u >> 16) & 1); /* round to nearest even */
-	return (uint16_t)(u >> 16);
-}
-
 void pl_img_normalize(const struct pl_img *src, void *dst, enum pl_norm_dtype dt,
 		      const int64_t stride[3], bool flip_x, bool flip_y, const float *mean,
 		      const float *std)
@@ -778,7 +768,7 @@ void pl_img_normalize(const struct pl_img *src, void *dst, enum pl_norm_dtype dt
 			if (dt == PL_NORM_FLOAT16)
 				luth[ch][v] = pl_f32_to_f16(lutf[ch][v]);
 			else if (dt == PL_NORM_BFLOAT16)
-				luth[ch][v] = f32_to_bf16(lutf[ch][v]);
+				luth[ch][v] = pl_f32_to_bf16(lutf[ch][v]);
 		}
 	/*
 	 * Per dtype a loop of its own (the switch and the channel loop hoisted). Where a row of

@@ -704,10 +704,31 @@ static void store_int(uint8_t *e, enum manifest_dtype dt, int64_t i)
  * range becomes inf, as numpy). bool takes true/false and the integers 0 and 1. Strings, and
  * any value for the string dtype (handled by the caller), are -EINVAL.
  */
+uint16_t pl_f32_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN stays a (quiet) NaN */
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1); /* round to nearest even */
+	return (uint16_t)(u >> 16);
+}
+
 int pl_value_to_elem(const struct pl_value *val, enum manifest_dtype dt, uint8_t out[8])
 {
 	uint8_t e[8] = { 0 };
 
+	if (dt == MANIFEST_DTYPE_BFLOAT16) { /* as float32, then its top half */
+		float f;
+		int r = pl_value_to_elem(val, MANIFEST_DTYPE_FLOAT32, e);
+		if (r < 0)
+			return r;
+		memcpy(&f, e, 4);
+		uint16_t b = pl_f32_to_bf16(f);
+		memset(out, 0, 8);
+		memcpy(out, &b, 2);
+		return 0;
+	}
 	if (dt == MANIFEST_DTYPE_STRING || (unsigned)dt >= MANIFEST_DTYPE_COUNT_)
 		return -EINVAL;
 	switch (val->kind) {

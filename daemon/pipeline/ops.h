@@ -32,6 +32,8 @@ void pl_convert(void *dst, enum manifest_dtype dt, const void *src, enum pl_src 
 
 /* IEEE binary16 conversions, round to nearest even (NaN stays NaN, overflow gives inf). */
 uint16_t pl_f32_to_f16(float f);
+/* float32 -> bfloat16 (its top half), rounded to nearest even; a NaN stays a quiet NaN. */
+uint16_t pl_f32_to_bf16(float f);
 uint16_t pl_f64_to_f16(double d);
 float pl_f16_to_f32(uint16_t h);
 

@@ -15,7 +15,8 @@ _Static_assert((int)MANIFEST_DTYPE_INT8 == IPC_DTYPE_INT8 &&
 		       (int)MANIFEST_DTYPE_FLOAT16 == IPC_DTYPE_FLOAT16 &&
 		       (int)MANIFEST_DTYPE_BOOL == IPC_DTYPE_BOOL &&
 		       (int)MANIFEST_DTYPE_STRING == IPC_DTYPE_STRING &&
-		       (int)MANIFEST_DTYPE_COUNT_ == IPC_DTYPE_COUNT_,
+		       (int)MANIFEST_DTYPE_BFLOAT16 == IPC_DTYPE_BFLOAT16 &&
+		       (int)MANIFEST_DTYPE_ALL_ == IPC_DTYPE_COUNT_,
 	       "ipc_dtype numbers are manifest_dtype numbers");
 
 static char *xstrdup(const char *s)
@@ -294,16 +295,7 @@ static int make_chains(const struct pl_spec *spec, struct pl_plan *plan, const s
 		int r = pl_imgchain_create(list, n, img_first[k], &o->img, err);
 		if (r < 0)
 			return r;
-		int dt = pl_imgchain_dtype(o->img);
-		if (dt < 0) {
-			io_error_set(err,
-				     "tensor \"%s\": normalize to bfloat16 is not a batch dtype "
-				     "yet "
-				     "(use float16 or float32)",
-				     o->name);
-			return -EINVAL;
-		}
-		o->dtype = (enum manifest_dtype)dt;
+		o->dtype = (enum manifest_dtype)pl_imgchain_dtype(o->img);
 		o->elem_size = pl_imgchain_elem_size(o->img);
 		o->row_rank = pl_imgchain_static_shape(o->img, o->row_shape);
 		var_axis[k] = o->row_shape[0] < 0 ? 0 : -1;

@@ -154,6 +154,7 @@ enum sluice_dtype {
 	SLUICE_FLOAT64,
 	SLUICE_BOOL,
 	SLUICE_STRING,
+	SLUICE_BFLOAT16, /* 2 bytes: the top half of an IEEE float32 (the image steps' normalize) */
 };
 
 /* A tensor of a batch: views into read-only shared memory, valid until the batch is released. */

@@ -243,6 +243,8 @@ def file_records(path, compression):
 # ---- a record to a row -------------------------------------------------------------------
 
 def np_dtype(name):
+    if name == "bfloat16":  # numpy has none: the bits (the top half of a float32)
+        return np.dtype(np.uint16)
     return np.dtype(object) if name == "string" else np.dtype(name)
 
 
@@ -603,7 +605,7 @@ def tensor_bytes(a, dt):
         return offs, b"".join(flat)
     if dt == "bool":
         return None, flat.astype(np.uint8).tobytes()
-    return None, flat.astype(np.dtype(dt).newbyteorder("<")).tobytes()
+    return None, flat.astype(np_dtype(dt).newbyteorder("<")).tobytes()
 
 
 def digest(dt, values, row_splits=None):

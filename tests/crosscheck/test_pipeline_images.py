@@ -148,7 +148,10 @@ def case(tmp, name, s, tol=0.0):
             gt, et = g["tensors"][t], e["tensors"][t]
             ok &= gt["dtype"] == et["dtype"] and gt["shape"] == et["shape"]
             gv = np.array(gt["values"], dtype=np.float64)
-            ev = np.asarray(et["values"], dtype=np.float64)
+            ev = np.asarray(et["values"])
+            if et["dtype"] == "bfloat16":  # the model's bits; sluicectl prints the values
+                ev = (ev.astype(np.uint32) << 16).view(np.float32)
+            ev = ev.astype(np.float64)
             if gv.shape != ev.shape:
                 ok = False
                 continue
@@ -271,6 +274,10 @@ def main():
                  step("normalize", mean=MEAN, std=STD, dtype="float16", layout="HWC")]
         case(tmp, "eval: resize shorter side, center_crop, normalize HWC float16",
              spec(data, evals), tol=norm_tol + 0.01)
+        bf16 = [step("decode_image", channels=3), step("random_resized_crop", size=[40, 48]),
+                step("normalize", mean=MEAN, std=STD, dtype="bfloat16", layout="HWC")]
+        case(tmp, "normalize to bfloat16 (round to nearest even), HWC", spec(data, bf16),
+             tol=norm_tol + 1 / 64)  # a level of difference, then one bfloat16 step
         case(tmp, "resize (area), vertical flip always, uint8",
              spec(data, [step("decode_image", channels=3),
                          step("resize", size=[30, 20], interpolation="area"),

@@ -517,6 +517,40 @@ def test_train_torch_example_runs_and_learns():
     assert all(s["input_wait_ms"] >= 0 for s in steps)
 
 
+def test_bfloat16_images_through_sluiced(fresh_daemon, tmp_path):
+    """normalize to bfloat16: the batch's dtype end to end (sluiced, libsluice, numpy's uint16
+    bits or ml_dtypes' bfloat16, torch.bfloat16), each value the float32 pipeline's rounded to
+    nearest even (torch's own rounding, an independent one)."""
+    torch = pytest.importorskip("torch")
+    data = str(tmp_path / "jpeg")
+    assert ctl("gen", "jpeg", data, "--records", 16, "--files", 2, "--seed", 4).returncode == 0
+
+    def run(dtype, name):
+        spec = {"name": name, "type": "independent", "args": {
+            "dataset": {"type": "dir", "args": {"data_dir": data}}, "target_batch_size": 8,
+            "drop_remainder": False, "epochs": 1, "num_read_buffer_bytes": 65536,
+            "num_prefetch": 2, "seed": 2,
+            "primary_features": [{"from_name": "image/encoded", "to_name": "image"}],
+            "processing_steps": [
+                {"tensor": "image", "type": "decode_image", "args": {"channels": 3}},
+                {"tensor": "image", "type": "random_resized_crop", "args": {"size": [32, 32]}},
+                {"tensor": "image", "type": "normalize", "args": {
+                    "mean": [123.675, 116.28, 103.53], "std": [58.395, 57.12, 57.375],
+                    "dtype": dtype}}]}}
+        out = []
+        with sluice.attach(spec=spec, socket=fresh_daemon.sock) as r:
+            for b in r:
+                with b:
+                    out.append((b["image"].dtype, b.to_torch()["image"]))
+        return out
+    f32, bf16 = run("float32", "f32"), run("bfloat16", "bf16")
+    assert len(f32) == len(bf16) == 2
+    for (_, a), (npdt, b) in zip(f32, bf16):
+        assert npdt.itemsize == 2 and str(npdt) in ("uint16", "bfloat16"), npdt
+        assert b.dtype == torch.bfloat16 and tuple(b.shape) == (8, 3, 32, 32)
+        assert torch.equal(b, a.to(torch.bfloat16))
+
+
 def test_train_imagenet_example_runs():
     """examples/train_imagenet.py: a ResNet-18 step on [B, 3, H, W] float batches that sluiced
     decoded and augmented."""

@@ -93,6 +93,13 @@ static void json_elem(struct jsonout *j, enum ipc_dtype t, const uint8_t *p)
 	case IPC_DTYPE_FLOAT32:
 		json_real(j, u.f32, 9);
 		break;
+	case IPC_DTYPE_BFLOAT16: { /* the top half of a float32 */
+		uint32_t bits = (uint32_t)u.u16 << 16;
+		float f;
+		memcpy(&f, &bits, sizeof(f));
+		json_real(j, f, 9);
+		break;
+	}
 	case IPC_DTYPE_FLOAT64:
 		json_real(j, u.f64, 17);
 		break;

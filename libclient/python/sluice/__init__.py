@@ -65,11 +65,15 @@ class Strings(collections.namedtuple("Strings", ["values", "offsets"])):
         c.shape = self.shape
         return c
 
+try:  # numpy has no bfloat16; JAX's ml_dtypes does
+    from ml_dtypes import bfloat16 as _bfloat16
+except ImportError:  # the raw bits: uint16 (bfloat16 is the top half of a float32)
+    _bfloat16 = np.uint16
 _NP_DTYPES = {k: np.dtype(v) for k, v in {
     _lib.INT8: np.int8, _lib.INT16: np.int16, _lib.INT32: np.int32, _lib.INT64: np.int64,
     _lib.UINT8: np.uint8, _lib.UINT16: np.uint16, _lib.UINT32: np.uint32,
     _lib.UINT64: np.uint64, _lib.FLOAT16: np.float16, _lib.FLOAT32: np.float32,
-    _lib.FLOAT64: np.float64, _lib.BOOL: np.bool_,
+    _lib.FLOAT64: np.float64, _lib.BOOL: np.bool_, _lib.BFLOAT16: _bfloat16,
 }.items()}
 _I64 = np.dtype(np.int64)
 

@@ -16,9 +16,9 @@ MAX_RANK = 8
 
 # enum sluice_dtype
 INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, FLOAT16, FLOAT32, FLOAT64, BOOL, \
-    STRING = range(13)
+    STRING, BFLOAT16 = range(14)
 DTYPE_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float16", "float32", "float64", "bool", "string")
+               "float16", "float32", "float64", "bool", "string", "bfloat16")
 
 MODES = {"broadcast": 0, "split": 1, "rank": 2}
 LAGS = {"hold": 0, "catch_up": 1}

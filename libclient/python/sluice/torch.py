@@ -32,6 +32,7 @@ _TORCH_DTYPES = {
     _lib.INT8: torch.int8, _lib.INT16: torch.int16, _lib.INT32: torch.int32,
     _lib.INT64: torch.int64, _lib.UINT8: torch.uint8, _lib.FLOAT16: torch.float16,
     _lib.FLOAT32: torch.float32, _lib.FLOAT64: torch.float64, _lib.BOOL: torch.bool,
+    _lib.BFLOAT16: torch.bfloat16,
 }
 
 
@@ -45,6 +46,11 @@ def _own_tensor(a):
     """A torch tensor over a (writable, owned by nobody else: a view of the batch's copy)."""
     w = _WIDEN.get(a.dtype)
     return torch.from_numpy(a.astype(w) if w else a)
+
+
+def _own_bf16(a):
+    """A torch bfloat16 tensor over a's 2-byte elements (ml_dtypes' bfloat16, or the bits)."""
+    return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
 
 
 def _cuda(batch, dev, non_blocking):
@@ -115,7 +121,15 @@ def batch_to_torch(batch, device="cpu", non_blocking=True):
     """See sluice.Batch.to_torch."""
     dev = torch.device(device)
     if dev.type == "cpu":  # the batch copied in one piece; the tensors share that copy
-        return {name: _cpu_one(v, _own_tensor) for name, v in batch.numpy(copy=True).items()}
+        out = {}
+        for name, v in batch.numpy(copy=True).items():
+            if batch._tensors[name].dtype != _lib.BFLOAT16:
+                out[name] = _cpu_one(v, _own_tensor)
+            elif isinstance(v, sluice.Ragged):
+                out[name] = (_own_bf16(v.values), _own_tensor(v.row_splits))
+            else:
+                out[name] = _own_bf16(v)
+        return out
     if dev.type == "cuda":
         return _cuda(batch, dev, non_blocking)
     raise ValueError("to_torch: device %r is neither cpu nor cuda" % str(device))

@@ -948,7 +948,11 @@ static void test_names_and_sizes(void **state)
 	assert_int_equal(t, MANIFEST_DTYPE_FLOAT32);
 	assert_int_equal(manifest_dtype_parse("Float32", &t), -EINVAL);
 	assert_int_equal(manifest_dtype_parse(NULL, &t), -EINVAL);
-	assert_string_equal(manifest_dtype_name(MANIFEST_DTYPE_COUNT_), "?");
+	/* bfloat16: an output dtype (normalize's) with a name and a size, never a feature's */
+	assert_string_equal(manifest_dtype_name(MANIFEST_DTYPE_BFLOAT16), "bfloat16");
+	assert_int_equal(manifest_dtype_size(MANIFEST_DTYPE_BFLOAT16), 2);
+	assert_int_equal(manifest_dtype_parse("bfloat16", &t), -EINVAL);
+	assert_string_equal(manifest_dtype_name(MANIFEST_DTYPE_ALL_), "?");
 	assert_int_equal(manifest_dtype_size(MANIFEST_DTYPE_FLOAT16), 2);
 	assert_int_equal(manifest_dtype_size(MANIFEST_DTYPE_UINT64), 8);
 	assert_int_equal(manifest_dtype_size(MANIFEST_DTYPE_BOOL), 1);

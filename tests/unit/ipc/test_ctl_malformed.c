@@ -325,7 +325,7 @@ static void test_bad_rules(void **state)
 	}
 	EXPECT_BAD(ipc_ctl_decode_attached(&m, &at, emsg, sizeof(emsg)), "ctl ATTACHED: "
 									 "tensors[2]: dtype: "
-									 "expected 0..12, got 99");
+									 "expected 0..13, got 99");
 
 	/* A nested entry with a truncated field and one with a shape of 9 dimensions. */
 	k = raw_field(sub, 0, 1, "a", 1);
