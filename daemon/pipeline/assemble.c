@@ -424,6 +424,9 @@ static int fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 				      (size_t)pl_view_count(&v) * o->elem_size);
 		else
 			pl_copy_view(dst, stride, o->dtype, s.base, s.st, &v);
+		if (o->box_of) /* [n, 4] rows: the first n * 4 values, contiguous */
+			r = pl_asm_fill_boxes(job, ws, row, i, (float *)(void *)dst,
+					      (size_t)pl_view_count(&v) / 4, err);
 	}
 	if (r < 0) {
 		if (r != -ENOMEM && !win)

@@ -37,6 +37,23 @@ int pl_asm_image_shape(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 	return r < 0 ? image_error(&plan->out[i], r, err) : 0;
 }
 
+int pl_asm_fill_boxes(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row, size_t i,
+		      float *dst, size_t n, struct io_error *err)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	const struct pl_out *o = &plan->out[i];
+	size_t m = o->box_of - 1;
+	const uint8_t *p;
+	size_t len;
+	int r = pl_row_image_bytes(plan, ws, m, &p, &len, err);
+	if (r < 0)
+		return r;
+	struct pl_img_key key = image_key(job, row);
+	r = pl_imgchain_boxes(plan->out[m].img, &key, p, len, dst, n, o->box_xyxy, o->box_pixels,
+			      err);
+	return r < 0 ? image_error(&plan->out[m], r, err) : 0;
+}
+
 int pl_asm_fill_image(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row, size_t i,
 		      const struct pl_tlay *t, size_t pos, struct io_error *err)
 {

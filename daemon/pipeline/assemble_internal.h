@@ -97,5 +97,11 @@ int pl_asm_image_shape(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 /* Decode and transform output i's image of row into its place pos in the batch (layout t). */
 int pl_asm_fill_image(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row, size_t i,
 		      const struct pl_tlay *t, size_t pos, struct io_error *err);
+/*
+ * Boxes of output i (n of them, 4 floats each, at dst in the batch) moved through the crops,
+ * resizes and flips of the image output they follow (struct pl_out's box_of), in place.
+ */
+int pl_asm_fill_boxes(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row, size_t i,
+		      float *dst, size_t n, struct io_error *err);
 
 #endif

@@ -3,6 +3,7 @@
 #include "decode.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,6 +364,59 @@ int pl_imgchain_shape(const struct pl_imgchain *ch, const struct pl_img_key *key
 	if (r < 0)
 		return r;
 	out_dims(ch, &g, dims);
+	return 0;
+}
+
+int pl_imgchain_boxes(const struct pl_imgchain *ch, const struct pl_img_key *key,
+		      const uint8_t *data, size_t len, float *boxes, size_t n, bool xyxy,
+		      bool pixels, struct io_error *err)
+{
+	struct img_info info;
+	struct img_shape full;
+	int r = probe(ch, data, len, &info, &full, err);
+	if (r < 0)
+		return r;
+	struct geo g;
+	r = plan_geometry(ch, key, full.height, full.width, full.channels, &g, err);
+	if (r < 0)
+		return r;
+	unsigned iy = xyxy ? 1 : 0, ix = xyxy ? 0 : 1; /* where y and x stand in a box */
+	for (size_t b = 0; b < n; b++) {
+		float *p = boxes + 4 * b;
+		double y0 = p[iy], x0 = p[ix], y1 = p[iy + 2], x1 = p[ix + 2];
+		double h = g.h0, w = g.w0;
+		if (!pixels)
+			y0 *= h, y1 *= h, x0 *= w, x1 *= w;
+		for (size_t i = 0; i < g.n; i++) { /* in the unflipped image, as the ops are */
+			const struct geo_op *op = &g.op[i];
+			if (op->kind == GEO_CROP) {
+				double ch_ = op->r.h, cw = op->r.w;
+				y0 = fmin(fmax(y0 - op->r.y, 0.0), ch_);
+				y1 = fmin(fmax(y1 - op->r.y, 0.0), ch_);
+				x0 = fmin(fmax(x0 - op->r.x, 0.0), cw);
+				x1 = fmin(fmax(x1 - op->r.x, 0.0), cw);
+				h = ch_, w = cw;
+			} else if (op->kind == GEO_RESIZE) {
+				double sy = op->h / h, sx = op->w / w;
+				y0 *= sy, y1 *= sy, x0 *= sx, x1 *= sx;
+				h = op->h, w = op->w;
+			} else if (op->kind == GEO_PAD) {
+				y0 += op->r.y, y1 += op->r.y, x0 += op->r.x, x1 += op->r.x;
+				h = op->h, w = op->w;
+			}
+		}
+		if (g.flip_x) {
+			double t = x0;
+			x0 = w - x1, x1 = w - t;
+		}
+		if (g.flip_y) {
+			double t = y0;
+			y0 = h - y1, y1 = h - t;
+		}
+		if (!pixels)
+			y0 /= h, y1 /= h, x0 /= w, x1 /= w;
+		p[iy] = (float)y0, p[ix] = (float)x0, p[iy + 2] = (float)y1, p[ix + 2] = (float)x1;
+	}
 	return 0;
 }
 

@@ -76,6 +76,18 @@ int pl_imgchain_shape(const struct pl_imgchain *ch, const struct pl_img_key *key
  * shape is -EBADMSG ("dimension D is X, expected Y") before anything is written. Errors
  * otherwise as pl_imgchain_shape.
  */
+/*
+ * Boxes that follow the image data (the same row's encoded bytes and key): n boxes of 4
+ * floats in place, in the order ymin, xmin, ymax, xmax (xyxy: xmin, ymin, xmax, ymax), in
+ * pixels or normalized to the image's size, moved through the chain's crops (clipped to each:
+ * a box outside becomes empty, its count kept so that it stays aligned with its labels),
+ * pads, resizes and flips, as torchvision's v2 transforms move BoundingBoxes. Reads the
+ * image's header only. A record error as pl_imgchain_run's.
+ */
+int pl_imgchain_boxes(const struct pl_imgchain *ch, const struct pl_img_key *key,
+		      const uint8_t *data, size_t len, float *boxes, size_t n, bool xyxy,
+		      bool pixels, struct io_error *err);
+
 int pl_imgchain_run(const struct pl_imgchain *ch, const struct pl_img_key *key, const uint8_t *data,
 		    size_t len, const int64_t dims[3], void *dst, const int64_t stride[3],
 		    struct pl_img_work *w, struct io_error *err);

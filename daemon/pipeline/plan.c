@@ -300,6 +300,31 @@ static int make_chains(const struct pl_spec *spec, struct pl_plan *plan, const s
 		o->row_rank = pl_imgchain_static_shape(o->img, o->row_shape);
 		var_axis[k] = o->row_shape[0] < 0 ? 0 : -1;
 	}
+	/* boxes: float32 [..., 4] of a feature, following a decoded image of the same row */
+	for (size_t k = 0; k < plan->n_out; k++) {
+		struct pl_out *o = &plan->out[k];
+		if (!o->box_of)
+			continue;
+		const struct pl_out *im = &plan->out[o->box_of - 1];
+		if (!im->img) {
+			io_error_set(err,
+				     "tensor \"%s\": boxes follow tensor \"%s\", which has no "
+				     "decode_image step",
+				     o->name, im->name);
+			return -EINVAL;
+		}
+		if (o->img || o->src != PL_OUT_FEATURE || o->dtype != MANIFEST_DTYPE_FLOAT32 ||
+		    o->row_rank < 1 || o->row_rank > 2 || o->row_shape[o->row_rank - 1] != 4) {
+			char sh[128];
+			shape_str(o->row_shape, o->row_rank, sh, sizeof(sh));
+			io_error_set(err,
+				     "tensor \"%s\": boxes need a float32 feature of shape [4], "
+				     "[n, 4] or [-1, 4], got %s %s",
+				     o->name, o->img ? "an image" : manifest_dtype_name(o->dtype),
+				     sh);
+			return -EINVAL;
+		}
+	}
 	return 0;
 }
 
@@ -316,6 +341,27 @@ static int add_slices(const struct pl_spec *spec, struct pl_plan *plan, int *var
 			return -EINVAL;
 		}
 		struct pl_out *o = &plan->out[k];
+		if (st->type == PL_STEP_BOXES) { /* checked once the chains exist */
+			if (o->box_of) {
+				io_error_set(err,
+					     "args.processing_steps[%zu]: a second boxes step on "
+					     "tensor \"%s\"",
+					     i, o->name);
+				return -EINVAL;
+			}
+			long m = out_find(plan, plan->n_out, st->img.box_image);
+			if (m < 0) {
+				io_error_set(err,
+					     "args.processing_steps[%zu].args.image: no tensor "
+					     "\"%s\"",
+					     i, st->img.box_image);
+				return -EINVAL;
+			}
+			o->box_of = (size_t)m + 1;
+			o->box_xyxy = st->img.box_xyxy;
+			o->box_pixels = st->img.box_pixels;
+			continue;
+		}
 		if (pl_step_is_image(st->type) || img_first[k] != SIZE_MAX) {
 			int r = note_image_step(spec, plan, i, (size_t)k, img_first, err);
 			if (r < 0)
@@ -694,14 +740,15 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 			goto out;
 		}
 		o->direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
-			    !o->img && !o->in_lists && o->n_steps == 0 && !o->pad && !o->measure &&
-			    o->dtype != MANIFEST_DTYPE_STRING;
+			    !o->img && !o->box_of && !o->in_lists && o->n_steps == 0 && !o->pad &&
+			    !o->measure && o->dtype != MANIFEST_DTYPE_STRING;
 		o->str_direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
 				!o->in_lists && !o->var_count && o->n_steps == 0 && !o->pad &&
 				o->dtype == MANIFEST_DTYPE_STRING &&
 				o->feat->deser == MANIFEST_DESER_STRING;
 		o->list_direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
 				 o->in_lists && o->n_steps == 0 && o->ragged && o->step_elems > 0 &&
+				 !o->box_of &&
 				 ((o->feat->deser == MANIFEST_DESER_INT &&
 				   o->dtype == MANIFEST_DTYPE_INT64) ||
 				  (o->feat->deser == MANIFEST_DESER_FLOAT &&
@@ -755,6 +802,14 @@ int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct
 	plan->parses = (unsigned)pl_spec_parallel_parses(spec);
 	for (size_t i = 0; i < spec->n_steps; i++) { /* the image steps' arguments */
 		const struct pl_step *st = &spec->steps[i];
+		if (st->type == PL_STEP_BOXES) { /* the image it follows, the format, the unit */
+			plan->steps_fp = fp_str(plan->steps_fp, st->tensor, strlen(st->tensor));
+			plan->steps_fp = fp_str(plan->steps_fp, st->img.box_image,
+						strlen(st->img.box_image));
+			plan->steps_fp = fp_mix(plan->steps_fp,
+						0xb0 + st->img.box_xyxy * 2u + st->img.box_pixels);
+			continue;
+		}
 		if (!pl_step_is_image(st->type))
 			continue;
 		const struct pl_image_args *a = &st->img;

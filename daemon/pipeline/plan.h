@@ -76,6 +76,13 @@ struct pl_out {
 	 * and transformed per row; dtype, row_rank and row_shape are the chain's output.
 	 */
 	struct pl_imgchain *img;
+	/*
+	 * A boxes step: the output (+ 1; 0 for none) of the image whose geometry these boxes
+	 * follow, their format and unit (spec.h, struct pl_image_args). The values are copied
+	 * as a feature's, then moved in place.
+	 */
+	size_t box_of;
+	bool box_xyxy, box_pixels;
 
 	bool measure;	 /* the batch layout needs each row's shape (or string bytes) first */
 	bool direct;	 /* a fixed-shape numeric feature without steps or padding: decoded straight

@@ -688,6 +688,7 @@ void pl_spec_destroy(struct pl_spec *s)
 		free(s->steps[i].tensor);
 		free(s->steps[i].slice_text);
 		free(s->steps[i].img.draw);
+		free(s->steps[i].img.box_image);
 	}
 	free(s->steps);
 	for (i = 0; i < s->n_padding && s->paddings; i++) {

@@ -107,6 +107,7 @@ enum pl_step_type {
 	PL_STEP_RANDOM_FLIP,
 	PL_STEP_NORMALIZE,
 	PL_STEP_COLOR_JITTER,
+	PL_STEP_BOXES, /* box coordinates that follow an image tensor's crops, resizes, flips */
 	PL_STEP_COUNT_
 };
 
@@ -163,6 +164,14 @@ struct pl_image_args {
 	 */
 	double jitter[4][2];
 	bool jitter_on[4];
+	/*
+	 * boxes (on a float32 tensor of boxes, last dimension 4): the image tensor whose geometry
+	 * they follow, the order of the four ("yxyx": ymin, xmin, ymax, xmax as TensorFlow's
+	 * detection API; "xyxy" as torchvision's) and whether they are in pixels (else
+	 * normalized to [0, 1] of the image's size).
+	 */
+	char *box_image;
+	bool box_xyxy, box_pixels;
 };
 
 struct pl_step {

@@ -9,8 +9,8 @@
 #include "spec_internal.h"
 
 static const char *const step_names[PL_STEP_COUNT_] = {
-	"slice",       "decode_image", "random_resized_crop", "resize",
-	"center_crop", "random_flip",  "normalize",	      "color_jitter",
+	"slice",       "decode_image", "random_resized_crop", "resize", "center_crop",
+	"random_flip", "normalize",    "color_jitter",	      "boxes",
 };
 
 const char *pl_step_type_name(enum pl_step_type t)
@@ -20,7 +20,7 @@ const char *pl_step_type_name(enum pl_step_type t)
 
 bool pl_step_is_image(enum pl_step_type t)
 {
-	return t != PL_STEP_SLICE && (unsigned)t < PL_STEP_COUNT_;
+	return t != PL_STEP_SLICE && t != PL_STEP_BOXES && (unsigned)t < PL_STEP_COUNT_;
 }
 
 int pl_spec_step_type(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
@@ -30,8 +30,8 @@ int pl_spec_step_type(const struct jsonmsg_ctx *c, const json_t *v, const char *
 	int r = jsonmsg_get_enum(c, v, path, step_names, PL_STEP_COUNT_,
 				 "\"slice\", \"decode_image\", \"random_resized_crop\", "
 				 "\"resize\", "
-				 "\"center_crop\", \"random_flip\", \"normalize\" or "
-				 "\"color_jitter\"",
+				 "\"center_crop\", \"random_flip\", \"normalize\", "
+				 "\"color_jitter\" or \"boxes\"",
 				 &t);
 	*ret = (enum pl_step_type)t;
 	return r;
@@ -135,6 +135,8 @@ static const char *const keys_center[] = { "size" };
 static const char *const keys_flip[] = { "axis", "probability", "draw" };
 static const char *const keys_norm[] = { "mean", "std", "dtype", "layout" };
 static const char *const keys_jitter[] = { "brightness", "contrast", "saturation", "hue" };
+static const char *const keys_boxes[] = { "image", "format", "normalized" };
+static const char *const box_formats[] = { "yxyx", "xyxy" };
 
 /*
  * A color_jitter argument as torchvision's ColorJitter takes it: a number x (>= 0; hue: at
@@ -254,6 +256,10 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 		keys = keys_jitter, n_keys = ARRAY_LEN(keys_jitter);
 		list = "brightness, contrast, saturation, hue";
 		break;
+	case PL_STEP_BOXES:
+		keys = keys_boxes, n_keys = ARRAY_LEN(keys_boxes);
+		list = "image, format, normalized";
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -320,6 +326,15 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 			r = pl_spec_get_name(c, v, sub, &a->draw);
 		} else if (st->type == PL_STEP_COLOR_JITTER) {
 			r = get_jitter(c, v, sub, (unsigned)k, a);
+		} else if (strcmp(key, "image") == 0) {
+			r = pl_spec_get_name(c, v, sub, &a->box_image);
+		} else if (strcmp(key, "format") == 0) {
+			r = jsonmsg_get_enum(c, v, sub, box_formats, 2, "\"yxyx\" or \"xyxy\"", &e);
+			a->box_xyxy = e == 1;
+		} else if (strcmp(key, "normalized") == 0) {
+			bool b = true;
+			r = jsonmsg_get_bool(c, v, sub, &b);
+			a->box_pixels = !b;
 		} else if (strcmp(key, "mean") == 0) {
 			r = get_channels(c, v, sub, false, &a->n_mean, a->mean);
 			has_mean = true;
@@ -348,6 +363,8 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 	if ((st->type == PL_STEP_RANDOM_RESIZED_CROP || st->type == PL_STEP_CENTER_CROP) &&
 	    !has_size)
 		missing = "size";
+	if (st->type == PL_STEP_BOXES && !a->box_image)
+		missing = "image";
 	if (st->type == PL_STEP_RESIZE && has_size == has_shorter)
 		return jsonmsg_fail(c, path,
 				    "expected exactly one of size and shorter_side, got %s",

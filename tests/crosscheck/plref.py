@@ -129,8 +129,13 @@ class Spec:
                       for s in steps if s["type"] == "slice"]
         self.image_steps = {}  # tensor -> [(the step's random stream index, step)]
         first_of_draw = {}  # steps that share a "draw" take the first one's stream
+        self.box_steps = {}  # tensor -> (image tensor, xyxy, pixels)
         for i, s in enumerate(steps):
-            if s["type"] != "slice":
+            if s["type"] == "boxes":
+                a = s["args"]
+                self.box_steps[s["tensor"]] = (a["image"], a.get("format", "yxyx") == "xyxy",
+                                               not a.get("normalized", True))
+            elif s["type"] != "slice":
                 d = s.get("args", {}).get("draw")
                 k = first_of_draw.setdefault(d, i) if d is not None else i
                 self.image_steps.setdefault(s["tensor"], []).append((k, s))
@@ -485,11 +490,15 @@ def decode_image(data, args, what):
     return a[:, :, None] if a.ndim == 2 else a
 
 
-def image_chain(data, steps, sp, epoch, position, what):
+def image_chain(data, steps, sp, epoch, position, what, geo=None):
     """decode_image, then the steps in order: crops mirrored by the flips drawn before them,
-    resizes, the flips applied last, normalize (as the engine does: docs/image.md)."""
+    resizes, the flips applied last, normalize (as the engine does: docs/image.md). geo, a
+    list, gets the geometry for boxes: ("size", h, w), then ("crop", x, y, w, h), ("pad",
+    top, left, h, w), ("resize", h, w) in the unflipped image, and ("flip", fx, fy, h, w)."""
     import imgref
     img = decode_image(data, steps[0][1]["args"], what)
+    if geo is not None:
+        geo.append(("size",) + img.shape[:2])
     flip_x = flip_y = False
     out_dt, chw, mean, std = "uint8", False, None, None
     for idx, st in steps[1:]:
@@ -511,6 +520,8 @@ def image_chain(data, steps, sp, epoch, position, what):
                     left = pw - left
                 img = np.pad(img, ((top, ph - top), (left, pw - left), (0, 0)))
                 h, w = img.shape[:2]
+                if geo is not None:
+                    geo.append(("pad", top, left, h, w))
             rect = imgref.center_crop(h, w, ch_, cw_)
         elif t == "resize":
             if "size" in a:
@@ -519,6 +530,8 @@ def image_chain(data, steps, sp, epoch, position, what):
                 s_ = a["shorter_side"]
                 oh, ow = (s_, s_ * w // h) if h <= w else (s_ * h // w, s_)
             img = imgref.resize(img, max(oh, 1), max(ow, 1), a.get("interpolation", "bilinear"))
+            if geo is not None:
+                geo.append(("resize", max(oh, 1), max(ow, 1)))
         elif t == "random_flip":
             if imgref.rng_uniform(rng) < a.get("probability", 0.5):
                 if a.get("axis", 1) == 1:
@@ -545,9 +558,15 @@ def image_chain(data, steps, sp, epoch, position, what):
             if flip_y:
                 y = h - y - ch_
             img = img[y:y + ch_, x:x + cw]
+            if geo is not None:
+                geo.append(("crop", x, y, cw, ch_))
             if t == "random_resized_crop":
                 img = imgref.resize(img, a["size"][0], a["size"][1],
                                     a.get("interpolation", "bilinear"))
+                if geo is not None:
+                    geo.append(("resize", a["size"][0], a["size"][1]))
+    if geo is not None:
+        geo.append(("flip", flip_x, flip_y) + img.shape[:2])
     if flip_x:
         img = img[:, ::-1]
     if flip_y:
@@ -560,6 +579,43 @@ def image_chain(data, steps, sp, epoch, position, what):
     if len(mean) != c:
         raise RecordError("%s: normalize: %d means for %d channels" % (what, len(mean), c))
     return imgref.normalize(np.ascontiguousarray(img), out_dt, chw, mean, std)
+
+
+def move_boxes(boxes, geo, xyxy, pixels):
+    """Boxes [..., 4] through an image's geometry (image_chain's geo): shifted and clipped by
+    each crop (kept, empty, when outside: aligned with their labels), shifted by pads, scaled
+    by resizes, mirrored by the final flips; computed in double, stored as float32."""
+    b = np.array(boxes, dtype=np.float64).reshape(-1, 4)
+    iy, ix = (1, 0) if xyxy else (0, 1)
+    y0, x0, y1, x1 = b[:, iy], b[:, ix], b[:, iy + 2], b[:, ix + 2]
+    _, h, w = geo[0]
+    if not pixels:
+        y0, y1, x0, x1 = y0 * h, y1 * h, x0 * w, x1 * w
+    for g in geo[1:]:
+        if g[0] == "crop":
+            _, cx, cy, cw, ch = g
+            y0, y1 = np.clip(y0 - cy, 0, ch), np.clip(y1 - cy, 0, ch)
+            x0, x1 = np.clip(x0 - cx, 0, cw), np.clip(x1 - cx, 0, cw)
+            h, w = ch, cw
+        elif g[0] == "pad":
+            _, top, left, h, w = g
+            y0, y1, x0, x1 = y0 + top, y1 + top, x0 + left, x1 + left
+        elif g[0] == "resize":
+            _, oh, ow = g
+            sy, sx = oh / h, ow / w
+            y0, y1, x0, x1 = y0 * sy, y1 * sy, x0 * sx, x1 * sx
+            h, w = oh, ow
+        elif g[0] == "flip":
+            _, fx, fy, h, w = g
+            if fx:
+                x0, x1 = w - x1, w - x0
+            if fy:
+                y0, y1 = h - y1, h - y0
+    if not pixels:
+        y0, y1, x0, x1 = y0 / h, y1 / h, x0 / w, x1 / w
+    out = np.empty_like(b)
+    out[:, iy], out[:, ix], out[:, iy + 2], out[:, ix + 2] = y0, x0, y1, x1
+    return out.astype(np.float32).reshape(np.shape(boxes))
 
 
 def make_row(payload, crc_ok, man, sp, tensors, what, epoch=0, position=0):
@@ -585,12 +641,16 @@ def make_row(payload, crc_ok, man, sp, tensors, what, epoch=0, position=0):
             row[name] = np.asarray(row[name][idx], dtype=row[name].dtype)
         except IndexError as e:
             raise RecordError('%s: tensor "%s": slice %s: %s' % (what, name, idx, e))
+    geos = {}
     for name, steps in sp.image_steps.items():
         v = row[name]
         if v.size != 1:
             raise RecordError('%s: tensor "%s": decode_image needs one encoded image' %
                               (what, name))
-        row[name] = image_chain(v.reshape(-1)[0], steps, sp, epoch, position, what)
+        row[name] = image_chain(v.reshape(-1)[0], steps, sp, epoch, position, what,
+                                geos.setdefault(name, []))
+    for name, (img, xyxy, pixels) in sp.box_steps.items():
+        row[name] = move_boxes(row[name], geos[img], xyxy, pixels)
     return [row[t.name] for t in tensors]
 
 

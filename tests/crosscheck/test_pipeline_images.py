@@ -156,7 +156,9 @@ def case(tmp, name, s, tol=0.0):
                 ok = False
                 continue
             d = float(np.abs(gv - ev).max()) if gv.size else 0.0
-            if t != "label":
+            if t in ("boxes", "px"):  # the same float arithmetic: equal to float32 rounding
+                ok &= d <= 1e-5 * max(1.0, float(np.abs(ev).max()) if ev.size else 1.0)
+            elif t != "label":
                 worst = max(worst, d)
                 ok &= d <= tol
             else:
@@ -195,6 +197,87 @@ def torchvision_center_crop(tmp, data, s):
             n += 1
     check(ok and n == len(imgs), "center_crop equals torchvision's on all %d images (%s)" %
           (n, err.strip()[:200]))
+
+
+def write_box_dataset(d, n, seed):
+    """PNG images (exact pixels) of a white rectangle on black, its box in two features:
+    "bbox" normalized ymin, xmin, ymax, xmax (TensorFlow's detection API) and "bbox_px" in
+    pixels xmin, ymin, xmax, ymax (torchvision's); a second, empty box after it."""
+    pb = common.protos()[0]
+    rng = np.random.default_rng(seed)
+    os.makedirs(d)
+    recs = []
+    for i in range(n):
+        h, w = int(rng.integers(60, 120)), int(rng.integers(60, 120))
+        r0, c0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
+        r1, c1 = int(rng.integers(r0 + 8, h + 1)), int(rng.integers(c0 + 8, w + 1))
+        img = np.zeros((h, w, 3), np.uint8)
+        img[r0:r1, c0:c1] = 255
+        out = io.BytesIO()
+        Image.fromarray(img).save(out, "PNG")
+        ex = pb.Example()
+        ex.features.feature["image/encoded"].bytes_list.value.append(out.getvalue())
+        ex.features.feature["label"].int64_list.value.append(i)
+        ex.features.feature["bbox"].float_list.value.extend(
+            [r0 / h, c0 / w, r1 / h, c1 / w, 0.5, 0.5, 0.5, 0.5])
+        ex.features.feature["bbox_px"].float_list.value.extend([c0, r0, c1, r1, 0, 0, 0, 0])
+        recs.append(ex.SerializeToString())
+    common.write_tfrecord(os.path.join(d, "part-0.tfrecords"), recs, "none")
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump({"compression": None, "allow_var_len": False, "features": [
+            {"name": "image/encoded", "dtype": "string", "shape": [],
+             "deserialize_type": "string"},
+            {"name": "label", "dtype": "int64", "shape": [], "deserialize_type": "int"},
+            {"name": "bbox", "dtype": "float32", "shape": [-1, 4], "deserialize_type": "float"},
+            {"name": "bbox_px", "dtype": "float32", "shape": [2, 4],
+             "deserialize_type": "float"}]}, f)
+    return d
+
+
+def boxes(tmp):
+    """A boxes step: the boxes follow the image's crop, resize and flips, equal to the model,
+    and (model-free) they bound the white rectangle they boxed, within a pixel of resampling."""
+    data = write_box_dataset(os.path.join(tmp, "boxes"), 12, 8)
+    s = spec(data, [], seed=3)
+    s["args"]["primary_features"] = [
+        {"from_name": "image/encoded", "to_name": "image"},
+        {"from_name": "bbox", "to_name": "boxes"}, {"from_name": "bbox_px", "to_name": "px"},
+        {"from_name": "label", "to_name": "label"}]
+    s["args"]["processing_steps"] = [
+        dict(step("decode_image", channels=3), tensor="image"),
+        dict(step("random_flip"), tensor="image"),
+        dict(step("random_resized_crop", size=[48, 40], scale=[0.4, 1.0]), tensor="image"),
+        dict(step("random_flip", axis=0), tensor="image"),
+        dict(step("normalize", dtype="uint8", layout="HWC"), tensor="image"),
+        dict(step("boxes", image="image"), tensor="boxes"),
+        dict(step("boxes", image="image", format="xyxy", normalized=False), tensor="px")]
+    case(tmp, "boxes follow the image's flips and crop (normalized yxyx, pixel xyxy)", s,
+         tol=1)
+    rc, got, err = run(tmp, s)
+    ok, checked, worst = rc == 0, 0, 0.0
+    for g in got:
+        imgs = np.array(g["tensors"]["image"]["values"], np.uint8).reshape(-1, 48, 40, 3)
+        bxs = np.array(g["tensors"]["boxes"]["values"], np.float64).reshape(-1, 2, 4)
+        pxs = np.array(g["tensors"]["px"]["values"], np.float64).reshape(-1, 2, 4)
+        for im, b, px in zip(imgs, bxs, pxs):
+            y0, x0, y1, x1 = b[0] * [48, 40, 48, 40]
+            ok &= np.allclose([x0, y0, x1, y1], px[0], atol=1e-3)  # the two forms agree
+            ok &= b[1][0] == b[1][2] and b[1][1] == b[1][3]  # the empty box stays empty
+            white = np.argwhere(im[:, :, 0] > 127)
+            if y1 - y0 < 2 or x1 - x0 < 2 or not len(white):
+                continue  # cropped away (the box is then empty or a sliver)
+            (r0, c0), (r1, c1) = white.min(0), white.max(0) + 1
+            worst = max(worst, float(np.abs(np.array([r0, c0, r1, c1]) -
+                                            np.array([y0, x0, y1, x1])).max()))
+            checked += 1
+    check(ok and checked >= 6 and worst <= 1.0,
+          "boxes bound their white rectangle after flips and the crop in %d images (worst "
+          "edge %.2f px; %s)" % (checked, worst, err.strip()[:200]))
+    bad = json.loads(json.dumps(s))
+    bad["args"]["processing_steps"][5]["args"]["image"] = "label"
+    rc, _, err = run(tmp, bad)
+    check(rc != 0 and 'boxes follow tensor "label", which has no decode_image' in err,
+          "boxes that follow a tensor without decode_image: refused (%s)" % err.strip()[:200])
 
 
 def paired(tmp, data, train, norm_tol):
@@ -310,6 +393,7 @@ def main():
                          step("random_resized_crop", size=[16, 16], scale=[0.3, 0.6])]),
              tol=1)
         paired(tmp, data, train, norm_tol)
+        boxes(tmp)
         bad = write_dataset(os.path.join(tmp, "bad"), 1, 8, 6, bad=5)  # a colour JPEG
         case(tmp, "a truncated JPEG, on_corrupt skip_record: its row is dropped",
              spec(bad, train, on_corrupt="skip_record"), tol=norm_tol)

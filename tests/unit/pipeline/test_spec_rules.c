@@ -301,7 +301,7 @@ static const struct err_case err_cases[] = {
 	{ IND, NULL, "'processing_steps': [{'tensor': 'x', 'type': 'crop', 'args': {}}]", -EINVAL,
 	  "args.processing_steps[0].type: expected \"slice\", \"decode_image\", "
 	  "\"random_resized_crop\", \"resize\", \"center_crop\", \"random_flip\", "
-	  "\"normalize\" or \"color_jitter\", got \"crop\"",
+	  "\"normalize\", \"color_jitter\" or \"boxes\", got \"crop\"",
 	  NULL },
 /* image steps (sluice): each argument checked, with its JSON path */
 #define IMG(type, args) \
@@ -367,6 +367,13 @@ static const struct err_case err_cases[] = {
 	{ IND, NULL, IMG("color_jitter", "{'contrast': 'x'}"), -EINVAL,
 	  "args.processing_steps[0].args.contrast: expected a number or [low, high], got \"x\"",
 	  NULL },
+	{ IND, NULL, IMG("boxes", "{}"), -EINVAL,
+	  "args.processing_steps[0].args.image: required key is missing (for type \"boxes\")",
+	  NULL },
+	{ IND, NULL, IMG("boxes", "{'image': 'y', 'format': 'xywh'}"), -EINVAL,
+	  "args.processing_steps[0].args.format: expected \"yxyx\" or \"xyxy\"", NULL },
+	{ IND, NULL, IMG("boxes", "{'image': 'y', 'normalized': 1}"), -EINVAL,
+	  "args.processing_steps[0].args.normalized: ", NULL },
 	{ IND, NULL, IMG("color_jitter", "{'gamma': 1}"), -EINVAL,
 	  "args.processing_steps[0].args.gamma: unknown key (expected one of: brightness, "
 	  "contrast, saturation, hue (for type \"color_jitter\"))",
