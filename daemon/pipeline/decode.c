@@ -45,7 +45,8 @@ struct geo {
 	size_t n;
 	struct geo_op op[2 * MAX_OPS];
 	bool flip_x, flip_y;
-	uint32_t h, w; /* the result */
+	uint32_t h, w;	/* the result */
+	unsigned denom; /* > 1: decode at 1/denom (op[0], a crop, in full-size pixels) */
 };
 
 struct pl_img_work {
@@ -299,6 +300,39 @@ static int plan_geometry(const struct pl_imgchain *ch, const struct pl_img_key *
 	return 0;
 }
 
+/*
+ * decode_image's scaled_idct, on a JPEG whose steps start with a resize, or a crop then a
+ * resize, that shrinks by 2x or more: decode at 1/d (d = 2, 4 or 8, the largest the shrink
+ * allows) with libjpeg's scaled IDCT. The crop, if any, is widened to whole scaled pixels
+ * (by less than d pixels a side); a lone resize becomes a crop of the whole image.
+ */
+static void plan_scale(const struct pl_imgchain *ch, const struct img_info *info, struct geo *g)
+{
+	g->denom = 1;
+	if (!ch->dec.scaled_idct || info->format != IMG_FORMAT_JPEG || g->n == 0)
+		return;
+	bool crop = g->op[0].kind == GEO_CROP;
+	if (crop ? g->n < 2 || g->op[1].kind != GEO_RESIZE : g->op[0].kind != GEO_RESIZE)
+		return;
+	struct pl_rect r = crop ? g->op[0].r : (struct pl_rect){ 0, 0, g->w0, g->h0 };
+	const struct geo_op *rs = &g->op[crop ? 1 : 0];
+	double s = fmin((double)r.w / rs->w, (double)r.h / rs->h);
+	unsigned d = s >= 8 ? 8 : s >= 4 ? 4 : s >= 2 ? 2 : 1;
+	if (d == 1)
+		return;
+	if (!crop) { /* room for the crop op in front */
+		memmove(&g->op[1], &g->op[0], g->n * sizeof(g->op[0]));
+		g->n++;
+		g->op[0].kind = GEO_CROP;
+	}
+	uint32_t x0 = r.x / d * d, y0 = r.y / d * d;
+	uint32_t x1 = (r.x + r.w + d - 1) / d * d, y1 = (r.y + r.h + d - 1) / d * d;
+	x1 = x1 < g->w0 ? x1 : g->w0;
+	y1 = y1 < g->h0 ? y1 : g->h0;
+	g->op[0].r = (struct pl_rect){ x0, y0, x1 - x0, y1 - y0 };
+	g->denom = d;
+}
+
 static void out_dims(const struct pl_imgchain *ch, const struct geo *g, int64_t dims[3])
 {
 	if (ch->norm && ch->na.chw) {
@@ -380,6 +414,7 @@ int pl_imgchain_boxes(const struct pl_imgchain *ch, const struct pl_img_key *key
 	r = plan_geometry(ch, key, full.height, full.width, full.channels, &g, err);
 	if (r < 0)
 		return r;
+	plan_scale(ch, &info, &g);
 	unsigned iy = xyxy ? 1 : 0, ix = xyxy ? 0 : 1; /* where y and x stand in a box */
 	for (size_t b = 0; b < n; b++) {
 		float *p = boxes + 4 * b;
@@ -468,6 +503,7 @@ static int chain_run(const struct pl_imgchain *ch, const struct pl_img_key *key,
 	r = plan_geometry(ch, key, full.height, full.width, c, &g, err);
 	if (r < 0)
 		return r;
+	plan_scale(ch, &info, &g);
 	int64_t want[3];
 	out_dims(ch, &g, want);
 	for (unsigned d = 0; d < 3; d++) /* the row laid out for it, before anything is written */
@@ -482,10 +518,16 @@ static int chain_run(const struct pl_imgchain *ch, const struct pl_img_key *key,
 	size_t first = 0;
 	uint32_t h = g.h0, wd = g.w0;
 	if (g.n && g.op[0].kind == GEO_CROP) {
+		/* at 1/denom: the crop's scaled pixels (its edges are multiples of denom, or the
+		 * image's edge: the last scaled pixel covers what is left) */
+		unsigned d = g.denom;
+		const struct pl_rect *cr = &g.op[0].r;
+		o.scale_denom = d;
 		o.has_crop = true;
-		o.crop = (struct img_rect){ g.op[0].r.x, g.op[0].r.y, g.op[0].r.w, g.op[0].r.h };
-		wd = g.op[0].r.w;
-		h = g.op[0].r.h;
+		o.crop = (struct img_rect){ cr->x / d, cr->y / d, (cr->w + d - 1) / d,
+					    (cr->h + d - 1) / d };
+		wd = o.crop.w;
+		h = o.crop.h;
 		first = 1;
 	}
 	size_t need = (size_t)h * wd * c;

@@ -814,10 +814,12 @@ int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct
 			continue;
 		const struct pl_image_args *a = &st->img;
 		double d[] = { a->scale[0], a->scale[1], a->ratio[0], a->ratio[1], a->probability };
-		uint64_t v[] = { st->type,    a->channels, a->dct_fast,	    (uint64_t)a->max_pixels,
-				 a->size[0],  a->size[1],  a->shorter_side, a->interp,
-				 a->axis,     a->n_mean,   a->dtype,	    a->chw,
-				 a->draw_step };
+		uint64_t v[] = {
+			st->type,     a->channels,   a->dct_fast,     (uint64_t)a->max_pixels,
+			a->size[0],   a->size[1],    a->shorter_side, a->interp,
+			a->axis,      a->n_mean,     a->dtype,	      a->chw,
+			a->draw_step, a->scaled_idct
+		};
 		plan->steps_fp = fp_str(plan->steps_fp, st->tensor, strlen(st->tensor));
 		for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++)
 			plan->steps_fp = fp_mix(plan->steps_fp, v[k]);

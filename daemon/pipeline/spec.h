@@ -138,6 +138,7 @@ const char *pl_interp_name(enum pl_interp i);
 struct pl_image_args {
 	unsigned channels;     /* decode_image: 0 (as stored), 1 or 3 */
 	bool dct_fast;	       /* decode_image: dct_method "fast" (else "accurate") */
+	bool scaled_idct;      /* decode_image: a JPEG shrunk 2x or more decoded at 1/2 .. 1/8 */
 	int64_t max_pixels;    /* decode_image: the decompression-bomb guard */
 	uint32_t size[2];      /* h, w: random_resized_crop, center_crop, resize (else 0) */
 	uint32_t shorter_side; /* resize: the shorter side's new length (size 0) */

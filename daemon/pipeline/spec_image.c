@@ -128,7 +128,7 @@ static int get_channels(const struct jsonmsg_ctx *c, const json_t *v, const char
 }
 
 /* Each step type's keys ("" ends a list). */
-static const char *const keys_decode[] = { "channels", "dct_method", "max_pixels" };
+static const char *const keys_decode[] = { "channels", "dct_method", "max_pixels", "scaled_idct" };
 static const char *const keys_rrc[] = { "size", "scale", "ratio", "interpolation", "draw" };
 static const char *const keys_resize[] = { "size", "shorter_side", "interpolation" };
 static const char *const keys_center[] = { "size" };
@@ -230,7 +230,7 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 	switch (st->type) {
 	case PL_STEP_DECODE_IMAGE:
 		keys = keys_decode, n_keys = ARRAY_LEN(keys_decode);
-		list = "channels, dct_method, max_pixels";
+		list = "channels, dct_method, max_pixels, scaled_idct";
 		break;
 	case PL_STEP_RANDOM_RESIZED_CROP:
 		keys = keys_rrc, n_keys = ARRAY_LEN(keys_rrc);
@@ -300,6 +300,8 @@ int pl_spec_parse_image_args(const struct jsonmsg_ctx *c, const json_t *args, co
 			r = jsonmsg_get_enum(c, v, sub, dct_names, 2, "\"accurate\" or \"fast\"",
 					     &e);
 			a->dct_fast = e == 1;
+		} else if (strcmp(key, "scaled_idct") == 0) {
+			r = jsonmsg_get_bool(c, v, sub, &a->scaled_idct);
 		} else if (strcmp(key, "max_pixels") == 0) {
 			r = pl_spec_get_int(c, v, sub, 1, 1ll << 40, 0, &a->max_pixels);
 		} else if (strcmp(key, "size") == 0) {

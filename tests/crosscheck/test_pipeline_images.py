@@ -199,8 +199,8 @@ def torchvision_center_crop(tmp, data, s):
           (n, err.strip()[:200]))
 
 
-def write_box_dataset(d, n, seed):
-    """PNG images (exact pixels) of a white rectangle on black, its box in two features:
+def write_box_dataset(d, n, seed, fmt="PNG", sizes=(60, 120)):
+    """PNG images (exact pixels; or JPEG) of a white rectangle on black, its box in two features:
     "bbox" normalized ymin, xmin, ymax, xmax (TensorFlow's detection API) and "bbox_px" in
     pixels xmin, ymin, xmax, ymax (torchvision's); a second, empty box after it."""
     pb = common.protos()[0]
@@ -208,13 +208,13 @@ def write_box_dataset(d, n, seed):
     os.makedirs(d)
     recs = []
     for i in range(n):
-        h, w = int(rng.integers(60, 120)), int(rng.integers(60, 120))
+        h, w = int(rng.integers(*sizes)), int(rng.integers(*sizes))
         r0, c0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
         r1, c1 = int(rng.integers(r0 + 8, h + 1)), int(rng.integers(c0 + 8, w + 1))
         img = np.zeros((h, w, 3), np.uint8)
         img[r0:r1, c0:c1] = 255
         out = io.BytesIO()
-        Image.fromarray(img).save(out, "PNG")
+        Image.fromarray(img).save(out, fmt, **({"quality": 95} if fmt == "JPEG" else {}))
         ex = pb.Example()
         ex.features.feature["image/encoded"].bytes_list.value.append(out.getvalue())
         ex.features.feature["label"].int64_list.value.append(i)
@@ -278,6 +278,52 @@ def boxes(tmp):
     rc, _, err = run(tmp, bad)
     check(rc != 0 and 'boxes follow tensor "label", which has no decode_image' in err,
           "boxes that follow a tensor without decode_image: refused (%s)" % err.strip()[:200])
+
+
+def scaled_idct(tmp):
+    """decode_image's scaled_idct: JPEGs 160 - 480 pixels a side cropped and shrunk to 40 x 32
+    (2x - 12x), decoded at 1/2 .. 1/8. Against the exact pipeline (same draws): a bounded
+    error; and the boxes still bound their rectangles (the crop widened to whole scaled pixels
+    moves the geometry, and the boxes follow it)."""
+    data = write_box_dataset(os.path.join(tmp, "big"), 16, 9, "JPEG", (160, 480))
+    outs = {}
+    for scaled in (False, True):
+        s = spec(data, [], seed=6)
+        s["args"]["primary_features"] = [
+            {"from_name": "image/encoded", "to_name": "image"},
+            {"from_name": "bbox", "to_name": "boxes"}, {"from_name": "label", "to_name": "label"}]
+        s["args"]["processing_steps"] = [
+            dict(step("decode_image", channels=3, scaled_idct=scaled), tensor="image"),
+            dict(step("random_resized_crop", size=[40, 32], scale=[0.6, 1.0]), tensor="image"),
+            dict(step("random_flip"), tensor="image"),
+            dict(step("normalize", dtype="uint8", layout="HWC"), tensor="image"),
+            dict(step("boxes", image="image"), tensor="boxes")]
+        rc, got, err = run(tmp, s)
+        if not check(rc == 0, "scaled_idct=%s: sluicectl run (%s)" % (scaled, err.strip()[:200])):
+            return
+        outs[scaled] = got
+    a = np.concatenate([np.array(g["tensors"]["image"]["values"], np.int64) for g in outs[0]])
+    b = np.concatenate([np.array(g["tensors"]["image"]["values"], np.int64) for g in outs[1]])
+    d = np.abs(a - b)
+    check(a.shape == b.shape and 0 < d.mean() < 4 and np.percentile(d, 99) < 64,
+          "scaled_idct against the exact decode + resize: mean |error| %.2f, 99th percentile "
+          "%d, max %d levels (bounds 4, 64: the edges of the rectangles)" % (
+              d.mean(), np.percentile(d, 99), d.max()))
+    worst, n = 0.0, 0
+    for g in outs[1]:
+        imgs = np.array(g["tensors"]["image"]["values"], np.uint8).reshape(-1, 40, 32, 3)
+        bxs = np.array(g["tensors"]["boxes"]["values"], np.float64).reshape(-1, 2, 4)
+        for im, bx in zip(imgs, bxs):
+            y0, x0, y1, x1 = bx[0] * [40, 32, 40, 32]
+            white = np.argwhere(im[:, :, 0] > 127)
+            if y1 - y0 < 2 or x1 - x0 < 2 or not len(white):
+                continue
+            (r0, c0), (r1, c1) = white.min(0), white.max(0) + 1
+            worst = max(worst, float(np.abs(np.array([r0, c0, r1, c1]) -
+                                            np.array([y0, x0, y1, x1])).max()))
+            n += 1
+    check(n >= 8 and worst <= 1.0, "scaled_idct: the boxes bound their rectangles in %d images "
+          "(worst edge %.2f px)" % (n, worst))
 
 
 def paired(tmp, data, train, norm_tol):
@@ -394,6 +440,7 @@ def main():
              tol=1)
         paired(tmp, data, train, norm_tol)
         boxes(tmp)
+        scaled_idct(tmp)
         bad = write_dataset(os.path.join(tmp, "bad"), 1, 8, 6, bad=5)  # a colour JPEG
         case(tmp, "a truncated JPEG, on_corrupt skip_record: its row is dropped",
              spec(bad, train, on_corrupt="skip_record"), tol=norm_tol)
