@@ -573,9 +573,32 @@ static int start_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pi
 	return r;
 }
 
+/*
+ * The ring's data bytes: --pipeline-memory, or more when the engine's batches have a known size
+ * and num_prefetch + 2 of them (those being filled, one being read) need more — a batch of 256
+ * float32 ImageNet images is 154 MB — as long as --memory has room for it. Memory is committed
+ * as batches use it (docs/ring.md), so a larger ring costs only what it holds.
+ */
+static uint64_t ring_bytes(const struct dmn_registry *d, const struct dmn_pipeline *pl)
+{
+	unsigned prefetch = 0;
+	uint64_t batch = pl_pipeline_batch_bytes(pl->pl, &prefetch);
+	uint64_t want = batch * (prefetch + 2);
+	want = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+	if (batch == 0 || want <= d->cfg.pipeline_bytes ||
+	    d->bytes_used + want > d->cfg.total_bytes)
+		return d->cfg.pipeline_bytes; /* an unknown size, or no room: the engine will say */
+	dmn_log("pipeline %s: a ring of %llu bytes for %u + 2 batches of %llu bytes (over "
+		"--pipeline-memory %llu)",
+		pl->name, (unsigned long long)want, prefetch, (unsigned long long)batch,
+		(unsigned long long)d->cfg.pipeline_bytes);
+	return want;
+}
+
 /* The ring the engine's allocator has been waiting for: the schema, the budget's bytes. */
 static int make_ring(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipeline *pl)
 {
+	uint64_t data_bytes = ring_bytes(d, pl);
 	struct ipc_ring_tensor *schema = NULL;
 	struct ipc_ring_opts ro;
 	ipc_ring_opts_init(&ro);
@@ -584,7 +607,7 @@ static int make_ring(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipel
 		char rname[IPC_CTL_NAME_MAX + 16];
 		snprintf(rname, sizeof(rname), "sluice:%s", pl->name);
 		ro.schema = schema;
-		ro.data_bytes = d->cfg.pipeline_bytes;
+		ro.data_bytes = data_bytes;
 		ro.commit_bytes = d->cfg.ring_commit;
 		ro.commit_limit = d->cfg.ring_commit_limit;
 		ro.n_slots = d->cfg.ring_slots;
@@ -599,7 +622,7 @@ static int make_ring(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipel
 	}
 	free(schema);
 	if (r == 0)
-		pl->data_bytes = d->cfg.pipeline_bytes;
+		pl->data_bytes = data_bytes;
 	return r;
 }
 

@@ -152,6 +152,27 @@ void pl_pipeline_destroy(struct pl_pipeline *p)
 	free(p);
 }
 
+uint64_t pl_pipeline_batch_bytes(const struct pl_pipeline *p, unsigned *ret_prefetch)
+{
+	const struct pl_plan *plan = p->plan;
+	uint64_t rows = (uint64_t)plan->cfg.target_batch_size, bytes = 4096; /* header, table */
+	*ret_prefetch = plan->prefetch;
+	for (size_t i = 0; i < plan->n_out; i++) {
+		const struct pl_out *o = &plan->out[i];
+		if (o->measure || o->ragged || o->dtype == MANIFEST_DTYPE_STRING)
+			return 0;
+		uint64_t n = o->elem_size;
+		for (unsigned d = 0; d < o->row_rank; d++) {
+			int64_t k = o->pad ? o->pad_shape[d] : o->row_shape[d];
+			if (k < 0)
+				return 0;
+			n *= (uint64_t)k;
+		}
+		bytes += rows * n + 4096; /* each tensor's data aligned */
+	}
+	return bytes;
+}
+
 size_t pl_pipeline_n_tensors(const struct pl_pipeline *p)
 {
 	return p->plan->n_out;

@@ -81,6 +81,12 @@ struct pl_tensor_info {
 };
 
 size_t pl_pipeline_n_tensors(const struct pl_pipeline *p);
+/*
+ * The most bytes one batch takes, when every tensor's rows have a fixed shape (dense images,
+ * fixed-size features: the layout's bound, headers and alignment included), else 0; and in
+ * *ret_prefetch the batches the engine keeps ahead. For sizing a ring before the first batch.
+ */
+uint64_t pl_pipeline_batch_bytes(const struct pl_pipeline *p, unsigned *ret_prefetch);
 const struct pl_tensor_info *pl_pipeline_tensor(const struct pl_pipeline *p, size_t i);
 
 struct pl_batch {

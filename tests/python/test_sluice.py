@@ -551,6 +551,30 @@ def test_bfloat16_images_through_sluiced(fresh_daemon, tmp_path):
         assert torch.equal(b, a.to(torch.bfloat16))
 
 
+def test_ring_sized_for_big_image_batches(fresh_daemon, tmp_path):
+    """Batches of float images larger than --pipeline-memory allows for num_prefetch + 2 of
+    them (here 3.5 MB each against the test daemon's 8 MiB): the ring is sized for them from
+    the plan (within --memory) instead of the pipeline failing."""
+    data = str(tmp_path / "jpeg")
+    assert ctl("gen", "jpeg", data, "--records", 70, "--files", 2, "--seed", 5).returncode == 0
+    spec = {"name": "big", "type": "independent", "args": {
+        "dataset": {"type": "dir", "args": {"data_dir": data}}, "target_batch_size": 32,
+        "drop_remainder": False, "epochs": 1, "num_read_buffer_bytes": 65536,
+        "num_prefetch": 2,
+        "primary_features": [{"from_name": "image/encoded", "to_name": "image"}],
+        "processing_steps": [
+            {"tensor": "image", "type": "decode_image", "args": {"channels": 3}},
+            {"tensor": "image", "type": "resize", "args": {"size": [96, 96]}},
+            {"tensor": "image", "type": "normalize", "args": {"mean": 0, "std": 1}}]}}
+    with sluice.attach(spec=spec, socket=fresh_daemon.sock) as r:
+        rows = [b.rows for b in r]
+        st = sluice.stats("big", socket=fresh_daemon.sock)
+    assert rows == [32, 32, 6]
+    assert st["ring_bytes"] >= 4 * 32 * 3 * 96 * 96 * 4 > 8 << 20, st["ring_bytes"]
+    with open(os.path.join(fresh_daemon.tmp, "sluiced.log")) as f:
+        assert "a ring of" in f.read()
+
+
 def test_train_imagenet_example_runs():
     """examples/train_imagenet.py: a ResNet-18 step on [B, 3, H, W] float batches that sluiced
     decoded and augmented."""
