@@ -45,6 +45,13 @@ run_tests() { # dir, extra meson test args...
 step "lint"
 tools/lint.sh
 
+step "TensorFlow for the oracle tests (a venv outside the repository)"
+if tf_python=$(tools/peers/venv.sh --oracle); then
+	export SLUICE_TF_PYTHON="$tf_python"
+else
+	echo "no TensorFlow venv: the oracle tests (tf_oracle) skip"
+fi
+
 step "build (gcc, -Werror)"
 configure build -Dwerror=true -Dbuildtype=debugoptimized
 ninja -C build

@@ -2,7 +2,8 @@
 """Run the Python package's tests with pytest (`python3 -m pytest` with meson's exit codes).
 
 Exit 77 (skipped) when pytest or numpy is missing, or when SLUICE_LIBRARY cannot be loaded into
-this interpreter (a sanitizer build's library needs the sanitizer runtime preloaded).
+this interpreter (a sanitizer build's library needs the sanitizer runtime preloaded), or, with
+a first argument --needs VAR, when the environment has no VAR (an optional peer).
 """
 
 import os
@@ -13,6 +14,12 @@ SKIP = 77
 
 
 def main():
+    args = sys.argv[1:]
+    if args[:1] == ["--needs"]:
+        if not os.environ.get(args[1]):
+            print("SKIP: %s is not set" % args[1])
+            return SKIP
+        args = args[2:]
     for mod, pkg in (("pytest", "python3-pytest"), ("numpy", "python3-numpy")):
         try:
             __import__(mod)
@@ -29,7 +36,7 @@ def main():
                 lib, (r.stderr.strip().splitlines() or ["?"])[-1][:300]))
             return SKIP
     import pytest
-    return pytest.main(sys.argv[1:])
+    return pytest.main(args)
 
 
 if __name__ == "__main__":

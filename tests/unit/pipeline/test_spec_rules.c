@@ -316,7 +316,7 @@ static const struct err_case err_cases[] = {
 	  "args.processing_steps[0].args.max_pixels: expected an integer from 1", NULL },
 	{ IND, NULL, IMG("decode_image", "{'size': [1, 1]}"), -EINVAL,
 	  "args.processing_steps[0].args.size: unknown key (expected one of: channels, "
-	  "dct_method, max_pixels (for type \"decode_image\"))",
+	  "dct_method, max_pixels, scaled_idct (for type \"decode_image\"))",
 	  NULL },
 	{ IND, NULL, IMG("random_resized_crop", "{}"), -EINVAL,
 	  "args.processing_steps[0].args.size: required key is missing (for type "
@@ -367,6 +367,8 @@ static const struct err_case err_cases[] = {
 	{ IND, NULL, IMG("color_jitter", "{'contrast': 'x'}"), -EINVAL,
 	  "args.processing_steps[0].args.contrast: expected a number or [low, high], got \"x\"",
 	  NULL },
+	{ IND, NULL, IMG("decode_image", "{'scaled_idct': 'yes'}"), -EINVAL,
+	  "args.processing_steps[0].args.scaled_idct: ", NULL },
 	{ IND, NULL, IMG("boxes", "{}"), -EINVAL,
 	  "args.processing_steps[0].args.image: required key is missing (for type \"boxes\")",
 	  NULL },
