@@ -548,8 +548,12 @@ static void bjob_free(struct pl_bjob *job)
 	if (!job)
 		return;
 	const struct pl_plan *plan = job->ax->plan;
-	for (size_t i = 0; i < job->n_rows; i++)
+	for (size_t i = 0; i < job->n_rows; i++) {
+		/* its block's count: a line the worker that parsed the row has, or memory */
+		if (i + 8 < job->n_rows && job->rows[i + 8].blk)
+			__builtin_prefetch(&job->rows[i + 8].blk->refs, 1);
 		pl_rec_unref(&job->rows[i]);
+	}
 	if (job->lay)
 		for (size_t i = 0; i < plan->n_out; i++)
 			free(job->lay[i].byte_start);

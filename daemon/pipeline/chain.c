@@ -105,7 +105,7 @@ static int evac_one(void *ctx, struct pl_rec *r)
 	struct evac *e = ctx;
 	if (r->blk->owner != e->owner || r->blk->seq >= e->below)
 		return 0;
-	return pl_store_move(&e->c->store, r);
+	return pl_store_own(&e->c->store, r);
 }
 
 /* read → move out of the shuffle buffer the records pinning a reader's old chunks */
@@ -296,6 +296,9 @@ int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, str
 		.seed = cfg->seed,
 		.next = shuffle_up,
 		.next_ctx = c,
+		.store = &c->store,
+		/* what the readers can keep pinned before they evacuate: half their pins */
+		.own_over_bytes = (uint64_t)c->n_slots * (PL_PIN_CHUNKS / 2) * plan->read_chunk,
 		.st = &c->st[PL_STAGE_SHUFFLE],
 		.prof = opts->prof,
 	};

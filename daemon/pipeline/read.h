@@ -39,7 +39,7 @@ struct pl_read_opts {
 	/*
 	 * The reader has PL_PIN_CHUNKS chunks pinned by records: evacuate(ctx, owner, below) is to
 	 * move out of them the records that hold chunks of that owner (struct pl_block.owner)
-	 * numbered below `below` (pl_store_move). 0 or -ENOMEM.
+	 * numbered below `below` (pl_store_own). 0 or -ENOMEM.
 	 */
 	int (*evacuate)(void *ctx, const void *owner, uint64_t below);
 	void *evacuate_ctx;

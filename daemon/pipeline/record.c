@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "io/tfr.h"
 
@@ -90,15 +91,68 @@ int pl_store_copy(struct pl_store *s, const uint8_t *data, size_t len, size_t co
 	return 0;
 }
 
-int pl_store_move(struct pl_store *s, struct pl_rec *r)
+/*
+ * A slab is a transparent huge page where the kernel gives them (madvise mode, Debian's
+ * default): a shuffle buffer's records are drawn at random across tens of megabytes, and with
+ * 4 KiB pages nearly every record costs a TLB miss (a two-level walk in a virtual machine).
+ */
+#define PL_SLAB_BYTES (2u << 20)
+
+/* A block for a record of len bytes, from its size class or (big) from malloc. */
+static struct pl_block *own_get(struct pl_store *s, size_t len)
 {
-	struct pl_block *old = r->blk;
-	int e = pl_store_copy(s, r->data, r->len + TFR_FOOTER_LEN, r->len, &r->blk, &r->data);
-	if (e < 0) {
-		r->blk = old;
-		return e;
+	size_t need = sizeof(struct pl_block) + len;
+	size_t c = (need - 1) / PL_OWN_UNIT;
+	if (c >= PL_OWN_CLASSES) { /* a big record: a malloc is cheap beside its copy */
+		struct pl_block *b = malloc(need);
+		if (b) {
+			memset(b, 0, sizeof(*b));
+			b->cap = len;
+		}
+		return b;
 	}
-	pl_block_unref(old);
+	struct pl_block *b = s->own_free[c];
+	if (b) {
+		s->own_free[c] = b->next_free;
+		if (b->next_free) /* the next one's line, while this block is filled */
+			__builtin_prefetch(&b->next_free->refs, 1);
+		return b;
+	}
+	size_t size = (c + 1) * PL_OWN_UNIT;
+	if (s->slab_left < size) { /* the rest of the slab stays unused */
+		uint8_t *slab = aligned_alloc(PL_SLAB_BYTES, PL_SLAB_BYTES);
+		if (!slab)
+			return NULL;
+		(void)madvise(slab, PL_SLAB_BYTES, MADV_HUGEPAGE); /* a hint: fine if refused */
+		*(void **)(void *)slab = s->slabs;
+		s->slabs = slab;
+		s->slab = slab + PL_OWN_UNIT;
+		s->slab_left = PL_SLAB_BYTES - PL_OWN_UNIT;
+	}
+	b = (struct pl_block *)(void *)s->slab;
+	s->slab += size;
+	s->slab_left -= size;
+	memset(b, 0, sizeof(*b));
+	b->cap = size - sizeof(*b);
+	b->free_list = &s->own_free[c];
+	return b;
+}
+
+int pl_store_own(struct pl_store *s, struct pl_rec *r)
+{
+	size_t len = (size_t)r->len + TFR_FOOTER_LEN;
+	struct pl_block *b = own_get(s, len);
+	if (!b)
+		return -ENOMEM;
+	b->refs = 1;
+	b->used = len;
+	b->own = true;
+	b->data = (uint8_t *)(b + 1);
+	memcpy(b->data, r->data, len);
+	pl_block_unref(r->blk);
+	r->blk = b;
+	r->data = b->data;
+	s->copied_bytes += r->len;
 	return 0;
 }
 
@@ -111,4 +165,12 @@ void pl_store_fini(struct pl_store *s)
 		s->free_blocks = b->next_free;
 		free(b);
 	}
+	memset(s->own_free, 0, sizeof(s->own_free));
+	while (s->slabs) {
+		void *slab = s->slabs;
+		s->slabs = *(void **)slab;
+		free(slab);
+	}
+	s->slab = NULL;
+	s->slab_left = 0;
 }

@@ -15,15 +15,20 @@
  * records belong to the driver thread, except that a batch's parse tasks read its rows' bytes.
  */
 struct pl_block {
-	size_t refs;
 	size_t used, cap;
 	uint8_t *data;
-	struct pl_block **free_list; /* heap: where a standard-size block goes when unused */
-	struct pl_block *next_free;
+	struct pl_block **free_list;	 /* heap: where a standard-size block goes when unused */
 	void (*put)(struct pl_block *b); /* a read buffer: gives it back (and frees b) */
 	void *owner;			 /* a read buffer: its reader's, for pl_read_evacuate */
 	uint64_t seq;			 /* a read buffer: its reader's chunk number (age) */
 	bool pin;			 /* a read buffer: its records may point into it */
+	bool own;			 /* one record's bytes (pl_store_own) */
+	/*
+	 * Last, next to a pl_store_own record's first bytes (the header is 80 bytes, the block
+	 * 64-aligned): dropping or reusing the block then touches a line that parsing read.
+	 */
+	struct pl_block *next_free;
+	size_t refs;
 };
 
 /*
@@ -64,13 +69,24 @@ void pl_rec_ref(struct pl_rec *r);
 /* Drop a block reference (the holder is not a record: a reader framing it, a store filling it). */
 void pl_block_unref(struct pl_block *b);
 
+/* pl_store_own's blocks: a block and its record in multiples of 64 bytes up to 64 KiB */
+#define PL_OWN_UNIT    64
+#define PL_OWN_CLASSES 1024
+
 /*
  * Heap blocks that records are copied into: 1 MiB blocks filled in turn and reused when their
- * last record goes, so their pages stay mapped. One per pipeline, on the driver thread.
+ * last record goes, so their pages stay mapped; and blocks of one record each, carved from
+ * 1 MiB slabs in size classes and reused from a free list per class (last freed, first
+ * reused: its lines are the warmest), never returned to malloc until pl_store_fini. One per
+ * pipeline, on the driver thread.
  */
 struct pl_store {
 	struct pl_block *cur;
 	struct pl_block *free_blocks;
+	struct pl_block *own_free[PL_OWN_CLASSES];
+	uint8_t *slab; /* the slab being carved, slab_left bytes left */
+	size_t slab_left;
+	void *slabs;	       /* every slab, linked through its first word */
 	uint64_t copied_bytes; /* bytes copied in (record bytes, footers not counted) */
 };
 
@@ -80,8 +96,18 @@ struct pl_store {
  */
 int pl_store_copy(struct pl_store *s, const uint8_t *data, size_t len, size_t counted,
 		  struct pl_block **ret_blk, const uint8_t **ret_data);
-/* Move a record's bytes into the store (out of a read buffer it pins). 0 or -ENOMEM. */
-int pl_store_move(struct pl_store *s, struct pl_rec *r);
+/*
+ * Move a record's bytes (and footer) into a heap block of their own, out of the read buffer or
+ * the shared store block they are in: a record that may stay long (a shuffle buffer draws at
+ * random, so a shared block would live until its last record is drawn, several times the
+ * buffer's bytes in all). copied_bytes grows by its length. 0 or -ENOMEM (r unchanged).
+ */
+int pl_store_own(struct pl_store *s, struct pl_rec *r);
+/* Whether the record shares its block (a read buffer or a store block) with other records. */
+static inline bool pl_rec_shared(const struct pl_rec *r)
+{
+	return r->blk && !r->blk->own && (r->blk->put || r->blk->free_list);
+}
 /* Free the store's blocks (records still in them keep theirs until dropped). */
 void pl_store_fini(struct pl_store *s);
 

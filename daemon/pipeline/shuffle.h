@@ -23,6 +23,14 @@ struct pl_shuffle_opts {
 	/* the upstream's next element: 1, 0 at the end of the epoch, -errno */
 	int (*next)(void *ctx, struct pl_rec *ret, struct io_error *err);
 	void *next_ctx;
+	/*
+	 * Once the buffer's bytes (buffer elements x the mean record length so far) would exceed
+	 * own_over_bytes, each record that shares its block is moved into one of its own as it
+	 * enters (pl_store_own, counted in store): a big buffer drained at random would otherwise
+	 * pin read buffers until their last record is drawn, or have them evacuated cold.
+	 */
+	struct pl_store *store;
+	uint64_t own_over_bytes;
 	struct pl_stage_stats *st;
 	struct pl_prof *prof;
 };
@@ -36,7 +44,7 @@ void pl_shuffle_begin_epoch(struct pl_shuffle *sh, uint64_t epoch);
 /* The next element: 1 and *ret (the caller's reference), 0 at the end of the epoch, -errno. */
 int pl_shuffle_next(struct pl_shuffle *sh, struct pl_rec *ret, struct io_error *err);
 /*
- * Call fn on every element in the buffer (it may replace the element's bytes: pl_store_move)
+ * Call fn on every element in the buffer (it may replace the element's bytes: pl_store_own)
  * until it returns < 0, which is returned. Elements that own no bytes (windows: their records
  * do) and the element being taken out are not visited.
  */

@@ -194,15 +194,16 @@ struct pl_spec *make_spec(const struct spec_args *a)
 		     "{\"type\": \"independent\", \"args\": {"
 		     "\"dataset\": {\"type\": \"dir\", \"args\": {\"data_dir\": \"%s\"}}, "
 		     "\"target_batch_size\": %d, \"drop_remainder\": %s, \"epochs\": %s, "
-		     "\"num_read_buffer_bytes\": 4096, \"num_prefetch\": %d, "
+		     "\"num_read_buffer_bytes\": %ld, \"num_prefetch\": %d, "
 		     "\"num_parallel_parses\": %d, \"num_parallel_reads\": %d, %s%s"
 		     "\"sloppy_interleave\": %s, "
 		     "\"seed\": %llu, \"on_corrupt\": \"%s\", \"primary_features\": ["
 		     "{\"from_name\": \"%s\", \"to_name\": \"id\"}, "
 		     "{\"from_name\": \"vec\", \"to_name\": \"vec\"}%s]}}",
-		     a->dir, a->batch, a->drop_remainder ? "true" : "false", a->epochs, a->prefetch,
-		     a->parses, a->reads, shuffle, shard, a->sloppy ? "true" : "false",
-		     (unsigned long long)a->seed, a->on_corrupt, a->id_from,
+		     a->dir, a->batch, a->drop_remainder ? "true" : "false", a->epochs,
+		     a->read_bytes ? a->read_bytes : 4096L, a->prefetch, a->parses, a->reads,
+		     shuffle, shard, a->sloppy ? "true" : "false", (unsigned long long)a->seed,
+		     a->on_corrupt, a->id_from,
 		     a->no_tag ? "" : ", {\"from_name\": \"tag\", \"to_name\": \"tag\"}");
 	assert_true(n > 0 && (size_t)n < sizeof(json));
 	if (pl_spec_parse(json, (size_t)n, "<spec>", &spec, &err) != 0)

@@ -77,6 +77,7 @@ struct spec_args {
 	const char *shard;   /* JSON object, or NULL */
 	bool sloppy;	     /* sloppy_interleave */
 	int shuffle_elems;   /* num_shuffle_buffer_elements (0: 100) */
+	long read_bytes;     /* num_read_buffer_bytes (0: 4096) */
 };
 
 /* The defaults: the main dataset, batches of 64, one epoch in file order. */

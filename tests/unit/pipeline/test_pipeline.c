@@ -85,10 +85,12 @@ static void test_stream_epochs_shuffle(void **state)
 }
 
 /*
- * A shuffle buffer that spans more read chunks than a slot may pin (900 records
- * of ~8 KB; chunks are 64 KiB at least, a file 2.4 MB):
- * the stragglers of old chunks are copied out (evacuations), and every epoch is still a
- * permutation of the records, the same as with a pool of another size.
+ * A shuffle buffer that spans more read chunks than a slot may pin (records of ~8 KB; chunks
+ * are 64 KiB at least, a file 2.4 MB; 2 files mixed, 16 chunks pinned per slot). 40 records:
+ * zero-copy, and the stragglers of old chunks are copied out (evacuations). 900 records (7 MB,
+ * more than half the pins): each record is taken into a block of its own as it enters, nothing
+ * is evacuated. Either way every epoch is a permutation of the records, the same whatever the
+ * pool's size and the read size (16 MiB reads: a file in one chunk, nothing runs out).
  */
 static void test_stream_evacuations(void **state)
 {
@@ -100,30 +102,46 @@ static void test_stream_evacuations(void **state)
 	a.dir = dir;
 	a.epochs = "2";
 	a.shuffle = true;
-	a.shuffle_elems = 900;
 	a.batch = 50;
-	struct stream *s[2];
-	for (int k = 0; k < 2; k++) {
-		a.parses = k ? 1 : 3;
-		struct pl_pipeline *p = create(&a, NULL);
-		s[k] = stream_new();
-		drain(p, s[k], 0, false);
-		assert_stream_ok(s[k]);
-		assert_int_equal(s[k]->n_ids, 2 * N_RECS);
-		assert_permutation(s[k]->ids, N_RECS, NULL, 0);
-		assert_permutation(s[k]->ids + N_RECS, N_RECS, NULL, 0);
-		pl_pipeline_get_stats(p, &st);
-		print_message("parses %d: %llu evacuations, %llu of %llu record bytes copied\n",
-			      a.parses, (unsigned long long)st.evacuations,
-			      (unsigned long long)st.copied_bytes,
-			      (unsigned long long)st.record_bytes);
-		assert_true(st.evacuations > 0);
-		assert_true(st.copied_bytes > 0);
-		pl_pipeline_destroy(p);
+	static const int elems[] = { 40, 900 };
+	for (int e = 0; e < 2; e++) {
+		a.shuffle_elems = elems[e];
+		struct stream *s[3];
+		for (int k = 0; k < 3; k++) {
+			a.parses = k == 1 ? 1 : 3;
+			a.read_bytes = k == 2 ? 16L << 20 : 0;
+			struct pl_pipeline *p = create(&a, NULL);
+			s[k] = stream_new();
+			drain(p, s[k], 0, false);
+			assert_stream_ok(s[k]);
+			assert_int_equal(s[k]->n_ids, 2 * N_RECS);
+			assert_permutation(s[k]->ids, N_RECS, NULL, 0);
+			assert_permutation(s[k]->ids + N_RECS, N_RECS, NULL, 0);
+			pl_pipeline_get_stats(p, &st);
+			print_message("buffer %d, parses %d, reads of %ld: %llu evacuations, %llu "
+				      "of "
+				      "%llu record bytes copied\n",
+				      elems[e], a.parses, a.read_bytes,
+				      (unsigned long long)st.evacuations,
+				      (unsigned long long)st.copied_bytes,
+				      (unsigned long long)st.record_bytes);
+			if (k < 2 && e == 0) { /* zero-copy, stragglers evacuated */
+				assert_true(st.evacuations > 0);
+				assert_true(st.copied_bytes > 0);
+				assert_true(st.copied_bytes < st.record_bytes / 2);
+			} else if (k < 2) { /* each record in a block of its own */
+				assert_int_equal(st.evacuations, 0);
+				assert_true(st.copied_bytes > st.record_bytes / 10 * 9);
+			} else { /* big reads: nothing pinned runs out */
+				assert_int_equal(st.evacuations, 0);
+			}
+			pl_pipeline_destroy(p);
+		}
+		for (int k = 1; k < 3; k++)
+			assert_memory_equal(s[0]->ids, s[k]->ids, 2 * N_RECS * sizeof(int64_t));
+		for (int k = 0; k < 3; k++)
+			stream_free(s[k]);
 	}
-	assert_memory_equal(s[0]->ids, s[1]->ids, 2 * N_RECS * sizeof(int64_t));
-	stream_free(s[0]);
-	stream_free(s[1]);
 }
 
 /* Without shuffle and with one read at a time, the rows are the files in path order. */
