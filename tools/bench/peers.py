@@ -44,9 +44,11 @@ import json
 import os
 import shutil
 import statistics
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 
 from pyharness import run_child, run_sluice, train_steps
 
@@ -121,6 +123,27 @@ def sluice_spec(name, p, data, nfiles, shuffle, features, variant):
     return spec
 
 
+def run_inproc(ctl, tmp, spec):
+    """The same spec in process, without a daemon or Python: `sluicectl run` (the engine on
+    its pool, every batch's layout checked, a line per batch). Wall and CPU of the process,
+    its start included."""
+    path = os.path.join(tmp, "inproc.json")
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    c0, t0 = children_cpu(), time.perf_counter()
+    r = subprocess.run([ctl, "run", path], capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - t0, children_cpu() - c0
+    if r.returncode != 0:
+        raise SystemExit("peers: sluicectl run failed: %s" % r.stderr[-2000:])
+    total = dict(kv.split("=", 1) for kv in r.stdout.strip().splitlines()[-1].split()[1:])
+    return {"records": int(total["rows"]), "wall_s": wall, "cpu_s": cpu}
+
+
+def children_cpu():
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)  # the processes run and reaped so far
+    return c.ru_utime + c.ru_stime
+
+
 def check(what, out, records, want_tensors=None):
     if out["records"] != records:
         raise SystemExit("peers: %s delivered %d records, the epoch has %d" % (
@@ -129,7 +152,7 @@ def check(what, out, records, want_tensors=None):
         raise SystemExit("peers: %s delivered tensors (rows, elements) %s, sluice %s" % (
             what, json.dumps(out["tensors"], sort_keys=True),
             json.dumps(want_tensors, sort_keys=True)))
-    for name, (rows, _) in out["tensors"].items():
+    for name, (rows, _) in out.get("tensors", {}).items():
         if rows != records:
             raise SystemExit("peers: %s: tensor %s has %d rows in the epoch, not %d" % (
                 what, name, rows, records))
@@ -187,8 +210,10 @@ def main():
                     continue
                 todo.append(peer)
             res = {peer: {"sluice": [], "peer": []} for peer in todo}
+            keys = {}
             want = {}  # sluice's tensors per peer's variant
-            for _ in range(repeat):
+            inproc = {}  # sluicectl run's figures per variant
+            for rep in range(repeat):
                 for peer in todo:
                     feats, _ = PARTIAL.get((pname, peer), ([t for _, t in p["features"]], ""))
                     variant = "tfdata" if p["gen"] == "jpeg" and peer == "tfdata" else "all"
@@ -200,6 +225,16 @@ def main():
                     if key in want:
                         check("sluice (%s, against %s)" % (pname, peer), s, records, want[key])
                     want[key] = s["tensors"]
+                    if len(inproc.setdefault(key, [])) <= rep:  # once per variant and run
+                        i = run_inproc(ctl, tmp, spec)
+                        check("sluicectl run (%s, against %s)" % (pname, peer), i, records)
+                        i["records_per_s"] = i["records"] / i["wall_s"]
+                        i["cpu_us_per_record"] = i["cpu_s"] * 1e6 / i["records"]
+                        inproc[key].append(i)
+                        print("bench=peer_run pipeline=%s system=sluice_inproc against=%s %s" % (
+                            pname, peer, " ".join("%s=%.4g" % (k, v)
+                                                  for k, v in sorted(i.items()))), flush=True)
+                    keys[peer] = key
                     cfg = {"system": peer, "pipeline": pname, "files": files, "index": index,
                            "batch": p["batch"], "shuffle": shuffle, "threads": cores,
                            "seed": SEED, "features": feats}
@@ -229,32 +264,37 @@ def main():
                 sc = med_range([x["cpu_us_per_record"] for x in r["sluice"]])
                 pc = med_range([x["cpu_us_per_record"] for x in r["peer"]])
                 note = PARTIAL.get((pname, peer), (None, ""))[1]
+                ip = med_range([x["records_per_s"] for x in inproc[keys[peer]]])
+                ic = med_range([x["cpu_us_per_record"] for x in inproc[keys[peer]]])
                 print("bench=peer pipeline=%s peer=%s sluice_per_s=%.0f peer_per_s=%.0f "
                       "speedup=%.2f sluice_cpu_us=%.2f peer_cpu_us=%.2f cpu_ratio=%.2f "
                       "sluice_per_s_range=%.0f-%.0f peer_per_s_range=%.0f-%.0f "
                       "sluice_cpu_us_range=%.2f-%.2f peer_cpu_us_range=%.2f-%.2f runs=%d "
-                      "records=%d%s" % (
+                      "records=%d sluice_inproc_per_s=%.0f sluice_inproc_cpu_us=%.2f%s" % (
                           pname, peer, sp[0], pp[0], sp[0] / pp[0], sc[0], pc[0], pc[0] / sc[0],
                           sp[1], sp[2], pp[1], pp[2], sc[1], sc[2], pc[1], pc[2], len(r["peer"]),
-                          records, (" note=" + json.dumps(note)) if note else ""), flush=True)
-                rows.append((pname, peer, (sp, pp, sc, pc), note))
+                          records, ip[0], ic[0], (" note=" + json.dumps(note)) if note else ""),
+                      flush=True)
+                rows.append((pname, peer, (sp, pp, sc, pc, ip, ic), note))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print()
     print("| pipeline | peer | sluice records/s | peer records/s | speedup | "
-          "sluice CPU µs/record | peer CPU µs/record | records per CPU-s, sluice/peer |")
-    print("|---|---|---|---|---|---|---|---|")
+          "sluice CPU µs/record | peer CPU µs/record | records per CPU-s, sluice/peer | "
+          "sluice in process: records/s, CPU µs/record |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for pname, peer, m, note in rows:
         if m is None:
-            print("| %s | %s | cannot express it: %s | | | | | |" % (pname, peer, note))
+            print("| %s | %s | cannot express it: %s | | | | | | |" % (pname, peer, note))
             continue
-        sp, pp, sc, pc = m
+        sp, pp, sc, pc, ip, ic = m
 
         def f(x, fmt):
             return (fmt + " (" + fmt + " – " + fmt + ")") % x if x[1] != x[2] else fmt % x[0]
-        print("| %s | %s%s | %s | %s | **%.2f×** | %s | %s | **%.2f×** |" % (
+        print("| %s | %s%s | %s | %s | **%.2f×** | %s | %s | **%.2f×** | %s, %s |" % (
             pname, peer, (" (" + note + ")") if note else "", f(sp, "%.0f"), f(pp, "%.0f"),
-            sp[0] / pp[0], f(sc, "%.2f"), f(pc, "%.2f"), pc[0] / sc[0]))
+            sp[0] / pp[0], f(sc, "%.2f"), f(pc, "%.2f"), pc[0] / sc[0], f(ip, "%.0f"),
+            f(ic, "%.2f")))
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ top, so any python can import it.
 A child process speaks a two-line protocol: it prints `ready` once its imports are done, the
 parent starts what must be timed with it (a daemon) and writes a line; the child times its epoch
 from that line and prints one JSON object as its last line of output: `records`, `wall_s`,
-`cpu_s` (its own CPU and that of the children it has joined) and `tensors`, per output tensor
-`[rows, elements]` over the epoch (strings count one element per string, a ragged tensor its flat
-values) so that the sides of a comparison can be checked to deliver the same epoch.
+`cpu_s` (its own CPU and that of the children it has joined), `first_batch_s` (start-up: from
+the parent's line to the first batch) and `tensors`, per output tensor `[rows, elements]` over
+the epoch (strings count one element per string, a ragged tensor its flat values) so that the
+sides of a comparison can be checked to deliver the same epoch.
 
     /usr/bin/python3 tools/bench/pyharness.py sluice --socket S --name N   (the sluice reader)
 """
@@ -34,10 +35,15 @@ def cpu_now():
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
+def proc_stat(pid):
+    """/proc/PID/stat's fields after the command name (field 3 of proc(5) is [0])."""
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def proc_cpu(pid):
     """CPU-seconds of a running process (all its threads) from /proc."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = proc_stat(pid)
     tick = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
 
@@ -49,8 +55,13 @@ def child_wait_go():
     return time.perf_counter(), cpu_now()
 
 
+_first = []  # when tally() first ran in this process: the first batch's arrival
+
+
 def child_report(t0, c0, records, tensors=None, **extra):
     out = {"records": records, "wall_s": time.perf_counter() - t0, "cpu_s": cpu_now() - c0}
+    if _first:
+        out["first_batch_s"] = _first[0] - t0
     if tensors is not None:
         out["tensors"] = tensors
     out.update(extra)
@@ -58,6 +69,9 @@ def child_report(t0, c0, records, tensors=None, **extra):
 
 
 def tally(acc, name, rows, elements):
+    """Count a batch's tensor (rows, elements) into acc; the first call marks the first batch."""
+    if not _first:
+        _first.append(time.perf_counter())
     t = acc.setdefault(name, [0, 0])
     t[0] += rows
     t[1] += elements
@@ -133,6 +147,7 @@ def run_sluice(build, tmp, spec, env, daemon_args=(), what="bench"):
                         python=sys.executable, what=what)
         out["reader_cpu_s"] = out["cpu_s"]
         out["daemon_cpu_s"] = proc_cpu(daemon[0].pid)
+        out["daemon_minflt"] = int(proc_stat(daemon[0].pid)[7])
         out["cpu_s"] += out["daemon_cpu_s"]
     finally:
         for d in daemon:
