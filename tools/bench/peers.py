@@ -35,7 +35,8 @@ Prints `bench=peer_run ...` per run, per pair the medians (ranges in brackets in
         sluice_cpu_us=... peer_cpu_us=... cpu_ratio=...
 
 (speedup: records/s sluice / peer; cpu_ratio: CPU µs per record peer / sluice, i.e. sluice's
-records per CPU-second over the peer's), `bench=peer ... status=unsupported reason=...` where a
+records per CPU-second over the peer's; also the median start-up, `*_first_batch_s`, and the same
+spec in process, `sluicectl run`: `sluice_inproc_per_s`, `sluice_inproc_cpu_us`), `bench=peer ... status=unsupported reason=...` where a
 peer cannot express a pipeline, and a table at the end.
 """
 
@@ -264,16 +265,19 @@ def main():
                 sc = med_range([x["cpu_us_per_record"] for x in r["sluice"]])
                 pc = med_range([x["cpu_us_per_record"] for x in r["peer"]])
                 note = PARTIAL.get((pname, peer), (None, ""))[1]
+                sf = statistics.median(x["first_batch_s"] for x in r["sluice"])
+                pf = statistics.median(x["first_batch_s"] for x in r["peer"])
                 ip = med_range([x["records_per_s"] for x in inproc[keys[peer]]])
                 ic = med_range([x["cpu_us_per_record"] for x in inproc[keys[peer]]])
                 print("bench=peer pipeline=%s peer=%s sluice_per_s=%.0f peer_per_s=%.0f "
                       "speedup=%.2f sluice_cpu_us=%.2f peer_cpu_us=%.2f cpu_ratio=%.2f "
                       "sluice_per_s_range=%.0f-%.0f peer_per_s_range=%.0f-%.0f "
                       "sluice_cpu_us_range=%.2f-%.2f peer_cpu_us_range=%.2f-%.2f runs=%d "
-                      "records=%d sluice_inproc_per_s=%.0f sluice_inproc_cpu_us=%.2f%s" % (
+                      "records=%d sluice_first_batch_s=%.3f peer_first_batch_s=%.3f "
+                      "sluice_inproc_per_s=%.0f sluice_inproc_cpu_us=%.2f%s" % (
                           pname, peer, sp[0], pp[0], sp[0] / pp[0], sc[0], pc[0], pc[0] / sc[0],
                           sp[1], sp[2], pp[1], pp[2], sc[1], sc[2], pc[1], pc[2], len(r["peer"]),
-                          records, ip[0], ic[0], (" note=" + json.dumps(note)) if note else ""),
+                          records, sf, pf, ip[0], ic[0], (" note=" + json.dumps(note)) if note else ""),
                       flush=True)
                 rows.append((pname, peer, (sp, pp, sc, pc, ip, ic), note))
     finally:
