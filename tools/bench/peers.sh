@@ -7,7 +7,8 @@
 # 1. makes or reuses the peers' venv outside the repository (tools/peers/venv.sh: tensorflow-cpu,
 #    nvidia-dali-cuda130 for its CPU pipelines, tfrecord; ~/.cache/sluice/peers), and a directory
 #    holding only the tfrecord package (and its crc32c) so that Debian's python and torch run the
-#    tfrecord reader under their DataLoader (the venv has no torch: installing one is 1 GB);
+#    tfrecord reader under their DataLoader (the venv has no torch; PyPI's pulls in gigabytes of
+#    CUDA libraries, and the venv's numpy 2 would break Debian's torch 1.13);
 # 2. checks the build (default build-rel: `meson setup build-rel -Dbuildtype=release && ninja
 #    -C build-rel`; a debug build measures nothing useful);
 # 3. runs tools/bench/peers.py with Debian's /usr/bin/python3, which generates the datasets with
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
 	--repeat) pass+=(--repeat "$2"); shift 2 ;;
 	--repeat=*) pass+=("$1"); shift ;;
 	--) shift; pass+=("$@"); break ;;
-	-h | --help) sed -n '3,27p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,28p' "$0"; exit 0 ;;
 	*) echo "usage: tools/bench/peers.sh [--build DIR] [--quick] [--repeat N] [-- peers.py options]" >&2; exit 2 ;;
 	esac
 done
