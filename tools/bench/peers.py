@@ -37,7 +37,7 @@ Prints `bench=peer_run ...` per run, per pair the medians (ranges in brackets in
 (speedup: records/s sluice / peer; cpu_ratio: CPU µs per record peer / sluice, i.e. sluice's
 records per CPU-second over the peer's; also the median start-up, `*_first_batch_s`, and the same
 spec in process, `sluicectl run`: `sluice_inproc_per_s`, `sluice_inproc_cpu_us`), `bench=peer ... status=unsupported reason=...` where a
-peer cannot express a pipeline, and a table at the end.
+peer cannot express a pipeline (`status=unavailable` where it could not be imported here), and a table at the end.
 """
 
 import argparse
@@ -177,6 +177,8 @@ def main():
     ap.add_argument("--repeat", type=int, help="alternated runs per pair (default 3, --quick 1)")
     ap.add_argument("--only", default=",".join(PIPELINES), help="pipelines, comma-separated")
     ap.add_argument("--peers", default="tfdata,dali,tfrecord", help="peers, comma-separated")
+    ap.add_argument("--unavailable", action="append", default=[], metavar="PEER=WHY",
+                    help="a peer that cannot run here and why (peers.sh: an import failed)")
     args = ap.parse_args()
     repeat = args.repeat or (1 if args.quick else 3)
     build = os.path.abspath(args.build)
@@ -190,6 +192,7 @@ def main():
                TF_CPP_MIN_LOG_LEVEL="2")
     tf_env = dict(env, PYTHONPATH=args.tfrecord_path)
     peers = args.peers.split(",")
+    absent = dict(x.split("=", 1) for x in args.unavailable)
     tmp = tempfile.mkdtemp(prefix="sluice-peers-")
     rows = []
     try:
@@ -204,10 +207,14 @@ def main():
             todo = []
             for peer in peers:
                 why = p.get("cannot", {}).get(peer)
+                status = "unsupported"
+                if peer in absent:
+                    why, status = absent[peer], "unavailable"
                 if why:
-                    print("bench=peer pipeline=%s peer=%s status=unsupported reason=%s" % (
-                        pname, peer, json.dumps(why)), flush=True)
-                    rows.append((pname, peer, None, why))
+                    print("bench=peer pipeline=%s peer=%s status=%s reason=%s" % (
+                        pname, peer, status, json.dumps(why)), flush=True)
+                    rows.append((pname, peer, None, ("cannot express it: " if status ==
+                                                     "unsupported" else "not run here: ") + why))
                     continue
                 todo.append(peer)
             res = {peer: {"sluice": [], "peer": []} for peer in todo}
@@ -289,7 +296,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for pname, peer, m, note in rows:
         if m is None:
-            print("| %s | %s | cannot express it: %s | | | | | | |" % (pname, peer, note))
+            print("| %s | %s | %s | | | | | | |" % (pname, peer, note))
             continue
         sp, pp, sc, pc, ip, ic = m
 

@@ -50,13 +50,23 @@ if ! /usr/bin/python3 -c 'import json,sys; o={x["name"]:x["value"] for x in json
 	echo "peers.sh: warning: $build is not a release build; the figures will not mean much" >&2
 fi
 py=$(tools/peers/venv.sh)
-# DALI and tfrecord must import (venv.sh checks TensorFlow only)
-"$py" -c 'import nvidia.dali, tfrecord' || { echo "peers.sh: DALI or tfrecord does not import in $py" >&2; exit 1; }
 site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 tfr=$(dirname "$(dirname "$py")")/debian-path
 mkdir -p "$tfr"
 for x in "$site"/tfrecord "$site"/crc32c "$site"/crc32c-*.dist-info; do
-	[ -e "$x" ] && ln -sfn "$x" "$tfr/"
+	if [ -e "$x" ]; then ln -sfn "$x" "$tfr/"; fi
 done
+# venv.sh checks TensorFlow only: a peer that does not import is reported as unavailable in the
+# table, and the others run
+unavailable() { # peer, module, python, PYTHONPATH
+	local err
+	if ! err=$(PYTHONPATH=$4 "$3" -c "import $2" 2>&1 >/dev/null); then
+		err=${err##*$'\n'}
+		echo "peers.sh: $2 does not import with $3: $err" >&2
+		pass+=(--unavailable "$1=$2 does not import: $err")
+	fi
+}
+unavailable dali nvidia.dali "$py" ""
+unavailable tfrecord tfrecord.torch /usr/bin/python3 "$tfr"
 exec /usr/bin/python3 tools/bench/peers.py --build "$build" --venv-python "$py" \
 	--tfrecord-path "$tfr" "${pass[@]}"
