@@ -31,48 +31,16 @@ Prints `bench=py_vs_dataloader data=D system=S ...` per run and, per dataset, th
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from pyharness import (EVAL_STEPS, ROOT, child_wait_go, child_report, run_child, run_sluice,
+                       torchvision_recipe, train_steps)
 
-
-def cpu_now():
-    s = resource.getrusage(resource.RUSAGE_SELF)
-    c = resource.getrusage(resource.RUSAGE_CHILDREN)  # the DataLoader's workers, once joined
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
-
-
-def child_sluice(args):
-    sys.path.insert(0, os.path.join(ROOT, "libclient", "python"))
-    import sluice
-    import numpy  # noqa: F401  (imported before the clock starts, as the DataLoader's torch)
-    print("ready", flush=True)
-    sys.stdin.readline()  # the daemon is being started now: the epoch is timed from here
-    t0, c0 = time.perf_counter(), cpu_now()
-    while not os.path.exists(args.socket):
-        time.sleep(0.002)
-    while True:
-        try:
-            r = sluice.attach(args.name, socket=args.socket)
-            break
-        except sluice.SluiceError:  # not listening yet, or the config dir not loaded yet
-            time.sleep(0.002)
-    records = 0
-    with r:
-        for b in r:
-            with b:
-                for k in b:
-                    v = b[k]
-                    del v
-                records += b.rows
-    print(json.dumps({"records": records, "wall_s": time.perf_counter() - t0,
-                      "cpu_s": cpu_now() - c0}), flush=True)
+STEPS = {"jpeg": train_steps(), "jpeg-eval": EVAL_STEPS}
 
 
 def child_dataloader(args):
@@ -81,7 +49,6 @@ def child_dataloader(args):
     sys.path.insert(0, os.path.join(ROOT, "tests", "crosscheck"))
     import common
     ex_pb2, _ = common.protos()
-    print("ready", flush=True)
     files = sorted(os.path.join(args.data, f) for f in os.listdir(args.data)
                    if f.endswith(".tfrecords"))
 
@@ -112,21 +79,14 @@ def child_dataloader(args):
 
     parse = parse_numeric
     if args.data_kind in ("jpeg", "jpeg-eval"):  # PIL decode, torchvision's transforms
-        import io
-        import torchvision.transforms as T
-        from PIL import Image
-        norm = [T.ToTensor(), T.Normalize([m / 255 for m in MEAN], [d / 255 for d in STD])]
-        if args.data_kind == "jpeg":  # the training recipe
-            tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()] + norm)
-        else:  # the evaluation recipe
-            tf = T.Compose([T.Resize(256), T.CenterCrop(224)] + norm)
+        image = torchvision_recipe("train" if args.data_kind == "jpeg" else "eval")
 
         def parse(data):
             ex = ex_pb2.Example()
             ex.ParseFromString(data)
             f = ex.features.feature
-            img = Image.open(io.BytesIO(f["image/encoded"].bytes_list.value[0])).convert("RGB")
-            return {"image": tf(img), "label": f["image/class/label"].int64_list.value[0]}
+            return {"image": image(f["image/encoded"].bytes_list.value[0]),
+                    "label": f["image/class/label"].int64_list.value[0]}
 
     class Records(torch.utils.data.IterableDataset):
         def __iter__(self):
@@ -136,7 +96,7 @@ def child_dataloader(args):
                 for data in records(path):
                     yield parse(data)
 
-    t0, c0 = time.perf_counter(), cpu_now()
+    t0, c0 = child_wait_go()
     n = 0
     dl = torch.utils.data.DataLoader(Records(), batch_size=args.batch, num_workers=args.workers)
     for b in dl:
@@ -145,50 +105,10 @@ def child_dataloader(args):
         if args.max_records and n >= args.max_records:
             break
     del dl  # its workers are joined: their CPU time is in RUSAGE_CHILDREN from here
-    print(json.dumps({"records": n, "wall_s": time.perf_counter() - t0,
-                      "cpu_s": cpu_now() - c0}), flush=True)
+    child_report(t0, c0, n)
 
 
-def proc_cpu(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-
-
-def run_child(argv, env, when_ready=None):
-    """Run a child; when it says it is ready (imports done), call when_ready() and let it go."""
-    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child"] + argv,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env)
-    if p.stdout.readline().strip() != "ready":
-        raise SystemExit("python_vs_dataloader: %s did not start: %s" % (argv[0],
-                                                                        p.stderr.read()[-2000:]))
-    if when_ready:
-        when_ready()
-    out, err = p.communicate("go\n", timeout=1800)
-    if p.returncode != 0:
-        raise SystemExit("python_vs_dataloader: %s failed: %s" % (argv[0], err[-2000:]))
-    return json.loads(out.strip().splitlines()[-1])
-
-
-# The ResNet-50 training input pipeline (torchvision's reference recipe), in both systems.
-MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
-TRAIN_STEPS = [
-    {"tensor": "image", "type": "decode_image", "args": {"channels": 3}},
-    {"tensor": "image", "type": "random_resized_crop", "args": {"size": [224, 224]}},
-    {"tensor": "image", "type": "random_flip", "args": {}},
-    {"tensor": "image", "type": "normalize", "args": {"mean": MEAN, "std": STD}}]
-EVAL_STEPS = [
-    {"tensor": "image", "type": "decode_image", "args": {"channels": 3}},
-    {"tensor": "image", "type": "resize", "args": {"shorter_side": 256}},
-    {"tensor": "image", "type": "center_crop", "args": {"size": [224, 224]}},
-    {"tensor": "image", "type": "normalize", "args": {"mean": MEAN, "std": STD}}]
-STEPS = {"jpeg": TRAIN_STEPS, "jpeg-eval": EVAL_STEPS}
-
-
-def run_sluice(build, tmp, data, features, batch, env, daemon_args=(), steps=None):
-    conf = tempfile.mkdtemp(dir=tmp)
+def pvd_spec(data, features, batch, steps=None):
     spec = {"name": "pvd", "type": "independent", "args": {
         "dataset": {"type": "dir", "args": {"data_dir": data}},
         "target_batch_size": batch, "drop_remainder": False, "epochs": 1,
@@ -197,25 +117,7 @@ def run_sluice(build, tmp, data, features, batch, env, daemon_args=(), steps=Non
     if steps:  # batches of 64 float images are 38.5 MB: 2 ahead fit the default 256 MiB ring
         spec["args"]["processing_steps"] = steps
         spec["args"]["num_prefetch"] = 2
-    with open(os.path.join(conf, "pvd.json"), "w") as f:
-        json.dump(spec, f)
-    sock = os.path.join(conf, "s.sock")
-    daemon = []
-
-    def start():
-        daemon.append(subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--socket",
-                                        sock, "--config-dir", conf] + list(daemon_args),
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    try:
-        out = run_child(["sluice", "--socket", sock, "--name", "pvd"], env, start)
-        out["reader_cpu_s"] = out["cpu_s"]
-        out["daemon_cpu_s"] = proc_cpu(daemon[0].pid)
-        out["cpu_s"] += out["daemon_cpu_s"]
-    finally:
-        for d in daemon:
-            d.terminate()
-            d.wait(30)
-    return out
+    return spec
 
 
 def main():
@@ -246,7 +148,7 @@ def main():
         cp.add_argument("--data-kind", default="")
         cp.add_argument("--max-records", type=int, default=0)
         a = cp.parse_args()
-        return child_sluice(a) if kind == "sluice" else child_dataloader(a)
+        return child_dataloader(a)
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     ctl = os.path.join(build, "tools", "sluicectl")
@@ -278,17 +180,21 @@ def main():
             for _ in range(args.repeat):
                 for system in ("sluice", "dataloader"):
                     if system == "sluice":
-                        out = run_sluice(build, tmp, d, feats, batch, env, args.daemon_arg,
-                                         STEPS.get(kind))
+                        out = run_sluice(build, tmp, pvd_spec(d, feats, batch, STEPS.get(kind)),
+                                         env, args.daemon_arg, what="python_vs_dataloader")
                     else:
-                        out = run_child(["dataloader", "--data", d, "--batch", str(batch),
+                        out = run_child(["--child", "dataloader", "--data", d,
+                                         "--batch", str(batch),
                                          "--workers", str(args.workers),
-                                         "--data-kind", kind], env)
+                                         "--data-kind", kind], env,
+                                        script=os.path.abspath(__file__),
+                                        what="python_vs_dataloader")
                     out["records_per_s"] = out["records"] / out["wall_s"]
                     out["cpu_us_per_record"] = out["cpu_s"] * 1e6 / out["records"]
                     res[system].append(out)
                     print("bench=py_vs_dataloader data=%s system=%s %s" % (kind, system, " ".join(
-                        "%s=%.4g" % (k, v) for k, v in sorted(out.items()))), flush=True)
+                        "%s=%.4g" % (k, v) for k, v in sorted(out.items())
+                        if isinstance(v, (int, float)))), flush=True)
             med = {s: {k: statistics.median(r[k] for r in res[s])
                        for k in ("records_per_s", "cpu_us_per_record")} for s in res}
             print("bench=py_vs_dataloader_summary data=%s workers=%d sluice_records_per_s=%.0f "
