@@ -408,6 +408,11 @@ static int default_fill(const struct jsonmsg_ctx *c, const json_t *v, const char
 					    "%s",
 					    jsonmsg_describe(v, buf, sizeof(buf)));
 		d->floats[k] = (float)json_number_value(v);
+		if (!isfinite(d->floats[k])) /* a float_list holds float32: JSON has no inf */
+			return jsonmsg_fail(c, path,
+					    "expected a number within float32's range (at most "
+					    "3.4028235e38 in magnitude), got %s",
+					    jsonmsg_describe(v, buf, sizeof(buf)));
 		return 0;
 	default:
 		if (!json_is_string(v))

@@ -813,6 +813,13 @@ static void test_defaults(void **state)
 		     "'float', 'default': 'a'}",
 		     false),
 		 -EINVAL, "features[0].default: expected a number (deserialize_type \"float\")");
+	/* float32 overflows (what fuzz_manifest found: it loaded, then could not be written) */
+	load_err(one("{'name': 'x', 'dtype': 'float16', 'shape': [3], 'deserialize_type': "
+		     "'float', 'default': 3.3e45}",
+		     false),
+		 -EINVAL,
+		 "features[0].default: expected a number within float32's range (at most "
+		 "3.4028235e38 in magnitude), got 3.3000000000000001e45");
 	load_err(one("{'name': 'x', 'dtype': 'string', 'shape': [], 'deserialize_type': "
 		     "'string', 'default': 0}",
 		     false),
