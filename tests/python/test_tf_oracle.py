@@ -184,6 +184,27 @@ class Data:
                 feature("s", "string", [-1], "string"), feature("v", "float16", [-1], "float")])
         return self.once("strings", make)
 
+    def sequences(self):
+        """SequenceExamples: context "c" (int [2]), feature lists "r" (one 8-byte string per
+        step: raw), "f" (3 floats per step) and "n" (1 int per step), 0 to 6 steps."""
+        def make():
+            pb = common.protos()[0]
+            rng = np.random.default_rng(5)
+            out = []
+            for r in range(13):
+                se = pb.SequenceExample()
+                se.context.feature["c"].int64_list.value.extend([r - 6, 300 * r])
+                fl = se.feature_lists.feature_list
+                for k in range(r % 7):
+                    fl["r"].feature.add().bytes_list.value.append(rng.bytes(8))
+                    fl["f"].feature.add().float_list.value.extend(
+                        rng.normal(0, 1e4, 3).astype(np.float32).tolist())
+                    fl["n"].feature.add().int64_list.value.append(int(rng.integers(-2**40,
+                                                                                  2**40)))
+                out.append(se.SerializeToString())
+            return self.write("sequences", out)
+        return self.once("sequences", make)
+
     def corpus(self, sequence):
         """(files, manifest) of test_random_corpus's random records (google.protobuf's
         serializations, packed and unpacked, and two messages concatenated = merged): the
@@ -393,6 +414,25 @@ case("loader-continuous-7-stride-3")(loader_case("continuous", 7, 3))
 case("loader-continuous-2-stride-9")(loader_case("continuous", 2, 9, batch=4))
 case("loader-discrete-1")(loader_case("discrete", 1, batch=5))
 case("loader-discrete-4")(loader_case("discrete", 4))
+
+
+def seq_case(c_dt, f_dt, n_dt, r_dt, endian="little"):
+    """Casts and raw decodes of SequenceExample context features and feature lists."""
+    def make(d):
+        fs = [feature("c", c_dt, [2], "int"),
+              feature("r", r_dt, [8 // np.dtype(r_dt).itemsize], "raw", var_len=True,
+                      deserialize_args={"endian": endian}),
+              feature("f", f_dt, [3], "float", var_len=True),
+              feature("n", n_dt, [], "int", var_len=True)]
+        return dict(files=d.sequences(), man=manifest(fs, sequence=True),
+                    select=[(f["name"], {}) for f in fs], batch=4)
+    return make
+
+
+case("seq-casts-int8")(seq_case("int8", "float16", "int16", "int16"))
+case("seq-casts-uint32")(seq_case("uint32", "float64", "uint8", "uint64", "big"))
+case("seq-casts-float")(seq_case("float32", "int32", "float16", "float32", "big"))
+case("seq-casts-bool")(seq_case("bool", "bool", "bool", "uint8"))
 
 
 # Where TensorFlow refuses what sluice reads: valid protobuf wire forms that TensorFlow's fast
