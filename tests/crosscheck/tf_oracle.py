@@ -24,7 +24,8 @@ through them, then stacked (dense when of one shape, else ragged over the first 
 padding: → unbatch → map(the steps) → padded_batch(B, padded_shapes, padding_values). All but
 padding run eagerly: tracing a tf.function per run would cost a second each. Writes
 DIR/batch_NNNNN.npz per batch: for tensor T, T (the flat values; strings as T.bytes +
-T.offsets) and, when ragged, T.splits (the outer row splits); T.shape, the dense shape.
+T.offsets) and, when ragged, T.splits (the outer row splits); T.shape, the dense shape; for
+an image, T.png (per row: a PNG, not a JPEG).
 Prints "DIR N" per run.
 """
 
@@ -118,7 +119,8 @@ def per_record(features):
                 x = x.to_tensor()
             if "slice" in ft:  # a spec slices a list of images to one before decoding
                 x = x[as_slice(ft["slice"])]
-            if "image" in ft:
+            if "image" in ft:  # T.png: which rows were PNGs (not JPEGs)
+                out[ft["to"] + ".png"] = tf.logical_not(tf.io.is_jpeg(x))
                 x = decode_image(x, ft["image"])
             out[ft["to"]] = x
         return out
@@ -183,7 +185,7 @@ def eager(b, steps):
         return b
     n = int(tf.shape(next(iter(b.values())))[0])
     rows = [steps({k: v[i] for k, v in b.items()}) for i in range(n)]
-    return {k: batched([r[k] for r in rows]) for k in b}
+    return {k: batched([r[k] for r in rows]) for k in rows[0]}
 
 
 def windows(run):
@@ -225,7 +227,9 @@ def padded(ds, run):
         if p.get("shape") is not None:
             shapes[k] = p["shape"]
         val = p.get("value")
-        if v.dtype == tf.string:
+        if v.dtype == tf.bool:
+            values[k] = tf.constant(False)
+        elif v.dtype == tf.string:
             values[k] = tf.constant((val or "").encode("latin-1"))
         else:
             values[k] = tf.constant(val or 0, dtype=tf.float64 if v.dtype.is_floating
@@ -248,6 +252,8 @@ def write(run):
             else:
                 flat(f["to"], x, out)
                 out[f["to"] + ".shape"] = np.array(x.shape, np.int64)
+            if f["to"] + ".png" in b:
+                out[f["to"] + ".png"] = b[f["to"] + ".png"].numpy()
         np.savez(os.path.join(run["out"], "batch_%05d.npz" % n), **out)
         n += 1
     return n
