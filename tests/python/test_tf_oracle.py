@@ -548,7 +548,7 @@ def build(cid, c, tmp):
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
     """Every case built, and TensorFlow's batches of all of them from one process:
-    {case id: (spec path, run, batches or None (TensorFlow failed: its message), case)}."""
+    {case id: (spec path, run, batches, or the message when TensorFlow failed, case)}."""
     tmp = str(tmp_path_factory.mktemp("oracle"))
     data = Data(tmp)
     built = {cid: (c,) + build(cid, c, tmp) for cid, c in
