@@ -405,4 +405,5 @@ def main():
     ck.finish()
 
 
-main()
+if __name__ == "__main__":  # imported by tests/python/test_tf_oracle.py for its corpus
+    main()
