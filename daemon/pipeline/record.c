@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "io/tfr.h"
 
@@ -92,9 +91,10 @@ int pl_store_copy(struct pl_store *s, const uint8_t *data, size_t len, size_t co
 }
 
 /*
- * A slab is a transparent huge page where the kernel gives them (madvise mode, Debian's
- * default): a shuffle buffer's records are drawn at random across tens of megabytes, and with
- * 4 KiB pages nearly every record costs a TLB miss (a two-level walk in a virtual machine).
+ * Slabs stay on 4 KiB pages: on huge pages (MADV_HUGEPAGE) the first touch of each 2 MiB costs
+ * more than the TLB saves on the random draws (this VM: 100,000-record CTR and 10,000-record
+ * image buffers, 1 and 3 epochs, docs/pipeline.md); the slots of a big buffer, 80 bytes each
+ * and drawn at random, are on huge pages instead (shuffle.c).
  */
 #define PL_SLAB_BYTES (2u << 20)
 
@@ -120,10 +120,9 @@ static struct pl_block *own_get(struct pl_store *s, size_t len)
 	}
 	size_t size = (c + 1) * PL_OWN_UNIT;
 	if (s->slab_left < size) { /* the rest of the slab stays unused */
-		uint8_t *slab = aligned_alloc(PL_SLAB_BYTES, PL_SLAB_BYTES);
+		uint8_t *slab = aligned_alloc(PL_OWN_UNIT, PL_SLAB_BYTES);
 		if (!slab)
 			return NULL;
-		(void)madvise(slab, PL_SLAB_BYTES, MADV_HUGEPAGE); /* a hint: fine if refused */
 		*(void **)(void *)slab = s->slabs;
 		s->slabs = slab;
 		s->slab = slab + PL_OWN_UNIT;

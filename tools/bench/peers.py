@@ -59,9 +59,9 @@ CTR = (["dense%d" % i for i in range(13)] + ["sparse%d" % i for i in range(26)] 
 # name: gen kind, batch, (records, shuffle buffer) full and --quick, features (from, to),
 # the peers that cannot express it and why
 PIPELINES = {
-    "ctr": {"gen": "ctr", "batch": 1024, "full": (1000000, 100000), "quick": (20000, 5000),
+    "ctr": {"gen": "ctr", "batch": 1024, "full": (300000, 100000), "quick": (20000, 5000),
             "features": [(n, n) for n in CTR]},
-    "image": {"gen": "image", "batch": 64, "full": (60000, 10000), "quick": (4000, 1000),
+    "image": {"gen": "image", "batch": 64, "full": (200000, 10000), "quick": (4000, 1000),
               "features": [("image", "image"), ("label", "label"), ("bbox", "bbox")]},
     "seq": {"gen": "seq", "batch": 32, "full": (200000, 10000), "quick": (10000, 1000),
             "features": [("length", "length"), ("id", "id"), ("tokens", "tokens"),
