@@ -25,9 +25,6 @@
 #define IPC_RING_MAX_DATA    (1ull << 40)
 #define IPC_RING_NAME_MAX    64 /* a tensor name: up to 63 bytes and a NUL */
 
-/* The shared layout's version (docs/ring.md), as ATTACHED reports it: 2 since consumer groups. */
-#define IPC_RING_LAYOUT_VERSION 2
-
 enum ipc_ring_mode {
 	IPC_RING_BROADCAST = 0, /* every reader sees every batch */
 	IPC_RING_SPLIT = 1,	/* each batch to exactly one reader, whoever has room first */

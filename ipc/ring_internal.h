@@ -39,7 +39,7 @@
 
 #define IPC_RING_MAGIC	  0x474e5253u /* "SRNG" */
 #define IPC_RING_CB_MAGIC 0x42435253u /* "SRCB" */
-#define IPC_RING_VERSION  IPC_RING_LAYOUT_VERSION
+#define IPC_RING_VERSION  2	      /* 2: a mode per reader (consumer groups) */
 #define IPC_RING_LINE	  64
 #define IPC_RING_PAGE	  4096u
 #define IPC_RING_SEQ_NONE UINT64_MAX /* a slot being rewritten */
