@@ -130,14 +130,13 @@ int ipc_ring_group_open(struct ipc_ring *r, enum ipc_ring_mode mode, uint32_t ra
 int ipc_ring_group_close(struct ipc_ring *r, unsigned gid)
 {
 	struct group *g;
-	uint64_t bit;
+	uint64_t bit = 1ull << gid;
 
 	if (gid == 0)
 		return -EINVAL;
 	if (gid >= IPC_RING_MAX_GROUPS || !r->grp[gid].open)
 		return -ENOENT;
 	g = &r->grp[gid];
-	bit = 1ull << gid;
 	if (g->members)
 		return -EBUSY;
 	/* its pending batches are given up: no member will take them */
