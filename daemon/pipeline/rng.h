@@ -41,9 +41,15 @@ static inline uint64_t pl_rng_next(struct pl_rng *r)
 	return pl_mix64(r->s);
 }
 
+/* A number of the stream as a draw below n (pl_rng_below's, for numbers taken ahead). */
+static inline uint64_t pl_rng_reduce(uint64_t v, uint64_t n)
+{
+	return v % n;
+}
+
 static inline uint64_t pl_rng_below(struct pl_rng *r, uint64_t n)
 {
-	return pl_rng_next(r) % n;
+	return pl_rng_reduce(pl_rng_next(r), n);
 }
 
 #endif

@@ -24,9 +24,10 @@ struct pl_shuffle {
 	size_t len, cap;
 	bool filled, input_done;
 	bool own; /* records enter in blocks of their own (opts.own_over_bytes) */
-	/* the stream's next PL_SHUFFLE_AHEAD numbers, oldest at ahead[pos]; n_ahead 0: none yet */
+	/* the stream's next PL_SHUFFLE_AHEAD numbers, oldest at ahead[pos] (once have_ahead) */
 	uint64_t ahead[PL_SHUFFLE_AHEAD];
-	unsigned n_ahead, pos;
+	unsigned pos;
+	bool have_ahead;
 	struct pl_rng rng;
 };
 
@@ -90,7 +91,7 @@ void pl_shuffle_begin_epoch(struct pl_shuffle *sh, uint64_t epoch)
 	drop_buffer(sh);
 	sh->filled = false;
 	sh->input_done = false;
-	sh->n_ahead = 0;
+	sh->have_ahead = false;
 	pl_rng_init(&sh->rng, sh->o.seed, epoch, PL_STREAM_SHUFFLE, 0);
 }
 
@@ -130,7 +131,7 @@ static int pull(struct pl_shuffle *sh, struct pl_rec *x, struct io_error *err)
 
 static void prefetch_slot(const struct pl_shuffle *sh, uint64_t v)
 {
-	const char *slot = (const char *)&sh->buf[v % sh->len];
+	const char *slot = (const char *)&sh->buf[pl_rng_reduce(v, sh->len)];
 	__builtin_prefetch(slot);
 	__builtin_prefetch(slot + sizeof(struct pl_rec) - 1);
 }
@@ -138,12 +139,12 @@ static void prefetch_slot(const struct pl_shuffle *sh, uint64_t v)
 /* The next draw: an index below sh->len. */
 static size_t draw(struct pl_shuffle *sh)
 {
-	if (sh->n_ahead == 0) {
+	if (!sh->have_ahead) {
 		for (unsigned k = 0; k < PL_SHUFFLE_AHEAD; k++) {
 			sh->ahead[k] = pl_rng_next(&sh->rng);
 			prefetch_slot(sh, sh->ahead[k]);
 		}
-		sh->n_ahead = PL_SHUFFLE_AHEAD;
+		sh->have_ahead = true;
 		sh->pos = 0;
 	}
 	uint64_t v = sh->ahead[sh->pos];
@@ -151,7 +152,7 @@ static size_t draw(struct pl_shuffle *sh)
 	sh->ahead[sh->pos] = nv;
 	sh->pos = (sh->pos + 1) % PL_SHUFFLE_AHEAD;
 	prefetch_slot(sh, nv);
-	return (size_t)(v % sh->len);
+	return (size_t)pl_rng_reduce(v, sh->len);
 }
 
 static int shuffle_next(struct pl_shuffle *sh, struct pl_rec *ret, struct io_error *err)
