@@ -298,7 +298,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 
 	struct ipc_ctl_attached out = {
 		.reader_id = rd->id,
-		.ring_version = 1,
+		.ring_version = IPC_RING_LAYOUT_VERSION,
 		.n_slots = info.n_slots,
 		.data_bytes = info.data_size,
 	};

@@ -231,20 +231,16 @@ int ipc_ring_create(const struct ipc_ring_opts *opts, struct ipc_ring **ret_ring
 	r->sp = calloc(opts->n_slots, sizeof(*r->sp));
 	r->free_slots = calloc(opts->n_slots, sizeof(*r->free_slots));
 	r->free_rng = calloc(opts->n_slots + 2, sizeof(*r->free_rng));
-	r->pending = calloc(opts->n_slots, sizeof(*r->pending));
-	if (opts->mode == IPC_RING_RANK)
-		r->pending_by_rank = calloc(opts->rank_n, sizeof(*r->pending_by_rank));
-	if (!r->sp || !r->free_slots || !r->free_rng || !r->pending ||
-	    (opts->mode == IPC_RING_RANK && !r->pending_by_rank)) {
+	if (!r->sp || !r->free_slots || !r->free_rng) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
-		r->by_rank[i] = -1;
-	for (uint32_t i = 0; i < opts->n_slots; i++) {
-		r->sp[i].owner = -1;
+	r->n_slots = opts->n_slots;
+	rc = ipc_ring_group_init_(r, 0, opts->mode, opts->rank_n, opts->split_depth);
+	if (rc)
+		goto fail;
+	for (uint32_t i = 0; i < opts->n_slots; i++)
 		r->free_slots[i] = opts->n_slots - 1 - i; /* slot 0 is taken first */
-	}
 	r->n_free = opts->n_slots;
 
 	rc = ipc_ring_memfd_make_(opts->name ? opts->name : "sluice-ring", total, data_off + commit,
@@ -271,16 +267,14 @@ int ipc_ring_create(const struct ipc_ring_opts *opts, struct ipc_ring **ret_ring
 	r->n_rng = commit ? 1 : 0;
 	r->n_slots = opts->n_slots;
 	r->mask = opts->n_slots - 1;
-	r->mode = opts->mode;
-	r->rank_n = opts->mode == IPC_RING_RANK ? opts->rank_n : 0;
-	r->split_depth = opts->split_depth;
 
 	/* The memory is fresh (zero); only the non-zero words are written. */
 	r->hdr->magic = IPC_RING_MAGIC;
 	r->hdr->version = IPC_RING_VERSION;
 	r->hdr->hdr_size = sizeof(struct ipc_ring_hdr);
-	r->hdr->mode = (uint32_t)r->mode;
-	r->hdr->rank_n = r->rank_n;
+	/* group 0's, informative: each reader's own mode is in its control block */
+	r->hdr->mode = (uint32_t)r->grp[0].mode;
+	r->hdr->rank_n = r->grp[0].rank_n;
 	r->hdr->total_size = total;
 	r->hdr->schema_off = schema_off;
 	r->hdr->n_schema = opts->n_schema;
@@ -335,8 +329,8 @@ void ipc_ring_destroy(struct ipc_ring *r)
 		close(r->memfd);
 	if (r->ro_fd >= 0 && r->ro_fd != r->memfd)
 		close(r->ro_fd);
-	free(r->pending_by_rank);
-	free(r->pending);
+	for (unsigned g = 0; g < IPC_RING_MAX_GROUPS; g++)
+		ipc_ring_group_fini_(&r->grp[g]);
 	free(r->free_rng);
 	free(r->free_slots);
 	free(r->sp);
@@ -508,8 +502,8 @@ static void slot_free(struct ipc_ring *r, uint32_t slot)
 
 	space_give(r, sp->off, sp->cap);
 	sp->state = SL_FREE;
-	sp->owner = -1;
 	sp->holders = 0;
+	sp->pend = 0;
 	sp->gen++;
 	r->free_slots[r->n_free++] = slot;
 }
@@ -523,7 +517,7 @@ static bool reclaim_oldest(struct ipc_ring *r)
 	for (uint32_t i = 0; i < r->n_slots; i++) {
 		const struct slot_priv *sp = &r->sp[i];
 
-		if (sp->state == SL_LIVE && !sp->holders && sp->seq < best) {
+		if (sp->state == SL_LIVE && !sp->holders && !sp->pend && sp->seq < best) {
 			best = sp->seq;
 			slot = i;
 		}
@@ -655,22 +649,20 @@ int ipc_ring_publish(struct ipc_ring *r, const struct ipc_ring_extent *ext, uint
 	atomic_store_explicit(&r->order[seq & r->mask], (uint32_t)slot, memory_order_relaxed);
 
 	sp->seq = seq;
-	if (r->mode == IPC_RING_BROADCAST) {
-		sp->state = SL_LIVE;
-		sp->owner = -1;
-		sp->holders = r->attached & ~r->moved;
-	} else {
-		ipc_ring_pending_push_(r, (uint32_t)slot);
-	}
+	sp->state = SL_LIVE;
+	sp->holders = r->broadcast & ~r->moved;
+	sp->pend = 0;
+	for (uint64_t g = r->split_groups; g; g &= g - 1)
+		ipc_ring_pending_push_(r, (unsigned)__builtin_ctzll(g), (uint32_t)slot);
 	r->head = seq + 1;
 	/*
 	 * Pairs with the client's acquire load of head (take_broadcast): the batch's bytes, its
 	 * slot and its order entry are visible to whoever sees the new head.
 	 */
 	atomic_store_explicit(&r->hdr->head, r->head, memory_order_release);
-	woken = r->mode == IPC_RING_BROADCAST ? r->attached & ~r->moved : ipc_ring_assign_pass_(r);
+	woken = (r->broadcast & ~r->moved) | ipc_ring_assign_pass_(r);
 	ipc_ring_wake_waiting_(r, woken);
-	if (r->mode == IPC_RING_BROADCAST)
+	if (r->broadcast)
 		ipc_ring_lag_pass_(r);
 	if (ret_seq)
 		*ret_seq = seq;

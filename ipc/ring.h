@@ -18,11 +18,15 @@
  */
 
 #define IPC_RING_MAX_READERS 64
+#define IPC_RING_MAX_GROUPS  64
 #define IPC_RING_MAX_SLOTS   4096u
 #define IPC_RING_MIN_SLOTS   2u
 #define IPC_RING_MAX_SCHEMA  1024u
 #define IPC_RING_MAX_DATA    (1ull << 40)
 #define IPC_RING_NAME_MAX    64 /* a tensor name: up to 63 bytes and a NUL */
+
+/* The shared layout's version (docs/ring.md), as ATTACHED reports it: 2 since consumer groups. */
+#define IPC_RING_LAYOUT_VERSION 2
 
 enum ipc_ring_mode {
 	IPC_RING_BROADCAST = 0, /* every reader sees every batch */
@@ -145,6 +149,29 @@ int ipc_ring_publish(struct ipc_ring *ring, const struct ipc_ring_extent *ext, u
  */
 int ipc_ring_add_reader(struct ipc_ring *ring, uint32_t rank_index, unsigned *ret_id,
 			int *ret_cb_fd);
+
+/*
+ * Consumer groups (docs/ring.md): one ring serves any number of groups, each in its own mode,
+ * from one sequence. Group 0 is the ring's own (ipc_ring_opts.mode, rank_n, split_depth), the
+ * one ipc_ring_add_reader adds to. A split or rank group receives every batch published after
+ * it was opened: each is pending in the group until handed to one member (and held by the ring
+ * meanwhile, as a split ring with no reader holds its batches); a broadcast group's members
+ * each hold every batch, as broadcast readers do. Returns 0 and *ret_gid, -EINVAL (mode,
+ * rank_n 1 .. IPC_RING_MAX_READERS, split_depth 1 .. n_slots), -ENOSPC (IPC_RING_MAX_GROUPS
+ * open), -ENOMEM.
+ */
+int ipc_ring_group_open(struct ipc_ring *ring, enum ipc_ring_mode mode, uint32_t rank_n,
+			uint32_t split_depth, unsigned *ret_gid);
+/*
+ * Close group gid (not 0): the batches pending in it are given up. -EBUSY while it has members,
+ * -ENOENT when it is not open, -EINVAL for group 0.
+ */
+int ipc_ring_group_close(struct ipc_ring *ring, unsigned gid);
+/* ipc_ring_add_reader into group gid (-ENOENT: not open). */
+int ipc_ring_add_reader_to(struct ipc_ring *ring, unsigned gid, uint32_t rank_index,
+			   unsigned *ret_id, int *ret_cb_fd);
+/* The mode of group gid, or -ENOENT. */
+int ipc_ring_group_mode(const struct ipc_ring *ring, unsigned gid);
 /*
  * Remove a reader (it exited, was killed, or is evicted): every batch it held is released at
  * once; in split and rank mode the batches handed to it that it never released, taken or not,

@@ -160,12 +160,17 @@ static int check_cb(const struct ipc_ring_cb *cb, const struct ipc_ring_hdr *h, 
 				  "expected 0x%08x %d %zu",
 				  cb->magic, cb->version, cb->cb_hdr_size, IPC_RING_CB_MAGIC,
 				  IPC_RING_VERSION, sizeof(struct ipc_ring_cb));
-	if (cb->mode != h->mode || cb->n != h->n_slots || cb->reader_id >= IPC_RING_MAX_READERS ||
-	    (h->mode == IPC_RING_RANK && cb->rank_index >= h->rank_n))
+	/* the reader's own mode: its consumer group's, which may differ from the header's */
+	if (cb->mode > IPC_RING_RANK || cb->n != h->n_slots ||
+	    cb->reader_id >= IPC_RING_MAX_READERS ||
+	    (cb->mode == IPC_RING_RANK ? cb->rank_n < 1 || cb->rank_n > IPC_RING_MAX_READERS ||
+						 cb->rank_index >= cb->rank_n
+				       : cb->rank_n != 0))
 		return ipc_errmsg(-EBADMSG, msg, cap,
-				  "control block: mode %u n %u reader %u rank %u do not match the "
-				  "ring",
-				  cb->mode, cb->n, cb->reader_id, cb->rank_index);
+				  "control block: mode %u n %u reader %u rank %u of %u do not "
+				  "match "
+				  "the ring",
+				  cb->mode, cb->n, cb->reader_id, cb->rank_index, cb->rank_n);
 	if (cb->size != size || size != ipc_ring_cb_size(h->n_slots) ||
 	    cb->rel_off != sizeof(struct ipc_ring_cb) ||
 	    cb->asg_off != cb->rel_off + sizeof(struct ipc_ring_ent) * cb->n)
@@ -219,7 +224,6 @@ int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_
 	c->data_size = h.data_size;
 	c->n_slots = h.n_slots;
 	c->mask = h.n_slots - 1;
-	c->mode = (enum ipc_ring_mode)h.mode;
 	c->n_schema = h.n_schema;
 	c->schema = calloc(h.n_schema ? h.n_schema : 1, sizeof(*c->schema));
 	c->held = calloc(h.n_slots, sizeof(*c->held));
@@ -248,6 +252,7 @@ int ipc_ring_client_attach(int data_fd, int cb_fd, struct ipc_ring_client **ret_
 	if (rc)
 		goto fail;
 	c->id = cbh.reader_id;
+	c->mode = (enum ipc_ring_mode)cbh.mode;
 	c->catch_up = c->mode == IPC_RING_BROADCAST && cbh.catch_up;
 	c->rel = (struct ipc_ring_ent *)((uint8_t *)map + cbh.rel_off);
 	c->asg = (const struct ipc_ring_ent *)((uint8_t *)map + cbh.asg_off);

@@ -39,7 +39,7 @@
 
 #define IPC_RING_MAGIC	  0x474e5253u /* "SRNG" */
 #define IPC_RING_CB_MAGIC 0x42435253u /* "SRCB" */
-#define IPC_RING_VERSION  1
+#define IPC_RING_VERSION  IPC_RING_LAYOUT_VERSION
 #define IPC_RING_LINE	  64
 #define IPC_RING_PAGE	  4096u
 #define IPC_RING_SEQ_NONE UINT64_MAX /* a slot being rewritten */
@@ -132,7 +132,7 @@ struct ipc_ring_cb {
 	uint64_t start;	   /* broadcast: the first seq for this reader (the ring's low); else 0 */
 	uint32_t catch_up; /* broadcast: nonzero when it may be moved off the shared stream
 			      (set before the fds are handed out) */
-	uint32_t reserved0_;
+	uint32_t rank_n;   /* rank: its group's number of ranks; else 0 */
 	/* line 1: written by the reader (the daemon validates every value it reads here) */
 	_Alignas(IPC_RING_LINE) _Atomic uint64_t cursor; /* broadcast: next seq it will take;
 							    split/rank: asg[] entries taken */
@@ -175,17 +175,33 @@ static inline uint64_t ipc_ring_cb_size(uint32_t n)
 
 /* ---- the daemon's private state (ring.c, ring_readers.c) ---- */
 
-enum { SL_FREE = 0, SL_RESERVED, SL_PENDING, SL_LIVE };
+enum { SL_FREE = 0, SL_RESERVED, SL_LIVE };
 
 struct slot_priv {
-	uint64_t seq;	  /* SL_PENDING, SL_LIVE */
-	uint64_t holders; /* readers that have not released it */
-	uint64_t asg_idx; /* split/rank: its index in the owner's asg[] */
+	uint64_t seq;	  /* SL_LIVE */
+	uint64_t holders; /* readers that hold it: broadcast readers, and the member of each
+			     split/rank group it was handed to, until they release it */
+	uint64_t pend;	  /* split/rank groups that have not handed it to a member yet */
 	uint64_t off;	  /* the extent, from the start of the data area */
 	uint64_t cap;
 	uint32_t gen; /* bumped when the slot is freed: stale ipc_ring_extents are refused */
-	int owner;    /* split/rank: the reader it was handed to, or -1 */
 	int state;    /* SL_* */
+};
+
+/*
+ * A consumer group (docs/ring.md, "Consumer groups"). Broadcast: each member holds every batch
+ * published while it is attached. Split and rank: a batch is pending in the group until the
+ * daemon hands it to one member (the one with room and the fewest batches ahead, or the member
+ * of rank seq mod rank_n), in seq order.
+ */
+struct group {
+	bool open;
+	enum ipc_ring_mode mode;
+	uint32_t rank_n, split_depth;
+	uint64_t members;
+	uint32_t *pending, n_pending; /* split/rank: slots handed to no member yet, in seq order */
+	uint32_t *pending_by_rank;    /* rank: how many of them each rank has */
+	int by_rank[IPC_RING_MAX_READERS];
 };
 
 struct range {
@@ -199,9 +215,11 @@ struct reader {
 	size_t cb_size;
 	int fd;
 	uint32_t rank_index;
-	uint64_t cursor;    /* the last valid value read from cb->cursor */
-	uint64_t rel_tail;  /* rel[] entries taken in */
-	uint64_t asg_head;  /* asg[] entries written */
+	unsigned group;
+	enum ipc_ring_mode mode; /* its group's */
+	uint64_t cursor;	 /* the last valid value read from cb->cursor */
+	uint64_t rel_tail;	 /* rel[] entries taken in */
+	uint64_t asg_head;	 /* asg[] entries written */
 	uint64_t max_lag;   /* broadcast: moved off past this lag; 0: it holds the others back */
 	uint64_t moved_end; /* once moved: where its stream here ended */
 	bool bad, eos_sent;
@@ -223,8 +241,6 @@ struct ipc_ring {
 	uint8_t *data;
 	uint64_t data_size, data_used;
 	uint32_t n_slots, mask;
-	enum ipc_ring_mode mode;
-	uint32_t rank_n, split_depth;
 	int state; /* IPC_RING_S_* */
 	uint64_t head, low;
 	struct slot_priv *sp;
@@ -232,9 +248,9 @@ struct ipc_ring {
 	struct range *free_rng;	      /* sorted by off, never adjacent, inside committed;
 					 at most n_slots + 1 */
 	uint32_t n_rng;
-	uint32_t *pending, n_pending; /* split/rank: slots handed to nobody yet, in seq order */
-	uint32_t *pending_by_rank;
-	int by_rank[IPC_RING_MAX_READERS];
+	struct group grp[IPC_RING_MAX_GROUPS]; /* group 0: the ring's (ipc_ring_opts.mode) */
+	uint64_t split_groups;		       /* open split and rank groups */
+	uint64_t broadcast;		       /* readers in broadcast groups */
 	uint64_t attached, bad_mask;
 	uint64_t moved; /* broadcast readers moved off: they hold no new batch */
 	struct reader rd[IPC_RING_MAX_READERS];
@@ -245,7 +261,10 @@ int ipc_ring_memfd_make_(const char *name, uint64_t len, uint64_t reserve, int *
 			 void **ret_map);
 void ipc_ring_kick_(struct ipc_ring *r, unsigned id);
 void ipc_ring_wake_waiting_(struct ipc_ring *r, uint64_t mask);
-void ipc_ring_pending_push_(struct ipc_ring *r, uint32_t slot);
+void ipc_ring_pending_push_(struct ipc_ring *r, unsigned gid, uint32_t slot);
+int ipc_ring_group_init_(struct ipc_ring *r, unsigned gid, enum ipc_ring_mode mode, uint32_t rank_n,
+			 uint32_t split_depth);
+void ipc_ring_group_fini_(struct group *g);
 uint64_t ipc_ring_assign_pass_(struct ipc_ring *r);
 void ipc_ring_eos_pass_(struct ipc_ring *r);
 void ipc_ring_lag_pass_(struct ipc_ring *r);

@@ -63,7 +63,7 @@ static void sync_cursor(struct ipc_ring *r, unsigned id)
 	 * cursor - 1 and of that slot happened before, so the entry may now be rewritten.
 	 */
 	c = atomic_load_explicit(&rd->cb->cursor, memory_order_acquire);
-	limit = r->mode == IPC_RING_BROADCAST ? r->head : rd->asg_head;
+	limit = rd->mode == IPC_RING_BROADCAST ? r->head : rd->asg_head;
 	if (c < rd->cursor || c > limit) {
 		mark_bad(r, id, "cursor %llu outside [%llu, %llu]", (unsigned long long)c,
 			 (unsigned long long)rd->cursor, (unsigned long long)limit);
@@ -72,29 +72,111 @@ static void sync_cursor(struct ipc_ring *r, unsigned id)
 	rd->cursor = c;
 }
 
-/* ---- split/rank: handing out pending batches ---- */
+/* ---- groups ---- */
 
-/* Queue slot (published, handed to nobody) in seq order. */
-void ipc_ring_pending_push_(struct ipc_ring *r, uint32_t slot)
+int ipc_ring_group_init_(struct ipc_ring *r, unsigned gid, enum ipc_ring_mode mode, uint32_t rank_n,
+			 uint32_t split_depth)
 {
-	uint64_t seq = r->sp[slot].seq;
-	uint32_t i = r->n_pending;
+	struct group *g = &r->grp[gid];
 
-	/* Almost always at the end; a batch taken back from a removed reader goes in its place. */
-	while (i > 0 && r->sp[r->pending[i - 1]].seq > seq) {
-		r->pending[i] = r->pending[i - 1];
-		i--;
+	memset(g, 0, sizeof(*g));
+	g->mode = mode;
+	g->rank_n = mode == IPC_RING_RANK ? rank_n : 0;
+	g->split_depth = split_depth;
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
+		g->by_rank[i] = -1;
+	if (mode != IPC_RING_BROADCAST) {
+		g->pending = calloc(r->n_slots, sizeof(*g->pending));
+		if (mode == IPC_RING_RANK)
+			g->pending_by_rank = calloc(rank_n, sizeof(*g->pending_by_rank));
+		if (!g->pending || (mode == IPC_RING_RANK && !g->pending_by_rank)) {
+			ipc_ring_group_fini_(g);
+			return -ENOMEM;
+		}
+		r->split_groups |= 1ull << gid;
 	}
-	r->pending[i] = slot;
-	r->n_pending++;
-	r->sp[slot].state = SL_PENDING;
-	r->sp[slot].owner = -1;
-	r->sp[slot].holders = 0;
-	if (r->mode == IPC_RING_RANK)
-		r->pending_by_rank[seq % r->rank_n]++;
+	g->open = true;
+	return 0;
 }
 
-static void assign(struct ipc_ring *r, unsigned id, uint32_t slot)
+void ipc_ring_group_fini_(struct group *g)
+{
+	free(g->pending);
+	free(g->pending_by_rank);
+	memset(g, 0, sizeof(*g));
+}
+
+int ipc_ring_group_open(struct ipc_ring *r, enum ipc_ring_mode mode, uint32_t rank_n,
+			uint32_t split_depth, unsigned *ret_gid)
+{
+	unsigned gid;
+	int rc;
+
+	if ((unsigned)mode > IPC_RING_RANK ||
+	    (mode == IPC_RING_RANK && (rank_n < 1 || rank_n > IPC_RING_MAX_READERS)) ||
+	    (mode == IPC_RING_SPLIT && (split_depth < 1 || split_depth > r->n_slots)))
+		return -EINVAL;
+	for (gid = 1; gid < IPC_RING_MAX_GROUPS && r->grp[gid].open; gid++)
+		;
+	if (gid == IPC_RING_MAX_GROUPS)
+		return -ENOSPC;
+	rc = ipc_ring_group_init_(r, gid, mode, rank_n, split_depth);
+	if (rc)
+		return rc;
+	*ret_gid = gid;
+	return 0;
+}
+
+int ipc_ring_group_close(struct ipc_ring *r, unsigned gid)
+{
+	struct group *g;
+	uint64_t bit;
+
+	if (gid == 0)
+		return -EINVAL;
+	if (gid >= IPC_RING_MAX_GROUPS || !r->grp[gid].open)
+		return -ENOENT;
+	g = &r->grp[gid];
+	bit = 1ull << gid;
+	if (g->members)
+		return -EBUSY;
+	/* its pending batches are given up: no member will take them */
+	for (uint32_t i = 0; i < r->n_slots; i++)
+		r->sp[i].pend &= ~bit;
+	r->split_groups &= ~bit;
+	ipc_ring_group_fini_(g);
+	return 0;
+}
+
+int ipc_ring_group_mode(const struct ipc_ring *r, unsigned gid)
+{
+	if (gid >= IPC_RING_MAX_GROUPS || !r->grp[gid].open)
+		return -ENOENT;
+	return (int)r->grp[gid].mode;
+}
+
+/* ---- split/rank: handing out pending batches ---- */
+
+/* Queue slot (published, handed to no member of group gid yet) in seq order. */
+void ipc_ring_pending_push_(struct ipc_ring *r, unsigned gid, uint32_t slot)
+{
+	struct group *g = &r->grp[gid];
+	uint64_t seq = r->sp[slot].seq;
+	uint32_t i = g->n_pending;
+
+	/* Almost always at the end; a batch taken back from a removed reader goes in its place. */
+	while (i > 0 && r->sp[g->pending[i - 1]].seq > seq) {
+		g->pending[i] = g->pending[i - 1];
+		i--;
+	}
+	g->pending[i] = slot;
+	g->n_pending++;
+	r->sp[slot].pend |= 1ull << gid;
+	if (g->mode == IPC_RING_RANK)
+		g->pending_by_rank[seq % g->rank_n]++;
+}
+
+static void assign(struct ipc_ring *r, struct group *g, unsigned gid, unsigned id, uint32_t slot)
 {
 	struct reader *rd = &r->rd[id];
 	struct slot_priv *sp = &r->sp[slot];
@@ -105,27 +187,23 @@ static void assign(struct ipc_ring *r, unsigned id, uint32_t slot)
 	rd->asg_head++;
 	/* Pairs with the client's acquire load of asg_head (take_assigned): entry and slot. */
 	atomic_store_explicit(&rd->cb->asg_head, rd->asg_head, memory_order_release);
-	sp->state = SL_LIVE;
-	sp->holders = 1ull << id;
-	sp->owner = (int)id;
-	sp->asg_idx = rd->asg_head - 1;
-	if (r->mode == IPC_RING_RANK)
-		r->pending_by_rank[sp->seq % r->rank_n]--;
+	sp->holders |= 1ull << id;
+	sp->pend &= ~(1ull << gid);
+	if (g->mode == IPC_RING_RANK)
+		g->pending_by_rank[sp->seq % g->rank_n]--;
 }
 
-/* The split reader with room and the fewest batches handed to it not yet taken, or -1. */
-static int split_target(struct ipc_ring *r)
+/* The member of a split group with room and the fewest batches handed to it not yet taken. */
+static int split_target(struct ipc_ring *r, const struct group *g)
 {
-	uint64_t good = good_readers(r), best = UINT64_MAX;
+	uint64_t good = g->members & ~r->bad_mask, best = UINT64_MAX;
 	int target = -1;
 
-	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
-		uint64_t out;
+	for (uint64_t m = good; m; m &= m - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(m);
+		uint64_t out = r->rd[i].asg_head - r->rd[i].cursor;
 
-		if (!(good >> i & 1))
-			continue;
-		out = r->rd[i].asg_head - r->rd[i].cursor;
-		if (out < r->split_depth && out < best) {
+		if (out < g->split_depth && out < best) {
 			best = out;
 			target = (int)i;
 		}
@@ -133,43 +211,57 @@ static int split_target(struct ipc_ring *r)
 	return target;
 }
 
-/* Hand pending batches out, in seq order. Returns the readers that got one. */
-uint64_t ipc_ring_assign_pass_(struct ipc_ring *r)
+/* Hand group gid's pending batches out, in seq order. Returns the readers that got one. */
+static uint64_t assign_group(struct ipc_ring *r, unsigned gid)
 {
-	uint64_t woken = 0, good;
+	struct group *g = &r->grp[gid];
+	uint64_t woken = 0, good = g->members & ~r->bad_mask;
 	uint32_t kept = 0, j;
 
-	if (r->mode == IPC_RING_BROADCAST || !r->n_pending)
-		return 0;
-	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
-		if (r->attached >> i & 1)
-			sync_cursor(r, i);
-	good = good_readers(r);
-	for (j = 0; j < r->n_pending; j++) {
-		uint32_t slot = r->pending[j];
+	for (j = 0; j < g->n_pending; j++) {
+		uint32_t slot = g->pending[j];
 		int t = -1;
 
-		if (r->mode == IPC_RING_RANK) {
-			int i = r->by_rank[r->sp[slot].seq % r->rank_n];
+		if (g->mode == IPC_RING_RANK) {
+			int i = g->by_rank[r->sp[slot].seq % g->rank_n];
 
 			if (i >= 0 && (good >> i & 1) &&
 			    r->rd[i].asg_head - r->rd[i].cursor < r->n_slots)
 				t = i;
 		} else {
-			t = split_target(r);
+			t = split_target(r, g);
 		}
 		if (t < 0) {
-			if (r->mode == IPC_RING_SPLIT)
+			if (g->mode == IPC_RING_SPLIT)
 				break; /* in order: nobody has room */
-			r->pending[kept++] = slot;
+			g->pending[kept++] = slot;
 			continue;
 		}
-		assign(r, (unsigned)t, slot);
+		assign(r, g, gid, (unsigned)t, slot);
 		woken |= 1ull << t;
 	}
-	while (j < r->n_pending)
-		r->pending[kept++] = r->pending[j++];
-	r->n_pending = kept;
+	while (j < g->n_pending)
+		g->pending[kept++] = g->pending[j++];
+	g->n_pending = kept;
+	return woken;
+}
+
+/* Hand pending batches out, every group in seq order. Returns the readers that got one. */
+uint64_t ipc_ring_assign_pass_(struct ipc_ring *r)
+{
+	uint64_t woken = 0, groups = 0;
+
+	for (uint64_t m = r->split_groups; m; m &= m - 1)
+		if (r->grp[__builtin_ctzll(m)].n_pending)
+			groups |= 1ull << __builtin_ctzll(m);
+	if (!groups)
+		return 0;
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
+		if ((r->attached >> i & 1) && r->rd[i].mode != IPC_RING_BROADCAST &&
+		    (groups >> r->rd[i].group & 1))
+			sync_cursor(r, i);
+	for (uint64_t m = groups; m; m &= m - 1)
+		woken |= assign_group(r, (unsigned)__builtin_ctzll(m));
 	return woken;
 }
 
@@ -184,17 +276,24 @@ uint64_t ipc_ring_assign_pass_(struct ipc_ring *r)
  */
 static bool held_elsewhere(const struct ipc_ring *r, unsigned id)
 {
+	const struct reader *me = &r->rd[id];
+	const struct group *g = &r->grp[me->group];
 	uint64_t busy = 0;
-	for (unsigned k = 0; k < IPC_RING_MAX_READERS; k++)
-		if (k != id && (r->attached >> k & 1) && !r->rd[k].bad &&
-		    atomic_load_explicit(&r->rd[k].cb->waiting, memory_order_relaxed) == 0)
+
+	for (uint64_t m = g->members & ~r->bad_mask & ~(1ull << id); m; m &= m - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(m);
+
+		if (g->mode == IPC_RING_RANK && r->rd[k].rank_index != me->rank_index)
+			continue;
+		if (atomic_load_explicit(&r->rd[k].cb->waiting, memory_order_relaxed) == 0)
 			busy |= 1ull << k;
+	}
+	if (!busy)
+		return false;
 	for (uint32_t i = 0; i < r->n_slots; i++) {
 		const struct slot_priv *sp = &r->sp[i];
-		if (sp->state != SL_LIVE || !(sp->holders & busy))
-			continue;
-		if (r->mode == IPC_RING_SPLIT ||
-		    r->rd[sp->owner >= 0 ? sp->owner : 0].rank_index == r->rd[id].rank_index)
+
+		if (sp->state == SL_LIVE && (sp->holders & busy))
 			return true;
 	}
 	return false;
@@ -208,17 +307,18 @@ void ipc_ring_eos_pass_(struct ipc_ring *r)
 		return;
 	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
 		struct reader *rd = &r->rd[i];
+		const struct group *g = &r->grp[rd->group];
 		uint64_t end;
 
 		if (!(good >> i & 1) || rd->eos_sent || (r->moved >> i & 1))
 			continue;
-		if (r->mode == IPC_RING_BROADCAST) {
+		if (rd->mode == IPC_RING_BROADCAST) {
 			end = r->head;
 		} else {
-			if (r->mode == IPC_RING_SPLIT ? r->n_pending > 0
-						      : r->pending_by_rank[rd->rank_index] > 0)
+			if (rd->mode == IPC_RING_SPLIT ? g->n_pending > 0
+						       : g->pending_by_rank[rd->rank_index] > 0)
 				continue;
-			/* not while another reader holds a batch it may give back */
+			/* not while another member holds a batch it may give back */
 			if (held_elsewhere(r, i))
 				continue;
 			end = rd->asg_head;
@@ -235,20 +335,30 @@ void ipc_ring_eos_pass_(struct ipc_ring *r)
 
 int ipc_ring_add_reader(struct ipc_ring *r, uint32_t rank_index, unsigned *ret_id, int *ret_cb_fd)
 {
+	return ipc_ring_add_reader_to(r, 0, rank_index, ret_id, ret_cb_fd);
+}
+
+int ipc_ring_add_reader_to(struct ipc_ring *r, unsigned gid, uint32_t rank_index, unsigned *ret_id,
+			   int *ret_cb_fd)
+{
 	struct reader *rd;
 	struct ipc_ring_cb *cb;
+	struct group *g;
 	uint64_t size = ipc_ring_cb_size(r->n_slots);
 	void *map;
 	unsigned id;
 	int fd, rc;
 
+	if (gid >= IPC_RING_MAX_GROUPS || !r->grp[gid].open)
+		return -ENOENT;
+	g = &r->grp[gid];
 	if (r->attached == UINT64_MAX)
 		return -EUSERS;
 	id = (unsigned)__builtin_ctzll(~r->attached);
-	if (r->mode == IPC_RING_RANK) {
-		if (rank_index >= r->rank_n)
+	if (g->mode == IPC_RING_RANK) {
+		if (rank_index >= g->rank_n)
 			return -EINVAL;
-		if (r->by_rank[rank_index] >= 0)
+		if (g->by_rank[rank_index] >= 0)
 			return -EBUSY;
 	} else {
 		rank_index = 0;
@@ -261,13 +371,14 @@ int ipc_ring_add_reader(struct ipc_ring *r, uint32_t rank_index, unsigned *ret_i
 	cb->version = IPC_RING_VERSION;
 	cb->cb_hdr_size = sizeof(struct ipc_ring_cb);
 	cb->reader_id = id;
-	cb->mode = (uint32_t)r->mode;
+	cb->mode = (uint32_t)g->mode;
 	cb->n = r->n_slots;
 	cb->rank_index = rank_index;
+	cb->rank_n = g->rank_n;
 	cb->size = size;
 	cb->rel_off = sizeof(struct ipc_ring_cb);
 	cb->asg_off = cb->rel_off + sizeof(struct ipc_ring_ent) * r->n_slots;
-	cb->start = r->mode == IPC_RING_BROADCAST ? r->low : 0;
+	cb->start = g->mode == IPC_RING_BROADCAST ? r->low : 0;
 	atomic_store_explicit(&cb->cursor, cb->start, memory_order_relaxed);
 	/* The reader may write it, but it must not shrink it under us (SIGBUS). */
 	if (fcntl(fd, F_ADD_SEALS, IPC_RING_CB_SEALS) < 0) {
@@ -285,11 +396,15 @@ int ipc_ring_add_reader(struct ipc_ring *r, uint32_t rank_index, unsigned *ret_i
 	rd->cb_size = size;
 	rd->fd = fd;
 	rd->rank_index = rank_index;
+	rd->group = gid;
+	rd->mode = g->mode;
 	rd->cursor = cb->start;
 	r->attached |= 1ull << id;
-	if (r->mode == IPC_RING_RANK)
-		r->by_rank[rank_index] = (int)id;
-	if (r->mode == IPC_RING_BROADCAST) {
+	g->members |= 1ull << id;
+	if (g->mode == IPC_RING_RANK)
+		g->by_rank[rank_index] = (int)id;
+	if (g->mode == IPC_RING_BROADCAST) {
+		r->broadcast |= 1ull << id;
 		/* A late reader holds every batch from low on: all of them are in the ring. */
 		for (uint32_t i = 0; i < r->n_slots; i++)
 			if (r->sp[i].state == SL_LIVE && r->sp[i].seq >= r->low)
@@ -328,19 +443,21 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 		sp->holders &= ~bit;
 		/*
 		 * Split and rank: a batch handed to it, taken or not, that it never released goes
-		 * to another reader (split) or the next reader of its rank: nothing is lost when a
-		 * reader dies holding batches.
+		 * to another member of its group (split) or the next member of its rank: nothing is
+		 * lost when a reader dies holding batches.
 		 */
-		if (r->mode != IPC_RING_BROADCAST && sp->owner == (int)id)
-			ipc_ring_pending_push_(r, i);
+		if (rd->mode != IPC_RING_BROADCAST)
+			ipc_ring_pending_push_(r, rd->group, i);
 	}
 	/* Pairs with the client's acquire load of flags in try_next. */
 	atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_EVICTED, memory_order_release);
 	ipc_ring_kick_(r, id);
 	munmap(rd->cb, rd->cb_size);
 	close(rd->fd);
-	if (r->mode == IPC_RING_RANK)
-		r->by_rank[rd->rank_index] = -1;
+	if (rd->mode == IPC_RING_RANK)
+		r->grp[rd->group].by_rank[rd->rank_index] = -1;
+	r->grp[rd->group].members &= ~bit;
+	r->broadcast &= ~bit;
 	memset(rd, 0, sizeof(*rd));
 	rd->fd = -1;
 	r->attached &= ~bit;
@@ -420,10 +537,9 @@ int ipc_ring_oldest(const struct ipc_ring *r, uint64_t *ret_seq, uint64_t *ret_h
 	for (uint32_t i = 0; i < r->n_slots; i++) {
 		const struct slot_priv *sp = &r->sp[i];
 
-		if ((sp->state == SL_PENDING || (sp->state == SL_LIVE && sp->holders)) &&
-		    sp->seq < best) {
+		if (sp->state == SL_LIVE && (sp->holders || sp->pend) && sp->seq < best) {
 			best = sp->seq;
-			holders = sp->state == SL_LIVE ? sp->holders : 0;
+			holders = sp->holders;
 		}
 	}
 	if (best == UINT64_MAX)
@@ -442,11 +558,13 @@ int ipc_ring_reader_lag(const struct ipc_ring *r, unsigned id, uint64_t *ret_lag
 	rd = &r->rd[id];
 	if (r->moved >> id & 1)
 		*ret_lag = r->head - rd->moved_end;
-	else if (r->mode == IPC_RING_BROADCAST)
+	else if (rd->mode == IPC_RING_BROADCAST)
 		*ret_lag = r->head - rd->cursor;
 	else
 		*ret_lag = rd->asg_head - rd->cursor +
-			   (r->mode == IPC_RING_RANK ? r->pending_by_rank[rd->rank_index] : 0);
+			   (rd->mode == IPC_RING_RANK
+				    ? r->grp[rd->group].pending_by_rank[rd->rank_index]
+				    : 0);
 	return 0;
 }
 
@@ -463,9 +581,9 @@ static bool progress_possible(struct ipc_ring *r)
 			continue;
 		if (atomic_load_explicit(&rd->cb->rel_head, memory_order_relaxed) != rd->rel_tail)
 			return true;
-		if (r->mode == IPC_RING_BROADCAST || !r->n_pending)
+		if (rd->mode == IPC_RING_BROADCAST || !r->grp[rd->group].n_pending)
 			continue;
-		if (r->mode == IPC_RING_RANK && !r->pending_by_rank[rd->rank_index])
+		if (rd->mode == IPC_RING_RANK && !r->grp[rd->group].pending_by_rank[rd->rank_index])
 			continue;
 		c = atomic_load_explicit(&rd->cb->cursor, memory_order_relaxed);
 		if (c != rd->cursor)
@@ -546,7 +664,7 @@ int ipc_ring_set_max_lag(struct ipc_ring *r, unsigned id, uint64_t max_lag)
 {
 	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
 		return -ENOENT;
-	if (r->mode != IPC_RING_BROADCAST)
+	if (r->rd[id].mode != IPC_RING_BROADCAST)
 		return -EINVAL;
 	r->rd[id].max_lag = max_lag;
 	r->rd[id].cb->catch_up = max_lag != 0;
@@ -560,7 +678,7 @@ int ipc_ring_move_reader(struct ipc_ring *r, unsigned id, uint64_t *ret_end)
 
 	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
 		return -ENOENT;
-	if (r->mode != IPC_RING_BROADCAST)
+	if (r->rd[id].mode != IPC_RING_BROADCAST)
 		return -EINVAL;
 	rd = &r->rd[id];
 	bit = 1ull << id;

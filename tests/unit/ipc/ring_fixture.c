@@ -36,15 +36,15 @@ struct ipc_ring *make_ring(enum ipc_ring_mode mode, uint64_t data, uint32_t slot
 }
 
 /* A reader; max_lag > 0 sets its lag limit, as the daemon does, before its client attaches. */
-struct ipc_ring_client *add_lag(struct ipc_ring *r, uint32_t rank, uint64_t max_lag,
-				unsigned *ret_id)
+static struct ipc_ring_client *add_in(struct ipc_ring *r, unsigned gid, uint32_t rank,
+				      uint64_t max_lag, unsigned *ret_id)
 {
 	struct ipc_ring_client *c = NULL;
 	char msg[256] = "";
 	unsigned id;
 	int cb_fd;
 
-	assert_int_equal(ipc_ring_add_reader(r, rank, &id, &cb_fd), 0);
+	assert_int_equal(ipc_ring_add_reader_to(r, gid, rank, &id, &cb_fd), 0);
 	if (max_lag)
 		assert_int_equal(ipc_ring_set_max_lag(r, id, max_lag), 0);
 	if (ipc_ring_client_attach(ipc_ring_data_fd(r), cb_fd, &c, msg, sizeof(msg)))
@@ -55,9 +55,20 @@ struct ipc_ring_client *add_lag(struct ipc_ring *r, uint32_t rank, uint64_t max_
 	return c;
 }
 
+struct ipc_ring_client *add_lag(struct ipc_ring *r, uint32_t rank, uint64_t max_lag,
+				unsigned *ret_id)
+{
+	return add_in(r, 0, rank, max_lag, ret_id);
+}
+
+struct ipc_ring_client *add_to(struct ipc_ring *r, unsigned gid, uint32_t rank, unsigned *ret_id)
+{
+	return add_in(r, gid, rank, 0, ret_id);
+}
+
 struct ipc_ring_client *add(struct ipc_ring *r, uint32_t rank, unsigned *ret_id)
 {
-	return add_lag(r, rank, 0, ret_id);
+	return add_in(r, 0, rank, 0, ret_id);
 }
 
 static uint8_t pat(uint64_t seq, uint64_t i)

@@ -253,6 +253,53 @@ static void test_threads_split(void **state)
 	run_threads(IPC_RING_SPLIT);
 }
 
+/*
+ * Consumer groups: one ring, a broadcast reader (group 0), a split group of two and a rank
+ * group of two, each reader a thread: the broadcast reader gets every batch in order, the split
+ * group each batch once, rank member k the batches k mod 2 in order.
+ */
+static void test_threads_groups(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 64 * PAGE, 16, 0);
+	struct treader t[5];
+	pthread_t th[5];
+	uint8_t *seen = calloc(T_BATCHES, 1);
+	unsigned gs, gr;
+
+	assert_non_null(seen);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, &gs), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 2, 0, &gr), 0);
+	for (int i = 0; i < 5; i++) {
+		memset(&t[i], 0, sizeof(t[i]));
+		if (i == 0) {
+			t[i].c = add(r, 0, NULL);
+			t[i].mode = IPC_RING_BROADCAST;
+		} else if (i < 3) {
+			t[i].c = add_to(r, gs, 0, NULL);
+			t[i].mode = IPC_RING_SPLIT;
+			t[i].seen = seen;
+		} else {
+			t[i].c = add_to(r, gr, (uint32_t)(i - 3), NULL);
+			t[i].mode = IPC_RING_RANK;
+		}
+		assert_int_equal(pthread_create(&th[i], NULL, treader_main, &t[i]), 0);
+	}
+	produce(r, T_BATCHES);
+	for (int i = 0; i < 5; i++) {
+		pthread_join(th[i], NULL);
+		assert_true(t[i].ok);
+		ipc_ring_client_detach(t[i].c);
+	}
+	assert_int_equal(t[0].got, T_BATCHES);
+	assert_int_equal(t[1].got + t[2].got, T_BATCHES);
+	assert_int_equal(t[3].got, T_BATCHES / 2);
+	assert_int_equal(t[4].got, T_BATCHES / 2);
+	for (int s = 0; s < T_BATCHES; s++)
+		assert_int_equal(seen[s], 1);
+	free(seen);
+	ipc_ring_destroy(r);
+}
+
 /* ---- broadcast lag policy ---- */
 
 static void test_lag_policy(void **state)
@@ -430,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_next_sleeps_and_wakes),
 		cmocka_unit_test(test_threads_broadcast),
 		cmocka_unit_test(test_threads_split),
+		cmocka_unit_test(test_threads_groups),
 		cmocka_unit_test(test_lag_policy),
 		cmocka_unit_test(test_lag_race),
 	};
