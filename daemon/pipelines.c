@@ -271,6 +271,133 @@ void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id)
 	pl->moved_seen &= ~(1ull << ring_id);
 }
 
+/* ---- consumer groups ---- */
+
+static const char *mode_word(enum ipc_ring_mode m)
+{
+	return m == IPC_RING_SPLIT ? "split" : m == IPC_RING_RANK ? "rank" : "broadcast";
+}
+
+/* pl->groups[] index of the split/rank group called name, or -1. */
+static int group_find(const struct dmn_pipeline *pl, const char *name)
+{
+	for (int i = 0; i < IPC_RING_MAX_GROUPS; i++)
+		if (pl->groups[i].used && strcmp(pl->groups[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* Open a split/rank group of the ring for the first member of group name: its index, or -errno. */
+static int group_open(struct dmn_pipeline *pl, const char *name, const struct dmn_join *j,
+		      char *msg, size_t cap)
+{
+	int i;
+	unsigned gid;
+	for (i = 0; i < IPC_RING_MAX_GROUPS && pl->groups[i].used; i++)
+		;
+	int r = i < IPC_RING_MAX_GROUPS
+			? ipc_ring_group_open(pl->ring, j->mode, j->rank_n, 2, 0, &gid)
+			: -ENOSPC;
+	if (r < 0) {
+		snprintf(msg, cap, "pipeline \"%s\": %s", pl->name,
+			 r == -ENOSPC ? "it serves its limit of consumer groups" : strerror(-r));
+		return r;
+	}
+	struct dmn_group *g = &pl->groups[i];
+	memset(g, 0, sizeof(*g));
+	snprintf(g->name, sizeof(g->name), "%s", name);
+	g->gid = gid;
+	g->mode = j->mode;
+	g->rank_n = j->mode == IPC_RING_RANK ? j->rank_n : 0;
+	g->used = true;
+	return i;
+}
+
+/* Close pl->groups[i] once it has no member left (group 0 of the ring stays: it is the ring's). */
+static void group_drop_if_empty(struct dmn_pipeline *pl, int i)
+{
+	struct dmn_group *g = &pl->groups[i];
+	if (g->members || g->gid == 0)
+		return;
+	ipc_ring_group_close(pl->ring, g->gid); /* what it had not handed out is given up */
+	g->used = false;
+}
+
+int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigned *ret_ring_id,
+		      int *ret_group, int *ret_cb_fd, char *msg, size_t msg_cap)
+{
+	const char *name = j->group ? j->group : "";
+	int r;
+	if (j->mode == IPC_RING_BROADCAST) {
+		if (name[0]) {
+			snprintf(msg, msg_cap,
+				 "group \"%s\": a broadcast reader is a group of its own; a named "
+				 "group reads in split or rank mode",
+				 name);
+			return -EINVAL;
+		}
+		if (pl->bcast_gid < 0) {
+			unsigned gid;
+			r = ipc_ring_group_open(pl->ring, IPC_RING_BROADCAST, 0, 0, 0, &gid);
+			if (r < 0) {
+				snprintf(msg, msg_cap, "pipeline \"%s\": %s", pl->name,
+					 r == -ENOSPC ? "it serves its limit of consumer groups"
+						      : strerror(-r));
+				return r;
+			}
+			pl->bcast_gid = (int)gid;
+		}
+		r = ipc_ring_add_reader_to(pl->ring, (unsigned)pl->bcast_gid, 0, ret_ring_id,
+					   ret_cb_fd);
+		if (r < 0)
+			snprintf(msg, msg_cap, "pipeline \"%s\": %s", pl->name,
+				 r == -EUSERS ? "too many readers" : strerror(-r));
+		*ret_group = -1;
+		return r;
+	}
+	int i = group_find(pl, name);
+	if (i >= 0) {
+		const struct dmn_group *g = &pl->groups[i];
+		if (g->mode != j->mode || (j->mode == IPC_RING_RANK && g->rank_n != j->rank_n)) {
+			char cnt[32] = "";
+			if (g->mode == IPC_RING_RANK)
+				snprintf(cnt, sizeof(cnt), " with count %u", g->rank_n);
+			snprintf(msg, msg_cap,
+				 "pipeline \"%s\": %s%s%s reads in %s mode%s; attach to it with that "
+				 "mode, or give another group",
+				 pl->name, name[0] ? "group \"" : "the default group", name,
+				 name[0] ? "\"" : "", mode_word(g->mode), cnt);
+			return -EBUSY;
+		}
+	} else if ((i = group_open(pl, name, j, msg, msg_cap)) < 0) {
+		return i;
+	}
+	struct dmn_group *g = &pl->groups[i];
+	r = ipc_ring_add_reader_to(pl->ring, g->gid, j->rank_index, ret_ring_id, ret_cb_fd);
+	if (r < 0) {
+		snprintf(msg, msg_cap, "pipeline \"%s\"%s%s%s: %s", pl->name,
+			 name[0] ? ", group \"" : "", name, name[0] ? "\"" : "",
+			 r == -EBUSY	? "that rank is taken"
+			 : r == -EUSERS ? "too many readers"
+					: strerror(-r));
+		group_drop_if_empty(pl, i);
+		return r;
+	}
+	g->members++;
+	*ret_group = i;
+	return 0;
+}
+
+void dmn_pipeline_leave(struct dmn_pipeline *pl, unsigned ring_id, int group)
+{
+	ipc_ring_remove_reader(pl->ring, ring_id);
+	dmn_pipeline_forget_reader(pl, ring_id);
+	if (group >= 0 && group < IPC_RING_MAX_GROUPS && pl->groups[group].used) {
+		pl->groups[group].members--;
+		group_drop_if_empty(pl, group);
+	}
+}
+
 /* DESIGN.md §4: a refused io_uring is said once in the log (and in every pipeline's stats). */
 static void log_io_engine(struct dmn_pipeline *pl)
 {
@@ -532,6 +659,14 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 	pl->owner = q->owner;
 	pl->mode = q->mode;
 	pl->rank_n = q->rank_n;
+	pl->shard_index = g->spec->has_shard ? g->spec->shard_index : 0;
+	pl->shard_count = g->spec->has_shard ? g->spec->shard_count : 1;
+	/* the ring's group 0 reads in the mode the pipeline was started for */
+	pl->bcast_gid = q->mode == IPC_RING_BROADCAST ? 0 : -1;
+	if (q->mode != IPC_RING_BROADCAST)
+		pl->groups[0] = (struct dmn_group){
+			.gid = 0, .mode = q->mode, .rank_n = q->rank_n, .used = true
+		};
 	pl->private_ = g->private_;
 	pthread_mutex_init(&pl->lock, NULL);
 	pthread_cond_init(&pl->attach_cond, NULL);
@@ -729,8 +864,6 @@ uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl)
 
 int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap)
 {
-	if (pl->mode != IPC_RING_BROADCAST)
-		return -EOPNOTSUPP;
 	pthread_mutex_lock(&pl->lock);
 	uint64_t bad = 0, lag = 0;
 	struct ipc_ring_info info;

@@ -60,7 +60,8 @@ struct dmn_pipeline {
 
 	struct pl_pipeline *pl;
 	struct ipc_ring *ring;
-	enum ipc_ring_mode mode;
+	uint32_t shard_index, shard_count; /* the spec's shard, 0 of 1 when it has none */
+	enum ipc_ring_mode mode; /* the ring's group 0: the mode the pipeline was started for */
 	uint32_t rank_n;
 	uint64_t data_bytes;
 
@@ -83,6 +84,19 @@ struct dmn_pipeline {
 	bool grow_failed;	/* the ring's last growth failed (logged) */
 	uint64_t wait_ns;	/* time it waited */
 	unsigned n_readers;
+	/*
+	 * Consumer groups (DESIGN.md §5): split and rank groups by name ("" is the default one),
+	 * each a group of the ring; broadcast readers share one broadcast ring group (bcast_gid).
+	 */
+	struct dmn_group {
+		char name[IPC_CTL_NAME_MAX + 1];
+		unsigned gid; /* the ring's */
+		enum ipc_ring_mode mode;
+		uint32_t rank_n;
+		unsigned members;
+		bool used;
+	} groups[IPC_RING_MAX_GROUPS];
+	int bcast_gid; /* -1 until a broadcast reader needs one (group 0 is not broadcast) */
 	/* where each published batch sits in the stream, by ring seq (for SAVE_STATE) */
 	struct dmn_hist {
 		uint64_t ring_seq;
@@ -143,12 +157,30 @@ void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl);
 void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl);
 /*
  * A broadcast reader's position as a pipeline state (what pl_pipeline_save() writes): right after
- * the last batch it took. Returns its length, -EOPNOTSUPP (split/rank: a reader sees part of
- * the stream), -ENOENT, -ENOSPC. Server thread.
+ * the last batch it took (the caller checks that it reads in broadcast mode: a split or rank
+ * reader sees part of the stream). Returns its length, -ENOENT, -ENOSPC. Server thread.
  */
 int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap);
 /* Forget what was kept for ring reader id (it is being removed). Under pl->lock. */
 void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id);
+
+/* Where a reader joins a pipeline's ring. */
+struct dmn_join {
+	enum ipc_ring_mode mode;
+	const char *group; /* split/rank: the group's name ("" or NULL: the default group) */
+	uint32_t rank_index, rank_n;
+};
+/*
+ * Add a reader to the ring, in its group (opened on the first member: it starts with the
+ * batches the ring still holds). *ret_group: the index in pl->groups[] (-1: broadcast).
+ * -EBUSY (the group reads in another mode or rank count, msg says which; a rank taken),
+ * -EINVAL (a group for a broadcast reader), -EUSERS, -ENOSPC (too many groups), -errno.
+ * Under pl->lock.
+ */
+int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigned *ret_ring_id,
+		      int *ret_group, int *ret_cb_fd, char *msg, size_t msg_cap);
+/* Remove ring reader ring_id of pl->groups[group] (-1: broadcast); an empty group is closed. */
+void dmn_pipeline_leave(struct dmn_pipeline *pl, unsigned ring_id, int group);
 /*
  * Take in releases. Returns the ring ids (a bit each) of readers whose control block is corrupt:
  * the caller evicts them. Server thread.

@@ -84,8 +84,7 @@ static void remove_reader(struct dmn *d, struct dmn_reader *r)
 			*pp = r->next;
 			struct dmn_pipeline *pl = r->pl;
 			pthread_mutex_lock(&pl->lock);
-			ipc_ring_remove_reader(pl->ring, r->ring_id);
-			dmn_pipeline_forget_reader(pl, r->ring_id);
+			dmn_pipeline_leave(pl, r->ring_id, r->group);
 			pl->n_readers--;
 			pthread_mutex_unlock(&pl->lock);
 			free(r);
@@ -221,11 +220,6 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	}
 	if (!may_read(c, pl))
 		return reply_error(c, msg->req_id, -EACCES, "permission denied");
-	if (pl->mode != mode || (mode == IPC_RING_RANK && pl->rank_n != m.rank_count))
-		return reply_error(c, msg->req_id, -EBUSY,
-				   "pipeline \"%s\" is served in %s mode%s; attach with that mode",
-				   pl->name, mode_name(pl->mode),
-				   pl->mode == IPC_RING_RANK ? " with another rank count" : "");
 	if (m.lag_policy != IPC_CTL_LAG_HOLD && mode != IPC_RING_BROADCAST)
 		return reply_error(c, msg->req_id, -EINVAL,
 				   "pipeline \"%s\": a lag policy is for "
@@ -259,7 +253,12 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
 	int cb_fd = -1;
 	pthread_mutex_lock(&pl->lock);
-	r = ipc_ring_add_reader(pl->ring, m.rank_index, &rd->ring_id, &cb_fd);
+	struct dmn_join join = { .mode = mode,
+				 .group = m.group,
+				 .rank_index = m.rank_index,
+				 .rank_n = m.rank_count };
+	r = dmn_pipeline_join(pl, &join, &rd->ring_id, &rd->group, &cb_fd, emsg, sizeof(emsg));
+	rd->mode = mode;
 	if (r == 0 && m.lag_policy == IPC_CTL_LAG_CATCH_UP) {
 		/* moved off past max_lag (default half the ring; it must be below the ring's size) */
 		struct ipc_ring_info ri;
@@ -279,17 +278,9 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	pthread_mutex_unlock(&pl->lock);
 	if (r < 0) {
 		free(rd);
-		if (pl->private_ && pl->n_readers == 0) {
-			char pname[sizeof(pl->name)];
-			snprintf(pname, sizeof(pname), "%s", pl->name);
+		if (pl->private_ && pl->n_readers == 0)
 			dmn_pipeline_drop_private(&d->reg, pl);
-			return reply_error(c, msg->req_id, r, "pipeline \"%s\": %s", pname,
-					   strerror(-r));
-		}
-		return reply_error(c, msg->req_id, r, "pipeline \"%s\": %s", pl->name,
-				   r == -EBUSY	  ? "that rank is taken"
-				   : r == -EUSERS ? "too many readers"
-						  : strerror(-r));
+		return reply_error(c, msg->req_id, r, "%s", emsg); /* it names the pipeline */
 	}
 	rd->id = ++d->next_reader_id;
 	rd->pl = pl;
@@ -376,12 +367,12 @@ static int on_save_state(struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 		return reply_error(c, msg->req_id, -ENOENT, "no reader %llu on this connection",
 				   (unsigned long long)m.reader_id);
 	uint8_t state[PL_STATE_MAX];
-	int n = dmn_pipeline_reader_state(rd->pl, rd->ring_id, state, sizeof(state));
-	if (n == -EOPNOTSUPP)
-		return reply_error(c, msg->req_id, n,
+	if (rd->mode != IPC_RING_BROADCAST)
+		return reply_error(c, msg->req_id, -EOPNOTSUPP,
 				   "a %s reader sees part of the stream: save the "
 				   "position of a broadcast reader",
-				   mode_name(rd->pl->mode));
+				   mode_name(rd->mode));
+	int n = dmn_pipeline_reader_state(rd->pl, rd->ring_id, state, sizeof(state));
 	if (n < 0)
 		return reply_error(c, msg->req_id, n, "cannot tell the reader's position");
 	struct ipc_ctl_state out = { .reader_id = m.reader_id,
@@ -452,6 +443,9 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	struct ipc_ctl_stat s[] = {
 		{ "status", pl->status },
 		{ "readers", pl->n_readers },
+		/* the spec's file shard (one per host of a multi-host job): index of count */
+		{ "shard_index", pl->shard_index },
+		{ "shard_count", pl->shard_count },
 		{ "batches_published", (int64_t)pl->published },
 		{ "ring_slots_used", (int64_t)(info.n_slots - info.n_free_slots) },
 		{ "ring_slots", info.n_slots },

@@ -13,6 +13,8 @@ struct dmn_reader {
 	uint64_t id; /* in the protocol: unique in the daemon */
 	struct dmn_pipeline *pl;
 	unsigned ring_id;
+	enum ipc_ring_mode mode;
+	int group; /* its index in pl->groups[], -1: broadcast */
 	struct dmn_reader *next;
 };
 

@@ -193,6 +193,8 @@ struct ipc_ctl_attach {
 	uint64_t max_lag;     /* batches; 0: the pipeline's default */
 	const char *spec_dir; /* with spec: as REGISTER's */
 	uint32_t spec_dir_len;
+	/* split/rank: the consumer group (DESIGN.md §5); "": the pipeline's default group */
+	char group[IPC_CTL_NAME_MAX + 1];
 };
 
 /* One output tensor of a pipeline's schema (the order of ipc_batch_tensor.schema_index). */

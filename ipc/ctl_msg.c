@@ -243,6 +243,7 @@ static const struct fdesc attach_f[] = {
 	NUM(7, K_U32, 0, struct ipc_ctl_attach, lag_policy),
 	NUM(8, K_U64, 0, struct ipc_ctl_attach, max_lag),
 	VIEW(9, K_TEXT, 0, struct ipc_ctl_attach, spec_dir, spec_dir_len, IPC_CTL_DIR_MAX),
+	STR(10, 0, struct ipc_ctl_attach, group),
 };
 static const struct fdesc tensor_f[] = {
 	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_tensor_info, name),

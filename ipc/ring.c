@@ -322,6 +322,7 @@ void ipc_ring_destroy(struct ipc_ring *r)
 		ipc_ring_kick_(r, i);
 		munmap(rd->cb, rd->cb_size);
 		close(rd->fd);
+		free(rd->asg_slot);
 	}
 	if (r->map)
 		munmap(r->map, r->total_size);

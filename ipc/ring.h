@@ -153,15 +153,18 @@ int ipc_ring_add_reader(struct ipc_ring *ring, uint32_t rank_index, unsigned *re
 /*
  * Consumer groups (docs/ring.md): one ring serves any number of groups, each in its own mode,
  * from one sequence. Group 0 is the ring's own (ipc_ring_opts.mode, rank_n, split_depth), the
- * one ipc_ring_add_reader adds to. A split or rank group receives every batch published after
- * it was opened: each is pending in the group until handed to one member (and held by the ring
- * meanwhile, as a split ring with no reader holds its batches); a broadcast group's members
- * each hold every batch, as broadcast readers do. Returns 0 and *ret_gid, -EINVAL (mode,
+ * one ipc_ring_add_reader adds to. A group receives every batch from seq `from` on that the
+ * ring still holds (from the ring's low when `from` is older; 0: everything there is) and
+ * every batch published later. In a split or rank group each is pending until handed to one
+ * member (and held by the ring meanwhile, as a split ring with no reader holds its batches); a
+ * member removed while holding batches it took gives them back to its group, and their next
+ * hand-out carries IPC_RING_BATCH_REDELIVERED. A broadcast group's members each hold every
+ * batch, as broadcast readers do. Returns 0 and *ret_gid, -EINVAL (mode,
  * rank_n 1 .. IPC_RING_MAX_READERS, split_depth 1 .. n_slots), -ENOSPC (IPC_RING_MAX_GROUPS
  * open), -ENOMEM.
  */
 int ipc_ring_group_open(struct ipc_ring *ring, enum ipc_ring_mode mode, uint32_t rank_n,
-			uint32_t split_depth, unsigned *ret_gid);
+			uint32_t split_depth, uint64_t from, unsigned *ret_gid);
 /*
  * Close group gid (not 0): the batches pending in it are given up. -EBUSY while it has members,
  * -ENOENT when it is not open, -EINVAL for group 0.
@@ -257,13 +260,20 @@ void ipc_ring_get_info(const struct ipc_ring *ring, struct ipc_ring_info *ret_in
 
 struct ipc_ring_client;
 
+/*
+ * In ipc_ring_batch.flags: a split or rank group member took this batch before, and went away
+ * without releasing it (at least once delivery: it may have been used).
+ */
+#define IPC_RING_BATCH_REDELIVERED (1u << 31)
+
 /* A published batch, borrowed from the read-only mapping until released. */
 struct ipc_ring_batch {
 	const void *mem; /* the extent: check it with ipc_batch_view() */
 	uint64_t len;
 	uint64_t seq;
 	uint64_t epoch;
-	uint32_t flags; /* IPC_BATCH_F_* as the daemon published them */
+	uint32_t flags; /* IPC_BATCH_F_* as the daemon published them, and
+			   IPC_RING_BATCH_REDELIVERED */
 	uint32_t slot_; /* private: where it lives */
 };
 

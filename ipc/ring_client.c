@@ -425,9 +425,11 @@ static int take_assigned(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 	e = &c->asg[c->cursor & c->mask];
 	seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
 	slot = atomic_load_explicit(&e->slot, memory_order_relaxed);
-	rc = read_slot(c, slot, seq, ret);
+	rc = read_slot(c, slot & ~IPC_RING_ENT_REDELIVERED, seq, ret);
 	if (rc)
 		return rc;
+	if (slot & IPC_RING_ENT_REDELIVERED)
+		ret->flags |= IPC_RING_BATCH_REDELIVERED;
 	took(c, ret);
 	return 0;
 }

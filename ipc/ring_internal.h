@@ -43,6 +43,8 @@
 #define IPC_RING_LINE	  64
 #define IPC_RING_PAGE	  4096u
 #define IPC_RING_SEQ_NONE UINT64_MAX /* a slot being rewritten */
+/* In an asg[] entry's slot word: this hand-out is a re-delivery (ipc_ring_batch.flags). */
+#define IPC_RING_ENT_REDELIVERED (1ull << 62)
 
 /* The seals a client requires on the data memfd (F_SEAL_WRITE is accepted for FUTURE_WRITE). */
 #define IPC_RING_DATA_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)
@@ -199,7 +201,10 @@ struct group {
 	enum ipc_ring_mode mode;
 	uint32_t rank_n, split_depth;
 	uint64_t members;
+	uint64_t from;		      /* the first seq it gets (members: or the ring's low) */
 	uint32_t *pending, n_pending; /* split/rank: slots handed to no member yet, in seq order */
+	uint8_t *redo;		      /* split/rank, per slot: taken by a member that went away
+					 without releasing it; its next hand-out is marked */
 	uint32_t *pending_by_rank;    /* rank: how many of them each rank has */
 	int by_rank[IPC_RING_MAX_READERS];
 };
@@ -220,6 +225,7 @@ struct reader {
 	uint64_t cursor;	 /* the last valid value read from cb->cursor */
 	uint64_t rel_tail;	 /* rel[] entries taken in */
 	uint64_t asg_head;	 /* asg[] entries written */
+	uint32_t *asg_slot;	 /* split/rank: the slot of asg[k] (the daemon's own copy) */
 	uint64_t max_lag;   /* broadcast: moved off past this lag; 0: it holds the others back */
 	uint64_t moved_end; /* once moved: where its stream here ended */
 	bool bad, eos_sent;

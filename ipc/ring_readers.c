@@ -87,9 +87,10 @@ int ipc_ring_group_init_(struct ipc_ring *r, unsigned gid, enum ipc_ring_mode mo
 		g->by_rank[i] = -1;
 	if (mode != IPC_RING_BROADCAST) {
 		g->pending = calloc(r->n_slots, sizeof(*g->pending));
+		g->redo = calloc(r->n_slots, sizeof(*g->redo));
 		if (mode == IPC_RING_RANK)
 			g->pending_by_rank = calloc(rank_n, sizeof(*g->pending_by_rank));
-		if (!g->pending || (mode == IPC_RING_RANK && !g->pending_by_rank)) {
+		if (!g->pending || !g->redo || (mode == IPC_RING_RANK && !g->pending_by_rank)) {
 			ipc_ring_group_fini_(g);
 			return -ENOMEM;
 		}
@@ -102,12 +103,13 @@ int ipc_ring_group_init_(struct ipc_ring *r, unsigned gid, enum ipc_ring_mode mo
 void ipc_ring_group_fini_(struct group *g)
 {
 	free(g->pending);
+	free(g->redo);
 	free(g->pending_by_rank);
 	memset(g, 0, sizeof(*g));
 }
 
 int ipc_ring_group_open(struct ipc_ring *r, enum ipc_ring_mode mode, uint32_t rank_n,
-			uint32_t split_depth, unsigned *ret_gid)
+			uint32_t split_depth, uint64_t from, unsigned *ret_gid)
 {
 	unsigned gid;
 	int rc;
@@ -123,6 +125,12 @@ int ipc_ring_group_open(struct ipc_ring *r, enum ipc_ring_mode mode, uint32_t ra
 	rc = ipc_ring_group_init_(r, gid, mode, rank_n, split_depth);
 	if (rc)
 		return rc;
+	/* It starts with the batches from `from` (or low) on that the ring still holds. */
+	r->grp[gid].from = from < r->low ? r->low : from > r->head ? r->head : from;
+	if (mode != IPC_RING_BROADCAST)
+		for (uint32_t i = 0; i < r->n_slots; i++)
+			if (r->sp[i].state == SL_LIVE && r->sp[i].seq >= r->grp[gid].from)
+				ipc_ring_pending_push_(r, gid, i);
 	*ret_gid = gid;
 	return 0;
 }
@@ -183,7 +191,10 @@ static void assign(struct ipc_ring *r, struct group *g, unsigned gid, unsigned i
 	struct ipc_ring_ent *e = &rd->asg[rd->asg_head & r->mask];
 
 	atomic_store_explicit(&e->seq, sp->seq, memory_order_relaxed);
-	atomic_store_explicit(&e->slot, slot, memory_order_relaxed);
+	atomic_store_explicit(&e->slot, slot | (g->redo[slot] ? IPC_RING_ENT_REDELIVERED : 0),
+			      memory_order_relaxed);
+	g->redo[slot] = 0;
+	rd->asg_slot[rd->asg_head & r->mask] = slot;
 	rd->asg_head++;
 	/* Pairs with the client's acquire load of asg_head (take_assigned): entry and slot. */
 	atomic_store_explicit(&rd->cb->asg_head, rd->asg_head, memory_order_release);
@@ -344,7 +355,8 @@ int ipc_ring_add_reader_to(struct ipc_ring *r, unsigned gid, uint32_t rank_index
 	struct reader *rd;
 	struct ipc_ring_cb *cb;
 	struct group *g;
-	uint64_t size = ipc_ring_cb_size(r->n_slots);
+	uint64_t size = ipc_ring_cb_size(r->n_slots), start;
+	uint32_t *asg_slot;
 	void *map;
 	unsigned id;
 	int fd, rc;
@@ -363,9 +375,14 @@ int ipc_ring_add_reader_to(struct ipc_ring *r, unsigned gid, uint32_t rank_index
 	} else {
 		rank_index = 0;
 	}
+	asg_slot = calloc(r->n_slots, sizeof(*asg_slot));
+	if (!asg_slot)
+		return -ENOMEM;
 	rc = ipc_ring_memfd_make_("sluice-ring-reader", size, size, &fd, &map);
-	if (rc)
+	if (rc) {
+		free(asg_slot);
 		return rc;
+	}
 	cb = map;
 	cb->magic = IPC_RING_CB_MAGIC;
 	cb->version = IPC_RING_VERSION;
@@ -378,18 +395,22 @@ int ipc_ring_add_reader_to(struct ipc_ring *r, unsigned gid, uint32_t rank_index
 	cb->size = size;
 	cb->rel_off = sizeof(struct ipc_ring_cb);
 	cb->asg_off = cb->rel_off + sizeof(struct ipc_ring_ent) * r->n_slots;
-	cb->start = g->mode == IPC_RING_BROADCAST ? r->low : 0;
+	/* a broadcast member starts where its group does, or at low when that is gone */
+	start = g->from > r->low ? g->from : r->low;
+	cb->start = g->mode == IPC_RING_BROADCAST ? start : 0;
 	atomic_store_explicit(&cb->cursor, cb->start, memory_order_relaxed);
 	/* The reader may write it, but it must not shrink it under us (SIGBUS). */
 	if (fcntl(fd, F_ADD_SEALS, IPC_RING_CB_SEALS) < 0) {
 		rc = -errno;
 		munmap(map, size);
 		close(fd);
+		free(asg_slot);
 		return rc;
 	}
 
 	rd = &r->rd[id];
 	memset(rd, 0, sizeof(*rd));
+	rd->asg_slot = asg_slot;
 	rd->cb = cb;
 	rd->rel = (struct ipc_ring_ent *)((uint8_t *)map + cb->rel_off);
 	rd->asg = (struct ipc_ring_ent *)((uint8_t *)map + cb->asg_off);
@@ -405,9 +426,9 @@ int ipc_ring_add_reader_to(struct ipc_ring *r, unsigned gid, uint32_t rank_index
 		g->by_rank[rank_index] = (int)id;
 	if (g->mode == IPC_RING_BROADCAST) {
 		r->broadcast |= 1ull << id;
-		/* A late reader holds every batch from low on: all of them are in the ring. */
+		/* A late reader holds every batch from its start on: all of them are in the ring. */
 		for (uint32_t i = 0; i < r->n_slots; i++)
-			if (r->sp[i].state == SL_LIVE && r->sp[i].seq >= r->low)
+			if (r->sp[i].state == SL_LIVE && r->sp[i].seq >= cb->start)
 				r->sp[i].holders |= 1ull << id;
 	}
 	ipc_ring_wake_waiting_(r, ipc_ring_assign_pass_(r));
@@ -435,6 +456,16 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 	 */
 	if (!rd->bad)
 		collect_one(r, id);
+	if (rd->mode != IPC_RING_BROADCAST) {
+		/* what it took and never released is re-delivered, marked as such */
+		struct group *g = &r->grp[rd->group];
+
+		for (uint32_t i = 0; i < r->n_slots; i++)
+			if (r->sp[i].state == SL_LIVE && (r->sp[i].holders & bit))
+				g->redo[i] = 1;
+		for (uint64_t k = rd->cursor; k != rd->asg_head; k++)
+			g->redo[rd->asg_slot[k & r->mask]] = 0; /* handed to it, never taken */
+	}
 	for (uint32_t i = 0; i < r->n_slots; i++) {
 		struct slot_priv *sp = &r->sp[i];
 
@@ -444,11 +475,13 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 		/*
 		 * Split and rank: a batch handed to it, taken or not, that it never released goes
 		 * to another member of its group (split) or the next member of its rank: nothing is
-		 * lost when a reader dies holding batches.
+		 * lost when a reader dies holding batches (at least once, as a Kafka consumer group
+		 * re-delivers what was not committed).
 		 */
 		if (rd->mode != IPC_RING_BROADCAST)
 			ipc_ring_pending_push_(r, rd->group, i);
 	}
+	free(rd->asg_slot);
 	/* Pairs with the client's acquire load of flags in try_next. */
 	atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_EVICTED, memory_order_release);
 	ipc_ring_kick_(r, id);

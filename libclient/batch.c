@@ -39,6 +39,11 @@ bool sluice_batch_end_of_epoch(const struct sluice_batch *b)
 	return b->v.flags & IPC_BATCH_F_END_EPOCH;
 }
 
+bool sluice_batch_redelivered(const struct sluice_batch *b)
+{
+	return b->rb.flags & IPC_RING_BATCH_REDELIVERED;
+}
+
 size_t sluice_batch_num_tensors(const struct sluice_batch *b)
 {
 	return b->ring->n_schema; /* next() checked that the batch has as many */

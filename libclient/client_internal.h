@@ -88,6 +88,7 @@ struct sluice_reader {
 	char *spec_dir; /* with spec: where its relative paths start (lc_spec_dir) */
 	char opt_name[IPC_CTL_NAME_MAX + 1];
 	uint32_t mode, rank_index, rank_count;
+	char group[IPC_CTL_NAME_MAX + 1]; /* split/rank: "" is the default group */
 	unsigned tries;
 	uint8_t state[IPC_CTL_STATE_MAX]; /* the last saved state, else the attach's */
 	size_t state_len;

@@ -243,6 +243,7 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	a.mode = r->mode;
 	a.rank_index = r->rank_index;
 	a.rank_count = r->rank_count;
+	memcpy(a.group, r->group, sizeof(a.group));
 	a.state = r->state_len ? r->state : NULL;
 	a.state_len = (uint32_t)r->state_len;
 	/* once moved off, it is alone on its own pipeline: nobody to hold back */
@@ -345,6 +346,18 @@ static int reader_setup(struct sluice_reader *r, const struct sluice_attach_opts
 	if (o.state_len > IPC_CTL_STATE_MAX || (o.state_len && !o.state))
 		return lc_fail(err, -EINVAL, "attach: a state of %zu bytes (at most %d)",
 			       o.state_len, IPC_CTL_STATE_MAX);
+	if (o.group && o.group[0]) {
+		size_t gl = strlen(o.group);
+		if (o.mode == SLUICE_MODE_BROADCAST)
+			return lc_fail(err, -EINVAL,
+				       "attach: group \"%s\": a broadcast reader is a group of its "
+				       "own; a named group reads in split or rank mode",
+				       o.group);
+		if (gl > IPC_CTL_NAME_MAX)
+			return lc_fail(err, -EINVAL, "attach: the group is %zu bytes, at most %d",
+				       gl, IPC_CTL_NAME_MAX);
+		memcpy(r->group, o.group, gl + 1);
+	}
 	r->mode = (uint32_t)o.mode;
 	r->rank_index = o.mode == SLUICE_MODE_RANK ? o.rank_index : 0;
 	r->rank_count = o.mode == SLUICE_MODE_RANK ? o.rank_count : 0;

@@ -99,6 +99,13 @@ struct sluice_attach_opts {
 	 * or NULL for the caller's working directory (docs/pipeline-spec.md, "Relative paths").
 	 */
 	const char *spec_dir;
+	/*
+	 * Split and rank: the consumer group to read in (DESIGN.md §5), at most 64 bytes; NULL or
+	 * "": the pipeline's default group. Within a group each batch goes to one member (split)
+	 * or to member k mod count (rank); every group sees every batch, from one computation. A
+	 * group's first member sets its mode and count. Broadcast readers are groups of their own.
+	 */
+	const char *group;
 };
 
 enum sluice_lag {
@@ -174,6 +181,11 @@ uint64_t sluice_batch_seq(const struct sluice_batch *b);
 uint64_t sluice_batch_epoch(const struct sluice_batch *b);
 uint64_t sluice_batch_rows(const struct sluice_batch *b);
 bool sluice_batch_end_of_epoch(const struct sluice_batch *b);
+/*
+ * Split and rank: another member of the reader's group took this batch before and went away
+ * without releasing it (it may have used it): delivery is at least once, as in a Kafka group.
+ */
+bool sluice_batch_redelivered(const struct sluice_batch *b);
 size_t sluice_batch_num_tensors(const struct sluice_batch *b);
 /* By index (schema order) or name. 0, -ENOENT (no such tensor), -EBADMSG (a corrupt batch). */
 int sluice_batch_tensor_at(const struct sluice_batch *b, size_t i, struct sluice_tensor *ret);

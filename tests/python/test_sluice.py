@@ -342,9 +342,13 @@ def test_errors_carry_errno_and_message(daemon, tmp_path):
         sluice.attach("img", socket=missing)
     assert e.value.errno in (errno.ENOENT, errno.ECONNREFUSED) and "nobody.sock" in str(e.value)
 
-    with pytest.raises(sluice.SluiceError) as e:  # served in broadcast mode
-        sluice.attach("img", socket=daemon.sock, mode="rank", index=0, count=2)
-    assert e.value.errno == errno.EBUSY
+    # a pipeline served in broadcast mode takes rank readers too (a group of theirs), but a
+    # group reads in one mode: test_groups.py has the rest
+    with sluice.attach("img", socket=daemon.sock, mode="rank", index=0, count=2,
+                       group="refusals"):
+        with pytest.raises(sluice.SluiceError) as e:
+            sluice.attach("img", socket=daemon.sock, mode="split", group="refusals")
+        assert e.value.errno == errno.EBUSY and "rank mode with count 2" in str(e.value)
 
     with pytest.raises(ValueError):
         sluice.attach("img", spec={}, socket=daemon.sock)

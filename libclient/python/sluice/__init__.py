@@ -179,11 +179,16 @@ def stats(name, *, socket=None):
 
 
 def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, count=None,
-           state=None, lag="hold", max_lag=None):
+           group=None, state=None, lag="hold", max_lag=None):
     """Attach to pipeline `name`, or to the pipeline of `spec` (registered if need be).
 
     mode: "broadcast" (every reader sees every batch), "split" (each batch goes to one
-    reader) or "rank" (batch k goes to reader `index` == k mod `count`). state: bytes from
+    reader of its group) or "rank" (batch k goes to the reader of its group with `index` ==
+    k mod `count`). group (split and rank): the consumer group, as in Kafka: every group sees
+    every batch of the one computation, and divides them among its members; None is the
+    pipeline's default group; the first member sets the group's mode and count. A batch that a
+    member took and never released (it died) goes to another member with
+    Batch.redelivered set. state: bytes from
     Reader.state() to resume there. lag (broadcast): "hold" (a slow reader holds the others
     back) or "catch_up" (past `max_lag` batches behind, default half the daemon's ring, it
     goes on from a pipeline of its own, without a gap, and the others no longer wait).
@@ -202,6 +207,9 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
             raise ValueError("attach: index %d must be in [0, count %d)" % (index, count))
     elif index is not None or count is not None:
         raise ValueError("attach: index and count go with mode \"rank\"")
+    if group is not None and mode == "broadcast":
+        raise ValueError("attach: group %r: a broadcast reader is a group of its own; a named "
+                         "group reads in mode \"split\" or \"rank\"" % group)
     if lag not in _lib.LAGS:
         raise ValueError("attach: lag %r is not one of %s" % (lag, ", ".join(_lib.LAGS)))
     if lag != "hold" and mode != "broadcast":
@@ -222,6 +230,8 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
     opts.max_lag = max_lag or 0
     if mode == "rank":
         opts.rank_index, opts.rank_count = index, count
+    if group:
+        opts.group = group.encode("utf-8")
     state_buf = None
     if state is not None:
         state = bytes(state)
@@ -376,7 +386,8 @@ def _count(shape):
 class Batch(collections.abc.Mapping):
     """A batch: a read-only mapping from tensor name to numpy array (see the module's doc).
 
-    seq, epoch, rows, end_of_epoch describe it. Numbers are arrays borrowing the shared
+    seq, epoch, rows, end_of_epoch describe it; redelivered is True when another member of
+    the reader's group took it before and went away without releasing it. Numbers are arrays borrowing the shared
     memory; strings Strings(values, offsets) borrowing it too (strings(name): bytes objects);
     a ragged tensor Ragged(values, row_splits). release() or a `with` block gives it back as
     soon as no array borrows it.
@@ -405,6 +416,7 @@ class Batch(collections.abc.Mapping):
         self.epoch = info.epoch
         self.rows = info.rows
         self.end_of_epoch = bool(info.end_of_epoch)
+        self.redelivered = bool(L.sluice_batch_redelivered(ptr))
         self._t = tens
         self._index = reader._names(tens, n)
         self._extent = (info.extent, info.extent_len)

@@ -40,7 +40,8 @@ class AttachOpts(ctypes.Structure):
                 ("reconnect_tries", ctypes.c_uint),
                 ("lag_policy", ctypes.c_uint),
                 ("max_lag", ctypes.c_uint64),
-                ("spec_dir", ctypes.c_char_p)]
+                ("spec_dir", ctypes.c_char_p),
+                ("group", ctypes.c_char_p)]
 
 
 class Tensor(ctypes.Structure):
@@ -98,6 +99,7 @@ _SIGNATURES = {
     "sluice_batch_epoch": (ctypes.c_uint64, [_P]),
     "sluice_batch_rows": (ctypes.c_uint64, [_P]),
     "sluice_batch_end_of_epoch": (ctypes.c_bool, [_P]),
+    "sluice_batch_redelivered": (ctypes.c_bool, [_P]),
     "sluice_batch_num_tensors": (ctypes.c_size_t, [_P]),
     "sluice_batch_tensor_at": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(Tensor)]),
     "sluice_batch_tensor": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(Tensor)]),

@@ -135,6 +135,55 @@ def batch_to_torch(batch, device="cpu", non_blocking=True):
     raise ValueError("to_torch: device %r is neither cpu nor cuda" % str(device))
 
 
+def _spec_dict(spec):
+    """A spec (dict, JSON text, or a .json path) as a dict of its own (to add the shard)."""
+    import copy
+    import json
+    if isinstance(spec, dict):
+        return copy.deepcopy(spec)
+    text, spec_dir = sluice._spec_text(spec)
+    if spec_dir:  # a file's relative dataset paths start at its directory
+        raise ValueError("IterableDataset: a spec file (%r) on several hosts: give the spec as "
+                         "a dict, so that sluice can add this host's shard" % (spec,))
+    return json.loads(text)
+
+
+def _env_int(name):
+    v = os.environ.get(name)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        raise ValueError("sluice.torch: %s=%r is not an integer" % (name, v)) from None
+
+
+def _job():
+    """(local_rank, local_world_size, node, nnodes, run_id) of a data-parallel job, or None.
+
+    torchrun sets LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (the host), NNODES and
+    TORCHELASTIC_RUN_ID; a job that initialized torch.distributed itself has its rank and
+    world size there (one host assumed unless the variables say otherwise)."""
+    local_rank, local_world = _env_int("LOCAL_RANK"), _env_int("LOCAL_WORLD_SIZE")
+    world = _env_int("WORLD_SIZE")
+    dist = torch.distributed
+    if local_world is None and dist.is_available() and dist.is_initialized():
+        world = dist.get_world_size()
+        local_rank = dist.get_rank() if local_rank is None else local_rank
+        local_world = world
+    if local_world is None and world is not None and _env_int("RANK") is not None:
+        local_rank, local_world = _env_int("RANK"), world  # RANK/WORLD_SIZE on one host
+    if local_world is None or local_world < 1 or (world or local_world) <= 1:
+        return None
+    if local_rank is None or not 0 <= local_rank < local_world:
+        raise ValueError("sluice.torch: LOCAL_RANK %r is not below LOCAL_WORLD_SIZE %d"
+                         % (local_rank, local_world))
+    node = _env_int("GROUP_RANK") or 0
+    nnodes = _env_int("NNODES") or max(1, (world or local_world) // local_world)
+    run_id = (os.environ.get("TORCHELASTIC_RUN_ID")
+              or "%s:%s" % (os.environ.get("MASTER_ADDR", "local"),
+                            os.environ.get("MASTER_PORT", "0")))
+    return local_rank, local_world, node, nnodes, run_id
+
+
 class IterableDataset(torch.utils.data.IterableDataset):
     """Batches of a sluice pipeline as dicts of torch tensors, for DataLoader(ds, batch_size=None).
 
@@ -157,11 +206,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
     """
 
     def __init__(self, name_or_spec, *, socket=None, mode=None, index=None, count=None,
-                 state=None, device="cpu", non_blocking=True, timeout=None, lag="hold",
-                 max_lag=None):
+                 group=None, state=None, device="cpu", non_blocking=True, timeout=None,
+                 lag="hold", max_lag=None):
         super().__init__()
         self.name_or_spec = name_or_spec
         self.socket, self.mode, self.index, self.count = socket, mode, index, count
+        self.group = group
         self.state, self.device, self.non_blocking = state, device, non_blocking
         self.timeout = timeout
         self.lag, self.max_lag = lag, max_lag
@@ -178,6 +228,43 @@ class IterableDataset(torch.utils.data.IterableDataset):
             return {"name": x}
         return {"spec": x}
 
+    def _distributed(self, target, info):
+        """Under torchrun (or torch.distributed initialized): the job's rank group and, attached
+        by spec on several hosts, this host's file shard. None when not data-parallel."""
+        job = _job()
+        if job is None:
+            return None
+        local_rank, local_world, node, nnodes, run_id = job
+        workers = info.num_workers if info is not None else 1
+        wid = info.id if info is not None else 0
+        if nnodes > 1:
+            if "spec" in target:
+                spec = _spec_dict(target["spec"])
+                args = spec.setdefault("args", {})
+                if "shard" in args and args["shard"] != {"index": node, "count": nnodes}:
+                    raise ValueError("IterableDataset: the spec's shard %r is not this host's "
+                                     "(GROUP_RANK %d of NNODES %d)" % (args["shard"], node,
+                                                                       nnodes))
+                args["shard"] = {"index": node, "count": nnodes}
+                target = {"spec": spec}
+            else:
+                st = sluice.stats(target["name"], socket=self.socket)
+                shard = ({"index": st["shard_index"], "count": st["shard_count"]}
+                         if st.get("shard_count", 1) > 1 else None)
+                if shard != {"index": node, "count": nnodes}:
+                    raise ValueError(
+                        "IterableDataset: pipeline %r is read by %d hosts (NNODES), but it "
+                        "carries %s: register it on each host with \"shard\": {\"index\": "
+                        "GROUP_RANK, \"count\": NNODES} in its args (here {\"index\": %d, "
+                        "\"count\": %d}), or give the spec so that sluice adds it"
+                        % (target["name"], nnodes,
+                           "no shard" if shard is None else "shard %r" % (shard,), node,
+                           nnodes))
+        # one rank group per job and pipeline; a DataLoader worker is a rank of its own
+        group = self.group or "torch:%s" % run_id
+        return target, dict(mode="rank", index=local_rank * workers + wid,
+                            count=local_world * workers, group=group)
+
     def _open(self):
         """This process's reader: attached at the first iter(), kept across epochs."""
         if self._pid != os.getpid():  # a DataLoader worker forked with the parent's copy
@@ -185,16 +272,23 @@ class IterableDataset(torch.utils.data.IterableDataset):
         if self._reader is not None and not self._reader.closed:
             return self._reader
         info = torch.utils.data.get_worker_info()
-        mode = self.mode or ("split" if info is not None and info.num_workers > 1
-                             else "broadcast")
-        if self.lag != "hold" and mode != "broadcast":
-            raise ValueError("IterableDataset: lag=%r is for a broadcast reader; with %d "
-                             "DataLoader workers the dataset reads in %s mode" % (
-                                 self.lag, info.num_workers if info else 1, mode))
+        target = self._target()
+        dist = None if self.mode else self._distributed(target, info)
+        if dist is not None:
+            target, how = dist
+        else:
+            mode = self.mode or ("split" if info is not None and info.num_workers > 1
+                                 else "broadcast")
+            how = dict(mode=mode, index=self.index, count=self.count,
+                       group=self.group if mode != "broadcast" else None)
+        if self.lag != "hold" and how["mode"] != "broadcast":
+            raise ValueError("IterableDataset: lag=%r is for a broadcast reader; this one "
+                             "reads in %s mode (%d DataLoader workers%s)" % (
+                                 self.lag, how["mode"], info.num_workers if info else 1,
+                                 ", data-parallel" if dist else ""))
         state, self.state = self.state, None
-        self._reader = sluice.attach(**self._target(), socket=self.socket, mode=mode,
-                                     index=self.index, count=self.count, state=state,
-                                     lag=self.lag, max_lag=self.max_lag)
+        self._reader = sluice.attach(**target, socket=self.socket, state=state,
+                                     lag=self.lag, max_lag=self.max_lag, **how)
         return self._reader
 
     def __iter__(self):

@@ -50,8 +50,8 @@ static void test_groups_mixed(void **state)
 	unsigned gs, gr, got_s[2] = { 0 };
 	uint64_t seq, holders;
 
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, &gs), 0);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 2, 0, &gr), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, 0, &gs), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 2, 0, 0, &gr), 0);
 	assert_int_not_equal(gs, gr);
 	assert_int_equal(ipc_ring_group_mode(r, gs), IPC_RING_SPLIT);
 	assert_int_equal(ipc_ring_group_mode(r, gr), IPC_RING_RANK);
@@ -120,7 +120,7 @@ static void test_group_holds_until_handed(void **state)
 	uint64_t seq, holders;
 	unsigned g, id;
 
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, &g), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, 0, &g), 0);
 	for (int k = 0; k < 4; k++)
 		put(r, 100);
 	for (int k = 0; k < 4; k++)
@@ -160,8 +160,8 @@ static void test_group_redelivery(void **state)
 	struct ipc_ring_batch x;
 	unsigned g1, g2, ida;
 
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 1, &g1), 0);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, &g2), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 1, 0, &g1), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, 0, &g2), 0);
 	a = add_to(r, g1, 0, &ida);
 	b = add_to(r, g1, 0, NULL);
 	other = add_to(r, g2, 0, NULL);
@@ -171,16 +171,94 @@ static void test_group_redelivery(void **state)
 	assert_int_equal(x.seq, 0);
 	assert_int_equal(ipc_ring_remove_reader(r, ida), 0); /* killed holding 0 */
 	assert_int_equal(ipc_ring_client_next(a, 0, &x), -ECONNABORTED);
-	take_release(b, 1);
+	assert_int_equal(ipc_ring_client_next(b, 0, &x), 0);
+	assert_int_equal(x.seq, 1);
+	assert_false(x.flags & IPC_RING_BATCH_REDELIVERED); /* handed to b in the first place */
+	assert_int_equal(ipc_ring_client_release(b, &x), 0);
 	ipc_ring_collect(r, NULL);
-	take_release(b, 0); /* given again, to the other member */
+	/* given again, to the other member, marked: a took it and may have used it */
+	assert_int_equal(ipc_ring_client_next(b, 0, &x), 0);
+	assert_int_equal(x.seq, 0);
+	assert_true(x.flags & IPC_RING_BATCH_REDELIVERED);
+	assert_true(check(&x, 0));
+	assert_int_equal(ipc_ring_client_release(b, &x), 0);
+	ipc_ring_collect(r, NULL);
+	/* a member removed with a batch handed to it but not taken: given again, unmarked */
+	put(r, 100);
+	put(r, 100);
+	{
+		unsigned idc;
+		struct ipc_ring_client *c2 = add_to(r, g1, 0, &idc);
+
+		ipc_ring_collect(r, NULL);
+		assert_int_equal(ipc_ring_remove_reader(r, idc), 0);
+		ipc_ring_client_detach(c2);
+	}
+	for (uint64_t s = 2; s < 4; s++) {
+		assert_int_equal(ipc_ring_client_next(b, 0, &x), 0);
+		assert_int_equal(x.seq, s);
+		assert_false(x.flags & IPC_RING_BATCH_REDELIVERED);
+		assert_int_equal(ipc_ring_client_release(b, &x), 0);
+		ipc_ring_collect(r, NULL);
+	}
 	take_release(other, 0);
 	take_release(other, 1);
 	take_release(bc, 0);
 	take_release(bc, 1);
+	ipc_ring_collect(r, NULL);
+	for (uint64_t s = 2; s < 4; s++) {
+		take_release(other, s);
+		take_release(bc, s);
+	}
 	ipc_ring_client_detach(a);
 	ipc_ring_client_detach(b);
 	ipc_ring_client_detach(other);
+	ipc_ring_client_detach(bc);
+	ipc_ring_destroy(r);
+}
+
+/*
+ * A group opened late starts at `from` when the ring still holds it, at low when not: its
+ * split member gets batches 2.. (from 2), a broadcast group's member the same; a group from 0
+ * after seq 0 and 1 were reclaimed starts at low.
+ */
+static void test_group_from(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 4, 0);
+	struct ipc_ring_client *bc = add(r, 0, NULL), *s, *b, *late;
+	struct ipc_ring_batch x;
+	unsigned gs, gb, gl;
+
+	for (int k = 0; k < 4; k++)
+		put(r, 100);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, 2, &gs), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_BROADCAST, 0, 0, 2, &gb), 0);
+	s = add_to(r, gs, 0, NULL);
+	b = add_to(r, gb, 0, NULL);
+	for (uint64_t k = 0; k < 4; k++)
+		take_release(bc, k);
+	for (uint64_t k = 2; k < 4; k++) {
+		take_release(s, k);
+		take_release(b, k);
+	}
+	ipc_ring_collect(r, NULL);
+	put(r, 100); /* reclaims seq 0: low is 1 */
+	put(r, 100); /* and seq 1 */
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, 0, &gl), 0);
+	late = add_to(r, gl, 0, NULL);
+	for (uint64_t k = 2; k < 6; k++) {
+		take_release(late, k);
+		ipc_ring_collect(r, NULL);
+	}
+	for (uint64_t k = 4; k < 6; k++) {
+		take_release(bc, k);
+		take_release(s, k);
+		take_release(b, k);
+	}
+	assert_int_equal(ipc_ring_client_next(s, 0, &x), -EAGAIN);
+	ipc_ring_client_detach(late);
+	ipc_ring_client_detach(b);
+	ipc_ring_client_detach(s);
 	ipc_ring_client_detach(bc);
 	ipc_ring_destroy(r);
 }
@@ -193,27 +271,27 @@ static void test_group_refusals(void **state)
 	unsigned g, id, gids[IPC_RING_MAX_GROUPS];
 	int fd, n = 0;
 
-	assert_int_equal(ipc_ring_group_open(r, (enum ipc_ring_mode)7, 0, 2, &g), -EINVAL);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 0, 0, &g), -EINVAL);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, IPC_RING_MAX_READERS + 1, 0, &g),
+	assert_int_equal(ipc_ring_group_open(r, (enum ipc_ring_mode)7, 0, 2, 0, &g), -EINVAL);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 0, 0, 0, &g), -EINVAL);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, IPC_RING_MAX_READERS + 1, 0, 0, &g),
 			 -EINVAL);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 0, &g), -EINVAL);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 9, &g), -EINVAL);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 0, 0, &g), -EINVAL);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 9, 0, &g), -EINVAL);
 	assert_int_equal(ipc_ring_group_close(r, 0), -EINVAL);
 	assert_int_equal(ipc_ring_group_close(r, IPC_RING_MAX_GROUPS), -ENOENT);
 	assert_int_equal(ipc_ring_add_reader_to(r, 5, 0, &id, &fd), -ENOENT);
 	assert_int_equal(ipc_ring_group_mode(r, 5), -ENOENT);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 3, 0, &g), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 3, 0, 0, &g), 0);
 	x = add(r, 1, NULL);	   /* group 0, rank 1 of 2 */
 	y = add_to(r, g, 1, NULL); /* group g, rank 1 of 3: another group */
 	assert_int_equal(ipc_ring_add_reader(r, 1, &id, &fd), -EBUSY);
 	assert_int_equal(ipc_ring_add_reader_to(r, g, 1, &id, &fd), -EBUSY);
 	assert_int_equal(ipc_ring_add_reader_to(r, g, 3, &id, &fd), -EINVAL);
 	assert_int_equal(ipc_ring_set_max_lag(r, ipc_ring_client_id(y), 4), -EINVAL);
-	while (ipc_ring_group_open(r, IPC_RING_BROADCAST, 0, 0, &gids[n]) == 0)
+	while (ipc_ring_group_open(r, IPC_RING_BROADCAST, 0, 0, 0, &gids[n]) == 0)
 		n++;
 	assert_int_equal(n, IPC_RING_MAX_GROUPS - 2); /* 0 and g were open */
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_BROADCAST, 0, 0, &id), -ENOSPC);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_BROADCAST, 0, 0, 0, &id), -ENOSPC);
 	for (int i = 0; i < n; i++)
 		assert_int_equal(ipc_ring_group_close(r, gids[i]), 0);
 	ipc_ring_client_detach(x);
@@ -227,6 +305,7 @@ int main(void)
 		cmocka_unit_test(test_groups_mixed),
 		cmocka_unit_test(test_group_holds_until_handed),
 		cmocka_unit_test(test_group_redelivery),
+		cmocka_unit_test(test_group_from),
 		cmocka_unit_test(test_group_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

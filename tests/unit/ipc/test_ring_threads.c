@@ -267,8 +267,8 @@ static void test_threads_groups(void **state)
 	unsigned gs, gr;
 
 	assert_non_null(seen);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, &gs), 0);
-	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 2, 0, &gr), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 2, 0, &gs), 0);
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_RANK, 2, 0, 0, &gr), 0);
 	for (int i = 0; i < 5; i++) {
 		memset(&t[i], 0, sizeof(t[i]));
 		if (i == 0) {

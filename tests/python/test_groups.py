@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Consumer groups (DESIGN.md §5, issue 18) with real processes against a real sluiced.
+
+One pipeline serves a job's rank readers and other jobs' broadcast readers from one
+computation; a split member killed with kill -9 while holding a batch has it re-delivered,
+marked, to another member; the torch adapter joins the job's rank group under torchrun.
+"""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import sluice
+from conftest import RECORDS, image_spec, run_reference
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed (python3-torch)")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Proc:
+    """group_reader.py in a process of its own: attached once started, reads after go()."""
+
+    def __init__(self, sock, name, mode, *args):
+        self.p = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "group_reader.py"), sock, name, mode]
+            + [str(a) for a in args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        assert line, "reader did not attach: %s" % self.p.stderr.read()
+        assert json.loads(line) == {"attached": name}
+
+    def go(self):
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def line(self):
+        line = self.p.stdout.readline()
+        assert line, "reader ended early: %s" % self.p.stderr.read()
+        return json.loads(line)
+
+    def batches(self):
+        """Every batch line until the end (the process exits 0)."""
+        out = []
+        while True:
+            x = self.line()
+            if x.get("end"):
+                break
+            out.append(x)
+        assert self.p.wait(60) == 0, self.p.stderr.read()
+        return out
+
+    def kill(self):
+        self.p.send_signal(signal.SIGKILL)
+        self.p.wait(30)
+
+
+def _labels(batches):
+    return [b["labels"] for b in batches]
+
+
+def test_ranks_of_a_job_and_broadcast_jobs_share_one_computation(fresh_daemon, tmp_path):
+    """8 rank readers of one job and 2 broadcast jobs on one named pipeline: each rank gets
+    exactly batches k mod 8, each job every batch, and the pipeline computed each batch once."""
+    spec = image_spec(fresh_daemon.data, name="shared", batch=2, epochs=2)
+    ref = _labels([{"labels": b["tensors"]["label"]["values"]}
+                   for b in run_reference(tmp_path, spec, "label")])
+    assert len(ref) == 2 * RECORDS // 2
+    name = sluice.register(spec, socket=fresh_daemon.sock)
+    ranks = [Proc(fresh_daemon.sock, name, "rank", "--group", "job-1", "--index", k,
+                  "--count", 8) for k in range(8)]
+    jobs = [Proc(fresh_daemon.sock, name, "broadcast") for _ in range(2)]
+    for p in ranks + jobs:
+        p.go()
+    got_ranks = [p.batches() for p in ranks]
+    got_jobs = [p.batches() for p in jobs]
+    for got in got_jobs:
+        assert _labels(got) == ref
+    for k, got in enumerate(got_ranks):
+        assert _labels(got) == ref[k::8], "rank %d" % k
+        assert all(b["seq"] % 8 == k and not b["redelivered"] for b in got)
+    st = sluice.stats(name, socket=fresh_daemon.sock)
+    assert st["batches_published"] == len(ref)  # one computation for all ten readers
+
+
+def test_killed_split_member_batch_is_redelivered_marked(fresh_daemon, tmp_path):
+    """kill -9 of a split member that holds a batch it took: another member of its group gets
+    it, marked re-delivered; the group reads every record once otherwise; a broadcast reader and
+    another group see every batch, unmarked."""
+    spec = image_spec(fresh_daemon.data, name="redeliver", batch=4, epochs=1)
+    ref = _labels([{"labels": b["tensors"]["label"]["values"]}
+                   for b in run_reference(tmp_path, spec, "label")])
+    name = sluice.register(spec, socket=fresh_daemon.sock)
+    victim = Proc(fresh_daemon.sock, name, "split", "--group", "workers", "--hold-after", 2)
+    members = [Proc(fresh_daemon.sock, name, "split", "--group", "workers") for _ in range(2)]
+    other = Proc(fresh_daemon.sock, name, "split", "--group", "eval")
+    bcast = Proc(fresh_daemon.sock, name, "broadcast")
+    victim.go()
+    before = [victim.line() for _ in range(2)]
+    held = victim.line()
+    assert "holding" in held
+    victim.kill()
+    for p in members + [other, bcast]:
+        p.go()
+    got = [b for p in members for b in p.batches()]
+    redelivered = [b for b in got if b["redelivered"]]
+    assert [b["seq"] for b in redelivered] == [held["holding"]]
+    assert redelivered[0]["labels"] == held["labels"]
+    seqs = sorted([b["seq"] for b in before] + [b["seq"] for b in got])
+    assert seqs == list(range(len(ref)))  # each batch once in the group, the held one again
+    assert sorted(r for b in before + got for r in b["labels"]) == sorted(r for b in ref
+                                                                          for r in b)
+    assert _labels(other.batches()) == ref
+    bc = bcast.batches()
+    assert _labels(bc) == ref and not any(b["redelivered"] for b in bc)
+
+
+def test_group_refusals(fresh_daemon):
+    spec = image_spec(fresh_daemon.data, name="refusals", epochs=None)
+    name = sluice.register(spec, socket=fresh_daemon.sock)
+    r = sluice.attach(name, socket=fresh_daemon.sock, mode="rank", index=0, count=2)
+    try:
+        # the default group reads in rank mode with count 2 now
+        with pytest.raises(sluice.SluiceError) as e:
+            sluice.attach(name, socket=fresh_daemon.sock, mode="rank", index=0, count=3)
+        assert e.value.errno == errno.EBUSY
+        assert "default group reads in rank mode with count 2" in str(e.value)
+        with pytest.raises(sluice.SluiceError) as e:
+            sluice.attach(name, socket=fresh_daemon.sock, mode="split")
+        assert e.value.errno == errno.EBUSY and "rank mode" in str(e.value)
+        with pytest.raises(sluice.SluiceError) as e:
+            sluice.attach(name, socket=fresh_daemon.sock, mode="rank", index=0, count=2)
+        assert e.value.errno == errno.EBUSY and "rank is taken" in str(e.value)
+        # another group of the same pipeline may read in any mode
+        with sluice.attach(name, socket=fresh_daemon.sock, mode="split", group="g2") as s:
+            assert s.next(30) is not None
+        with pytest.raises(ValueError, match="group of its own"):
+            sluice.attach(name, socket=fresh_daemon.sock, group="g3")
+    finally:
+        r.close()
+    # the group closed with its last member: the default group may read in another mode now
+    with sluice.attach(name, socket=fresh_daemon.sock, mode="split") as s:
+        assert s.next(30) is not None
+
+
+def _torch_rank_batches(sock, name_or_spec, env, monkeypatch, workers=0):
+    import sluice.torch as st
+    for k, v in env.items():
+        monkeypatch.setenv(k, str(v))
+    ds = st.IterableDataset(name_or_spec, socket=sock)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
+    out = [b["label"].reshape(-1).tolist() for b in dl]
+    ds.close()
+    return out
+
+
+@needs_torch
+def test_torch_adapter_joins_the_jobs_rank_group(fresh_daemon, tmp_path, monkeypatch):
+    """Under torchrun (LOCAL_RANK, LOCAL_WORLD_SIZE, TORCHELASTIC_RUN_ID) each process reads
+    its share of one computation; on two hosts (NNODES 2) a spec gets this host's file shard,
+    and a named pipeline without it is refused with what to do."""
+    spec = image_spec(fresh_daemon.data, name="ddp", batch=4, epochs=1)
+    ref = _labels([{"labels": b["tensors"]["label"]["values"]}
+                   for b in run_reference(tmp_path, spec, "label")])
+    name = sluice.register(spec, socket=fresh_daemon.sock)
+    env = {"LOCAL_WORLD_SIZE": 2, "WORLD_SIZE": 2, "TORCHELASTIC_RUN_ID": "run-7"}
+    got = [_torch_rank_batches(fresh_daemon.sock, name, dict(env, LOCAL_RANK=k), monkeypatch)
+           for k in range(2)]
+    assert got[0] == ref[0::2] and got[1] == ref[1::2]
+    # two hosts: by spec, host 1 reads the files of its shard (index 1 of 2)
+    spec2 = image_spec(fresh_daemon.data, name="ddp2", batch=4, epochs=1)
+    shard = dict(spec2, args=dict(spec2["args"], shard={"index": 1, "count": 2}))
+    ref2 = _labels([{"labels": b["tensors"]["label"]["values"]}
+                    for b in run_reference(tmp_path, shard, "label")])
+    assert 0 < len(ref2) < len(ref)
+    env2 = dict(env, NNODES=2, GROUP_RANK=1, WORLD_SIZE=4, TORCHELASTIC_RUN_ID="run-8")
+    got2 = [_torch_rank_batches(fresh_daemon.sock, spec2, dict(env2, LOCAL_RANK=k),
+                                monkeypatch) for k in range(2)]
+    assert got2[0] == ref2[0::2] and got2[1] == ref2[1::2]
+    with pytest.raises(ValueError, match="NNODES"):
+        _torch_rank_batches(fresh_daemon.sock, name, dict(env2, LOCAL_RANK=0), monkeypatch)
