@@ -66,6 +66,8 @@ static void grow_report(struct dmn_pipeline *pl)
 	}
 }
 
+static bool groups_expire(struct dmn_pipeline *pl);
+
 static void *ring_alloc(void *ctx, size_t len)
 {
 	struct dmn_pipeline *pl = ctx;
@@ -160,6 +162,10 @@ static void *ring_alloc(void *ctx, size_t len)
 		if (!t0) {
 			t0 = now_ns();
 			pl->reserve_waits++;
+		}
+		if (!hold && groups_expire(pl)) {
+			pthread_mutex_unlock(&pl->lock);
+			continue;
 		}
 		if (hold) {
 			/* nobody to free space: sleep until a reader attaches (no polling) */
@@ -313,14 +319,36 @@ static int group_open(struct dmn_pipeline *pl, const char *name, const struct dm
 	return i;
 }
 
-/* Close pl->groups[i] once it has no member left (group 0 of the ring stays: it is the ring's). */
-static void group_drop_if_empty(struct dmn_pipeline *pl, int i)
+/* Close pl->groups[i]: what it had not handed out is given up. Under pl->lock. */
+static void group_close(struct dmn_pipeline *pl, int i)
 {
-	struct dmn_group *g = &pl->groups[i];
-	if (g->members || g->gid == 0)
-		return;
-	ipc_ring_group_close(pl->ring, g->gid); /* what it had not handed out is given up */
-	g->used = false;
+	ipc_ring_group_close(pl->ring, pl->groups[i].gid);
+	pl->groups[i].used = false;
+}
+
+/*
+ * The producer waits for room while readers are attached: close the groups that have had no
+ * member for DMN_GROUP_GRACE_NS, so that an abandoned group does not hold the others back.
+ * Returns whether one was closed. Under pl->lock.
+ */
+static bool groups_expire(struct dmn_pipeline *pl)
+{
+	uint64_t now = now_ns();
+	bool closed = false;
+	for (int i = 0; i < IPC_RING_MAX_GROUPS; i++) {
+		struct dmn_group *g = &pl->groups[i];
+		if (!g->used || g->members || !g->empty_since ||
+		    now - g->empty_since < DMN_GROUP_GRACE_NS)
+			continue;
+		dmn_log("pipeline %s: %s%s%s (%s) had no member for %llu s while the ring was full: "
+			"closed, what it had not handed out is given up",
+			pl->name, g->name[0] ? "group \"" : "the default group", g->name,
+			g->name[0] ? "\"" : "", mode_word(g->mode),
+			(unsigned long long)((now - g->empty_since) / 1000000000ull));
+		group_close(pl, i);
+		closed = true;
+	}
+	return closed;
 }
 
 int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigned *ret_ring_id,
@@ -380,10 +408,12 @@ int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigne
 			 r == -EBUSY	? "that rank is taken"
 			 : r == -EUSERS ? "too many readers"
 					: strerror(-r));
-		group_drop_if_empty(pl, i);
+		if (!g->members && !g->empty_since)
+			group_close(pl, i); /* opened for this reader */
 		return r;
 	}
 	g->members++;
+	g->empty_since = 0;
 	*ret_group = i;
 	return 0;
 }
@@ -392,10 +422,9 @@ void dmn_pipeline_leave(struct dmn_pipeline *pl, unsigned ring_id, int group)
 {
 	ipc_ring_remove_reader(pl->ring, ring_id);
 	dmn_pipeline_forget_reader(pl, ring_id);
-	if (group >= 0 && group < IPC_RING_MAX_GROUPS && pl->groups[group].used) {
-		pl->groups[group].members--;
-		group_drop_if_empty(pl, group);
-	}
+	if (group >= 0 && group < IPC_RING_MAX_GROUPS && pl->groups[group].used &&
+	    --pl->groups[group].members == 0)
+		pl->groups[group].empty_since = now_ns();
 }
 
 /* DESIGN.md §4: a refused io_uring is said once in the log (and in every pipeline's stats). */
@@ -663,10 +692,13 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 	pl->shard_count = g->spec->has_shard ? g->spec->shard_count : 1;
 	/* the ring's group 0 reads in the mode the pipeline was started for */
 	pl->bcast_gid = q->mode == IPC_RING_BROADCAST ? 0 : -1;
-	if (q->mode != IPC_RING_BROADCAST)
+	if (q->mode != IPC_RING_BROADCAST) {
 		pl->groups[0] = (struct dmn_group){
 			.gid = 0, .mode = q->mode, .rank_n = q->rank_n, .used = true
 		};
+		snprintf(pl->groups[0].name, sizeof(pl->groups[0].name), "%s",
+			 q->group ? q->group : "");
+	}
 	pl->private_ = g->private_;
 	pthread_mutex_init(&pl->lock, NULL);
 	pthread_cond_init(&pl->attach_cond, NULL);

@@ -94,6 +94,7 @@ struct dmn_pipeline {
 		enum ipc_ring_mode mode;
 		uint32_t rank_n;
 		unsigned members;
+		uint64_t empty_since; /* CLOCK_MONOTONIC ns when its last member left, or 0 */
 		bool used;
 	} groups[IPC_RING_MAX_GROUPS];
 	int bcast_gid; /* -1 until a broadcast reader needs one (group 0 is not broadcast) */
@@ -135,6 +136,7 @@ struct dmn_get_req {
 	uid_t owner;	      /* who asks; (uid_t)-1: the host's config dir */
 	enum ipc_ring_mode mode;
 	uint32_t rank_n;
+	const char *group; /* split/rank: the group the ring's group 0 is ("" or NULL: default) */
 	const void *state; /* a reader's saved position, or NULL */
 	size_t state_len;
 };
@@ -179,8 +181,13 @@ struct dmn_join {
  */
 int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigned *ret_ring_id,
 		      int *ret_group, int *ret_cb_fd, char *msg, size_t msg_cap);
-/* Remove ring reader ring_id of pl->groups[group] (-1: broadcast); an empty group is closed. */
+/*
+ * Remove ring reader ring_id of pl->groups[group] (-1: broadcast). A group without members
+ * keeps its place in the stream (DataLoader workers that come and go between epochs) until it
+ * holds the other readers back for DMN_GROUP_GRACE_NS: then the producer closes it.
+ */
 void dmn_pipeline_leave(struct dmn_pipeline *pl, unsigned ring_id, int group);
+#define DMN_GROUP_GRACE_NS 2000000000ull
 /*
  * Take in releases. Returns the ring ids (a bit each) of readers whose control block is corrupt:
  * the caller evicts them. Server thread.

@@ -204,6 +204,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 					   .owner = c->uid,
 					   .mode = mode,
 					   .rank_n = m.rank_count,
+					   .group = m.group,
 					   .state = m.state,
 					   .state_len = m.state_len };
 		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
@@ -234,7 +235,8 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 					   .spec_dir = pl->spec_dir,
 					   .owner = c->uid,
 					   .mode = mode,
-					   .rank_n = pl->rank_n,
+					   .rank_n = m.rank_count,
+					   .group = m.group,
 					   .state = m.state,
 					   .state_len = m.state_len };
 		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));

@@ -166,8 +166,8 @@ int ipc_ring_add_reader(struct ipc_ring *ring, uint32_t rank_index, unsigned *re
 int ipc_ring_group_open(struct ipc_ring *ring, enum ipc_ring_mode mode, uint32_t rank_n,
 			uint32_t split_depth, uint64_t from, unsigned *ret_gid);
 /*
- * Close group gid (not 0): the batches pending in it are given up. -EBUSY while it has members,
- * -ENOENT when it is not open, -EINVAL for group 0.
+ * Close group gid (0 too: ipc_ring_add_reader then says -ENOENT): the batches pending in it
+ * are given up. -EBUSY while it has members, -ENOENT when it is not open.
  */
 int ipc_ring_group_close(struct ipc_ring *ring, unsigned gid);
 /* ipc_ring_add_reader into group gid (-ENOENT: not open). */

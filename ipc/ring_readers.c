@@ -140,8 +140,6 @@ int ipc_ring_group_close(struct ipc_ring *r, unsigned gid)
 	struct group *g;
 	uint64_t bit;
 
-	if (gid == 0)
-		return -EINVAL;
 	if (gid >= IPC_RING_MAX_GROUPS || !r->grp[gid].open)
 		return -ENOENT;
 	g = &r->grp[gid];

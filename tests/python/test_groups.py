@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -146,11 +147,16 @@ def test_group_refusals(fresh_daemon):
             assert s.next(30) is not None
         with pytest.raises(ValueError, match="group of its own"):
             sluice.attach(name, socket=fresh_daemon.sock, group="g3")
+        got = _read(r, 2)
     finally:
         r.close()
-    # the group closed with its last member: the default group may read in another mode now
-    with sluice.attach(name, socket=fresh_daemon.sock, mode="split") as s:
-        assert s.next(30) is not None
+    # an empty group keeps its place (and its mode): a member that comes back goes on
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.attach(name, socket=fresh_daemon.sock, mode="split")
+    assert e.value.errno == errno.EBUSY
+    with sluice.attach(name, socket=fresh_daemon.sock, mode="rank", index=0, count=2) as r:
+        again = _read(r, 2)
+    assert [q for q, _ in got] == [0, 2] and [q for q, _ in again] == [4, 6]
 
 
 def _torch_rank_batches(sock, name_or_spec, env, monkeypatch, workers=0):
@@ -189,3 +195,65 @@ def test_torch_adapter_joins_the_jobs_rank_group(fresh_daemon, tmp_path, monkeyp
     assert got2[0] == ref2[0::2] and got2[1] == ref2[1::2]
     with pytest.raises(ValueError, match="NNODES"):
         _torch_rank_batches(fresh_daemon.sock, name, dict(env2, LOCAL_RANK=0), monkeypatch)
+
+
+def _read(r, n=None, timeout=30):
+    out = []
+    while n is None or len(out) < n:
+        b = r.next(timeout)
+        if b is None:
+            break
+        with b:
+            out.append((b.seq, b["label"].reshape(-1).tolist()))
+    return out
+
+
+def test_pipeline_started_by_a_named_group(fresh_daemon, tmp_path):
+    """A spec attached first by a split member of group "w": the ring's own group is "w" (no
+    default group holds batches nobody takes); a broadcast reader of the same spec and the
+    group's two members read 120 batches through a 64-slot ring."""
+    spec = image_spec(fresh_daemon.data, batch=1, epochs=2)
+    ref = [b["tensors"]["label"]["values"] for b in run_reference(tmp_path, spec, "label")]
+    assert len(ref) == 2 * RECORDS
+    a = sluice.attach(spec=spec, socket=fresh_daemon.sock, mode="split", group="w")
+    b = sluice.attach(spec=spec, socket=fresh_daemon.sock, mode="split", group="w")
+    c = sluice.attach(spec=spec, socket=fresh_daemon.sock)
+    got = {}
+
+    def run(k, r):
+        got[k] = _read(r, timeout=60)
+        r.close()
+
+    # a thread each, as a job's processes would (a split member may wait for its end of
+    # stream until the other member took what was handed to it)
+    ts = [threading.Thread(target=run, args=kv) for kv in (("a", a), ("b", b), ("c", c))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert [lab for _, lab in got["c"]] == ref
+    split = sorted(got["a"] + got["b"])
+    assert [s for s, _ in split] == list(range(len(ref)))
+    assert [lab for _, lab in split] == ref
+
+
+def test_abandoned_group_is_closed_after_its_grace(fresh_daemon):
+    """A split group whose members all left holds its batches for a while (workers that come
+    back between epochs find their place); once it holds a broadcast reader back for the
+    grace period, the daemon closes it, says so in its log, and the reader goes on."""
+    spec = image_spec(fresh_daemon.data, name="abandoned", epochs=None, batch=1)
+    name = sluice.register(spec, socket=fresh_daemon.sock)
+    s = sluice.attach(name, socket=fresh_daemon.sock, mode="split", group="gone")
+    assert len(_read(s, 1)) == 1
+    bc = sluice.attach(name, socket=fresh_daemon.sock)
+    s.close()
+    got = _read(bc, 300, timeout=60)  # more than the ring's 64 slots: the group had to go
+    assert [q for q, _ in got] == list(range(len(got))) and len(got) == 300
+    with open(os.path.join(fresh_daemon.tmp, "sluiced.log")) as f:
+        log = f.read()
+    assert 'group "gone" (split) had no member' in log
+    # the name is free again: a new group of that name starts where the stream is
+    with sluice.attach(name, socket=fresh_daemon.sock, mode="rank", group="gone", index=0,
+                       count=1) as r:
+        assert len(_read(r, 2)) == 2
+    bc.close()

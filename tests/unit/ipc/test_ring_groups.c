@@ -277,7 +277,6 @@ static void test_group_refusals(void **state)
 			 -EINVAL);
 	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 0, 0, &g), -EINVAL);
 	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 9, 0, &g), -EINVAL);
-	assert_int_equal(ipc_ring_group_close(r, 0), -EINVAL);
 	assert_int_equal(ipc_ring_group_close(r, IPC_RING_MAX_GROUPS), -ENOENT);
 	assert_int_equal(ipc_ring_add_reader_to(r, 5, 0, &id, &fd), -ENOENT);
 	assert_int_equal(ipc_ring_group_mode(r, 5), -ENOENT);
@@ -285,6 +284,7 @@ static void test_group_refusals(void **state)
 	x = add(r, 1, NULL);	   /* group 0, rank 1 of 2 */
 	y = add_to(r, g, 1, NULL); /* group g, rank 1 of 3: another group */
 	assert_int_equal(ipc_ring_add_reader(r, 1, &id, &fd), -EBUSY);
+	assert_int_equal(ipc_ring_group_close(r, 0), -EBUSY); /* x is in it */
 	assert_int_equal(ipc_ring_add_reader_to(r, g, 1, &id, &fd), -EBUSY);
 	assert_int_equal(ipc_ring_add_reader_to(r, g, 3, &id, &fd), -EINVAL);
 	assert_int_equal(ipc_ring_set_max_lag(r, ipc_ring_client_id(y), 4), -EINVAL);
@@ -294,6 +294,11 @@ static void test_group_refusals(void **state)
 	assert_int_equal(ipc_ring_group_open(r, IPC_RING_BROADCAST, 0, 0, 0, &id), -ENOSPC);
 	for (int i = 0; i < n; i++)
 		assert_int_equal(ipc_ring_group_close(r, gids[i]), 0);
+	/* group 0 closes too once empty; nobody is added to it then */
+	assert_int_equal(ipc_ring_remove_reader(r, ipc_ring_client_id(x)), 0);
+	assert_int_equal(ipc_ring_group_close(r, 0), 0);
+	assert_int_equal(ipc_ring_add_reader(r, 0, &id, &fd), -ENOENT);
+	assert_int_equal(ipc_ring_group_mode(r, 0), -ENOENT);
 	ipc_ring_client_detach(x);
 	ipc_ring_client_detach(y);
 	ipc_ring_destroy(r);
