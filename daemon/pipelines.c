@@ -284,8 +284,7 @@ static const char *mode_word(enum ipc_ring_mode m)
 	return m == IPC_RING_SPLIT ? "split" : m == IPC_RING_RANK ? "rank" : "broadcast";
 }
 
-/* pl->groups[] index of the split/rank group called name, or -1. */
-static int group_find(const struct dmn_pipeline *pl, const char *name)
+int dmn_pipeline_group_find(const struct dmn_pipeline *pl, const char *name)
 {
 	for (int i = 0; i < IPC_RING_MAX_GROUPS; i++)
 		if (pl->groups[i].used && strcmp(pl->groups[i].name, name) == 0)
@@ -312,6 +311,7 @@ static int group_open(struct dmn_pipeline *pl, const char *name, const struct dm
 	struct dmn_group *g = &pl->groups[i];
 	memset(g, 0, sizeof(*g));
 	snprintf(g->name, sizeof(g->name), "%s", name);
+	g->first_epoch = j->first_epoch;
 	g->gid = gid;
 	g->mode = j->mode;
 	g->rank_n = j->mode == IPC_RING_RANK ? j->rank_n : 0;
@@ -383,7 +383,12 @@ int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigne
 		*ret_group = -1;
 		return r;
 	}
-	int i = group_find(pl, name);
+	int i = dmn_pipeline_group_find(pl, name);
+	if (i >= 0 && pl->groups[i].moved_to) { /* the caller follows moved_to */
+		snprintf(msg, msg_cap, "pipeline \"%s\": group \"%s\" reads another pipeline",
+			 pl->name, name);
+		return -EXDEV;
+	}
 	if (i >= 0) {
 		const struct dmn_group *g = &pl->groups[i];
 		if (g->mode != j->mode || (j->mode == IPC_RING_RANK && g->rank_n != j->rank_n)) {
@@ -415,6 +420,53 @@ int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigne
 	g->members++;
 	g->empty_since = 0;
 	*ret_group = i;
+	return 0;
+}
+
+/* Whether the stream goes on after epoch e (the spec's epochs; it has not failed). */
+static bool goes_on_after(const struct dmn_pipeline *pl, uint64_t e)
+{
+	return pl->status == DMN_RUNNING && (pl->epochs < 0 || e + 1 < (uint64_t)pl->epochs);
+}
+
+int dmn_pipeline_join_point(struct dmn_pipeline *pl, struct dmn_join_point *ret)
+{
+	struct ipc_ring_info info;
+	ipc_ring_get_info(pl->ring, &info);
+	memset(ret, 0, sizeof(*ret));
+	if (info.head == 0)
+		return 0; /* nothing published: from the start */
+	/* the batch a new reader would see first (at low), or the last one published */
+	bool in_ring = info.low < info.head;
+	uint64_t s = in_ring ? info.low : info.head - 1;
+	const struct dmn_hist *h = &pl->hist[s % DMN_HIST];
+	if (h->ring_seq != s)
+		return -ENOENT; /* cannot happen: the history holds more than the ring */
+	uint64_t e = h->pos.epoch;
+	if (in_ring && h->pos.index_in_epoch == 0) {
+		ret->first_epoch = e; /* the whole epoch is still in the ring */
+		return 0;
+	}
+	if (!in_ring && (h->pos.flags & IPC_BATCH_F_END_EPOCH) && goes_on_after(pl, e)) {
+		ret->first_epoch = e + 1; /* the next batch starts an epoch */
+		return 0;
+	}
+	if (goes_on_after(pl, e)) {
+		ret->first_epoch = e + 1; /* the tail of this one is skipped */
+		return 0;
+	}
+	/* the last epoch, partly gone: a pipeline of its own from that epoch's start */
+	ret->private_ = true;
+	ret->first_epoch = 0;
+	if (e == 0 && !pl->start_state_len)
+		return 0; /* the pipeline's start, from the spec */
+	const struct pl_batch_pos *prev = &pl->epoch_end[(e - 1) % 2];
+	if (e == 0 || !pl->epoch_end_set[(e - 1) % 2] || prev->epoch != e - 1)
+		return -ENOENT;
+	int n = pl_pipeline_state_after(pl->pl, prev, ret->state, sizeof(ret->state));
+	if (n < 0)
+		return n;
+	ret->state_len = n;
 	return 0;
 }
 
@@ -462,6 +514,10 @@ static void pub_deliver(void *ctx, struct pl_batch *b)
 				((const struct ipc_batch_hdr *)b->mem)->index_in_epoch;
 			h->pos.seq = b->seq;
 			h->pos.flags = b->flags;
+			if (b->flags & IPC_BATCH_F_END_EPOCH) {
+				pl->epoch_end[b->epoch % 2] = h->pos;
+				pl->epoch_end_set[b->epoch % 2] = true;
+			}
 		}
 		pl->resv[i] = pl->resv[--pl->n_resv];
 		first = pl->published++ == 0;
@@ -510,6 +566,14 @@ void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl)
 			*pp = pl->next;
 			d->n_pipelines--;
 			dmn_log("private pipeline %s stopped: its reader is gone", pl->name);
+			/* a group that had moved to it is gone with it */
+			for (struct dmn_pipeline *o = d->pipelines; o; o = o->next) {
+				pthread_mutex_lock(&o->lock);
+				for (int i = 0; i < IPC_RING_MAX_GROUPS; i++)
+					if (o->groups[i].used && o->groups[i].moved_to == pl)
+						o->groups[i].used = false;
+				pthread_mutex_unlock(&o->lock);
+			}
 			dmn_pipeline_destroy(d, pl);
 			return;
 		}
@@ -631,9 +695,10 @@ static struct dmn_pipeline *find_shared(struct dmn_registry *d, struct get_ctx *
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
 		if (memcmp(pl->fp, g->fp, 16) != 0)
 			continue;
-		if (q->state_len ? shares_state(pl, q->state, q->state_len) : !pl->private_)
+		if (!q->fresh &&
+		    (q->state_len ? shares_state(pl, q->state, q->state_len) : !pl->private_))
 			return pl;
-		if (q->state_len)
+		if (q->state_len || q->fresh)
 			g->private_ = true; /* it runs, but not from where this reader resumes */
 	}
 	if (g->private_) {
@@ -688,6 +753,7 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 	pl->owner = q->owner;
 	pl->mode = q->mode;
 	pl->rank_n = q->rank_n;
+	pl->epochs = g->spec->epochs == PL_NULL ? -1 : g->spec->epochs;
 	pl->shard_index = g->spec->has_shard ? g->spec->shard_index : 0;
 	pl->shard_count = g->spec->has_shard ? g->spec->shard_count : 1;
 	/* the ring's group 0 reads in the mode the pipeline was started for */

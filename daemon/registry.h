@@ -95,8 +95,16 @@ struct dmn_pipeline {
 		uint32_t rank_n;
 		unsigned members;
 		uint64_t empty_since; /* CLOCK_MONOTONIC ns when its last member left, or 0 */
+		uint64_t first_epoch; /* the first epoch its members get (a late group) */
+		/* its first member came too late for a whole epoch here: the group reads a
+		   private pipeline (used, no ring group; cleared when that one is dropped) */
+		struct dmn_pipeline *moved_to;
 		bool used;
 	} groups[IPC_RING_MAX_GROUPS];
+	int64_t epochs; /* the spec's, -1: without end */
+	/* the last batch of the latest two epochs (by epoch % 2), to restart at an epoch's start */
+	struct pl_batch_pos epoch_end[2];
+	bool epoch_end_set[2];
 	int bcast_gid; /* -1 until a broadcast reader needs one (group 0 is not broadcast) */
 	/* where each published batch sits in the stream, by ring seq (for SAVE_STATE) */
 	struct dmn_hist {
@@ -137,6 +145,7 @@ struct dmn_get_req {
 	enum ipc_ring_mode mode;
 	uint32_t rank_n;
 	const char *group; /* split/rank: the group the ring's group 0 is ("" or NULL: default) */
+	bool fresh;	   /* never share a running pipeline: a private one when one runs */
 	const void *state; /* a reader's saved position, or NULL */
 	size_t state_len;
 };
@@ -171,7 +180,27 @@ struct dmn_join {
 	enum ipc_ring_mode mode;
 	const char *group; /* split/rank: the group's name ("" or NULL: the default group) */
 	uint32_t rank_index, rank_n;
+	uint64_t first_epoch; /* for a group it opens: the first epoch its members get */
 };
+
+/*
+ * Where a new group (or broadcast reader) of pl starts so that it gets whole epochs (DESIGN.md
+ * §5): at the start of the epoch the ring holds from low when it holds that start; else, when
+ * the stream goes on after that epoch, at the next one (the batches before it are given back
+ * unread by the client: first_epoch); else (that is the last epoch, or the stream has ended)
+ * it needs a private pipeline from that epoch's start: *ret_private, with the state to start
+ * it at in state (*ret_state_len 0: the pipeline's own start). -ENOENT when the start of that
+ * epoch is no longer known. Under pl->lock.
+ */
+struct dmn_join_point {
+	uint64_t first_epoch;
+	bool private_;
+	uint8_t state[PL_STATE_MAX];
+	int state_len;
+};
+int dmn_pipeline_join_point(struct dmn_pipeline *pl, struct dmn_join_point *ret);
+/* The split/rank group of pl called name (pl->groups index), or -1. Under pl->lock. */
+int dmn_pipeline_group_find(const struct dmn_pipeline *pl, const char *name);
 /*
  * Add a reader to the ring, in its group (opened on the first member: it starts with the
  * batches the ring still holds). *ret_group: the index in pl->groups[] (-1: broadcast).

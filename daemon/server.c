@@ -185,6 +185,77 @@ static int on_register(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_m
 	return send_msg(c, buf, len, NULL, 0);
 }
 
+/*
+ * DESIGN.md §5: a reader of a new group (a broadcast reader is a group of its own) receives
+ * whole epochs, never a silent partial one. A member of a group that exists starts where its
+ * group is (on the private pipeline its group moved to, if it did). Otherwise the pipeline
+ * says where whole epochs start (dmn_pipeline_join_point): *ret_first_epoch, or, in its last
+ * epoch, a private pipeline from that epoch's start (*io_pl becomes it; a split or rank
+ * group's later members follow it there).
+ */
+static int whole_epochs(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_attach *m,
+			struct dmn_pipeline **io_pl, uint64_t *ret_first_epoch, char *emsg,
+			size_t cap)
+{
+	struct dmn_pipeline *pl = *io_pl;
+	enum ipc_ring_mode mode = (enum ipc_ring_mode)m->mode;
+	struct dmn_join_point jp;
+	pthread_mutex_lock(&pl->lock);
+	int gi = mode == IPC_RING_BROADCAST ? -1 : dmn_pipeline_group_find(pl, m->group);
+	if (gi >= 0) {
+		struct dmn_pipeline *to = pl->groups[gi].moved_to;
+		*ret_first_epoch = to ? 0 : pl->groups[gi].first_epoch;
+		pthread_mutex_unlock(&pl->lock);
+		if (to)
+			*io_pl = to;
+		return 0;
+	}
+	int r = dmn_pipeline_join_point(pl, &jp);
+	pthread_mutex_unlock(&pl->lock);
+	if (r < 0) {
+		dmn_log("pipeline %s: where the epoch of its oldest batch started is no longer "
+			"known: a %s reader of uid %u starts in the middle of it",
+			pl->name, mode_name(mode), (unsigned)c->uid);
+		return 0;
+	}
+	*ret_first_epoch = jp.first_epoch;
+	if (!jp.private_)
+		return 0;
+	bool created;
+	struct dmn_pipeline *np;
+	struct dmn_get_req req = { .spec = pl->spec_json,
+				   .spec_len = strlen(pl->spec_json),
+				   .origin = pl->name,
+				   .spec_dir = pl->spec_dir,
+				   .owner = c->uid,
+				   .mode = mode,
+				   .rank_n = m->rank_count,
+				   .group = m->group,
+				   .state = jp.state_len ? jp.state : NULL,
+				   .state_len = (size_t)jp.state_len,
+				   .fresh = true };
+	r = dmn_pipeline_get(&d->reg, &req, &np, &created, emsg, cap);
+	if (r < 0)
+		return r;
+	dmn_log("pipeline %s is past the start of its last epoch: a %s reader of uid %u reads "
+		"that epoch whole from private pipeline %s",
+		pl->name, mode_name(mode), (unsigned)c->uid, np->name);
+	if (mode != IPC_RING_BROADCAST) {
+		pthread_mutex_lock(&pl->lock);
+		for (int i = 0; i < IPC_RING_MAX_GROUPS; i++) {
+			struct dmn_group *g = &pl->groups[i];
+			if (g->used)
+				continue;
+			*g = (struct dmn_group){ .mode = mode, .moved_to = np, .used = true };
+			snprintf(g->name, sizeof(g->name), "%s", m->group);
+			break;
+		}
+		pthread_mutex_unlock(&pl->lock);
+	}
+	*io_pl = np;
+	return 0;
+}
+
 static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 {
 	struct ipc_ctl_attach m;
@@ -243,9 +314,15 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		if (r < 0)
 			return reply_error(c, msg->req_id, r, "%s", emsg);
 	}
-	if (pl->private_ && pl->n_readers == 0)
+	uint64_t first_epoch = 0;
+	if (!m.state_len) {
+		r = whole_epochs(d, c, &m, &pl, &first_epoch, emsg, sizeof(emsg));
+		if (r < 0)
+			return reply_error(c, msg->req_id, r, "%s", emsg);
+	} else if (pl->private_ && pl->n_readers == 0) {
 		dmn_log("private pipeline %s started for uid %u at a saved state", pl->name,
 			(unsigned)c->uid);
+	}
 	if (d->reg.cfg.max_readers && pl->n_readers >= d->reg.cfg.max_readers)
 		return reply_error(c, msg->req_id, -EUSERS,
 				   "pipeline \"%s\" has its limit of %u readers", pl->name,
@@ -258,7 +335,8 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	struct dmn_join join = { .mode = mode,
 				 .group = m.group,
 				 .rank_index = m.rank_index,
-				 .rank_n = m.rank_count };
+				 .rank_n = m.rank_count,
+				 .first_epoch = first_epoch };
 	r = dmn_pipeline_join(pl, &join, &rd->ring_id, &rd->group, &cb_fd, emsg, sizeof(emsg));
 	rd->mode = mode;
 	if (r == 0 && m.lag_policy == IPC_CTL_LAG_CATCH_UP) {
@@ -294,6 +372,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		.ring_version = IPC_RING_LAYOUT_VERSION,
 		.n_slots = info.n_slots,
 		.data_bytes = info.data_size,
+		.first_epoch = first_epoch,
 	};
 	snprintf(out.name, sizeof(out.name), "%s", pl->name);
 	memcpy(out.fingerprint, pl->fp, 16);

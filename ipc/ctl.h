@@ -219,6 +219,11 @@ struct ipc_ctl_attached {
 	uint64_t max_batch_bytes;	     /* the largest extent a batch may take; 0: not fixed */
 	struct ipc_ctl_tensor_info *tensors; /* the schema summary; decoded: allocated */
 	uint32_t n_tensors;
+	/*
+	 * The first epoch this reader gets whole (DESIGN.md §5: a late reader receives whole
+	 * epochs): the client gives back, unread, the batches of earlier epochs it finds first.
+	 */
+	uint64_t first_epoch;
 };
 void ipc_ctl_attached_fini(struct ipc_ctl_attached *m);
 

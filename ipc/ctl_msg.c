@@ -263,6 +263,7 @@ static const struct fdesc attached_f[] = {
 	NUM(7, K_U64, F_REQ, struct ipc_ctl_attached, ctl_bytes),
 	NUM(8, K_U64, 0, struct ipc_ctl_attached, max_batch_bytes),
 	SEQ(9, struct ipc_ctl_attached, tensors, n_tensors, &tensor_d),
+	NUM(10, K_U64, 0, struct ipc_ctl_attached, first_epoch),
 };
 static const struct fdesc reader_ref_f[] = {
 	NUM(1, K_U64, F_REQ, struct ipc_ctl_reader_ref, reader_id),

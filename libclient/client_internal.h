@@ -100,6 +100,8 @@ struct sluice_reader {
 	struct lc_ring *old_ring;
 	uint64_t old_reader_id;
 	uint64_t old_gen;
+	/* A late reader's first whole epoch (ATTACHED): batches of earlier ones are skipped. */
+	uint64_t first_epoch;
 	/* Sticky outcomes. */
 	int error; /* the pipeline's error batch: returned from then on */
 	char error_msg[sizeof(((struct sluice_error *)0)->msg)];

@@ -285,6 +285,7 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	r->ring = ring;
 	r->reader_id = out.reader_id;
 	memcpy(r->name, out.name, sizeof(r->name));
+	r->first_epoch = out.first_epoch;
 	r->gen = atomic_load_explicit(&c->gen, memory_order_relaxed);
 	ipc_ctl_attached_fini(&out);
 	return 0;
@@ -662,6 +663,13 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 		ring_lock(r->ring);
 		rc = ipc_ring_client_next(r->ring->rc, slice * 1000000, &rb);
 		ring_unlock(r->ring);
+		if (rc == 0 && rb.epoch < r->first_epoch && !(rb.flags & IPC_BATCH_F_ERROR)) {
+			/* a late reader gets whole epochs: the tail of an earlier one goes back */
+			ring_lock(r->ring);
+			ipc_ring_client_release(r->ring->rc, &rb);
+			ring_unlock(r->ring);
+			continue;
+		}
 		if (rc == 0)
 			return take(r, &rb, ret_batch, err);
 		if (rc == -ENODATA) {

@@ -17,7 +17,7 @@ import threading
 import pytest
 
 import sluice
-from conftest import RECORDS, image_spec, run_reference
+from conftest import RECORDS, image_spec, run_reference, shuffled
 
 try:
     import torch
@@ -208,6 +208,16 @@ def _read(r, n=None, timeout=30):
     return out
 
 
+def _read_epochs(r, n, timeout=30):
+    out = []
+    while len(out) < n:
+        b = r.next(timeout)
+        assert b is not None
+        with b:
+            out.append((b.epoch, b["label"].reshape(-1).tolist()))
+    return out
+
+
 def test_pipeline_started_by_a_named_group(fresh_daemon, tmp_path):
     """A spec attached first by a split member of group "w": the ring's own group is "w" (no
     default group holds batches nobody takes); a broadcast reader of the same spec and the
@@ -257,3 +267,77 @@ def test_abandoned_group_is_closed_after_its_grace(fresh_daemon):
                        count=1) as r:
         assert len(_read(r, 2)) == 2
     bc.close()
+
+
+@pytest.fixture
+def small_ring(tmp_path, data):
+    """A daemon whose rings hold 8 batches: an epoch of 60 batches leaves it early."""
+    import test_daemon
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    d = test_daemon.Daemon(str(tmp_path), str(conf), ["--ring-slots", "8"])
+    assert d.ready
+    d.data, d.tmp = data, str(tmp_path)
+    yield d
+    d.stop()
+
+
+def test_late_job_gets_the_dataset_once(small_ring, tmp_path):
+    """A one-epoch pipeline read to its end by a job: a second job attaching by spec after it
+    gets exactly the dataset once (from a private pipeline), not the batches left in the ring."""
+    spec = image_spec(small_ring.data, batch=1, epochs=1)
+    ref = [b["tensors"]["label"]["values"] for b in run_reference(tmp_path, spec, "label")]
+    with sluice.attach(spec=spec, socket=small_ring.sock) as a:
+        assert [lab for _, lab in _read(a)] == ref
+    with sluice.attach(spec=spec, socket=small_ring.sock) as b:
+        assert [lab for _, lab in _read(b)] == ref
+    # a split group joining then: the same, and its second member follows it there
+    m1 = sluice.attach(spec=spec, socket=small_ring.sock, mode="split", group="late")
+    m2 = sluice.attach(spec=spec, socket=small_ring.sock, mode="split", group="late")
+    got = {}
+
+    def run(k, r):
+        got[k] = _read(r, timeout=60)
+        r.close()
+
+    ts = [threading.Thread(target=run, args=kv) for kv in (("1", m1), ("2", m2))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert sorted(lab for _, lab in got["1"] + got["2"]) == sorted(ref)
+    with open(os.path.join(small_ring.tmp, "sluiced.log")) as f:
+        log = f.read()
+    assert log.count("reads that epoch whole from private pipeline") == 2
+
+
+def test_late_reader_of_an_endless_pipeline_starts_at_an_epoch(small_ring, tmp_path):
+    """A broadcast reader, then a rank group, joining an endless shuffled pipeline in the middle
+    of an epoch start at the next epoch: their first batches are that epoch's, whole."""
+    spec = image_spec(small_ring.data, name="endless", batch=4, epochs=None, **shuffled(5))
+    ref = [b for b in run_reference(tmp_path, dict(spec, args=dict(spec["args"], epochs=3)),
+                                    "label")]
+    per_epoch = len(ref) // 3
+    name = sluice.register(spec, socket=small_ring.sock)
+    first = sluice.attach(name, socket=small_ring.sock)
+    head = _read(first, per_epoch + 3)  # into epoch 1, far past what 8 slots hold
+    late = sluice.attach(name, socket=small_ring.sock)
+    grp = sluice.attach(name, socket=small_ring.sock, mode="rank", group="r", index=0,
+                        count=1)
+    got = {}
+    ts = [threading.Thread(target=lambda: head.extend(_read(first, per_epoch * 2))),
+          threading.Thread(target=lambda: got.update(grp=_read_epochs(grp, per_epoch)))]
+    for t in ts:  # each reader at its own pace, as separate jobs
+        t.start()
+    got_late = _read_epochs(late, per_epoch)
+    for t in ts:
+        t.join(60)
+    got_grp = got["grp"]
+    for got in (got_late, got_grp):
+        # the epoch it starts at: 1 if the ring still held its first batch, else 2
+        e = got[0][0]
+        assert e in (1, 2) and all(x[0] == e for x in got)
+        assert [lab for _, lab in got] == [b["tensors"]["label"]["values"] for b in ref
+                                           if b["epoch"] == e]
+    for r in (first, late, grp):
+        r.close()
