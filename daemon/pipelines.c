@@ -340,7 +340,8 @@ static bool groups_expire(struct dmn_pipeline *pl)
 		if (!g->used || g->members || !g->empty_since ||
 		    now - g->empty_since < DMN_GROUP_GRACE_NS)
 			continue;
-		dmn_log("pipeline %s: %s%s%s (%s) had no member for %llu s while the ring was full: "
+		dmn_log("pipeline %s: %s%s%s (%s) had no member for %llu s while the ring was "
+			"full: "
 			"closed, what it had not handed out is given up",
 			pl->name, g->name[0] ? "group \"" : "the default group", g->name,
 			g->name[0] ? "\"" : "", mode_word(g->mode),
@@ -349,6 +350,17 @@ static bool groups_expire(struct dmn_pipeline *pl)
 		closed = true;
 	}
 	return closed;
+}
+
+/* The epoch after the one being published now (0 before the first batch). */
+static uint64_t next_epoch(const struct dmn_pipeline *pl)
+{
+	struct ipc_ring_info info;
+	ipc_ring_get_info(pl->ring, &info);
+	if (info.head == 0)
+		return 0;
+	const struct dmn_hist *h = &pl->hist[(info.head - 1) % DMN_HIST];
+	return h->pos.epoch + 1;
 }
 
 int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigned *ret_ring_id,
@@ -389,14 +401,32 @@ int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigne
 			 pl->name, name);
 		return -EXDEV;
 	}
-	if (i >= 0) {
+	if (i >= 0 && !pl->groups[i].members && pl->groups[i].mode == IPC_RING_RANK &&
+	    j->mode == IPC_RING_RANK && pl->groups[i].rank_n != j->rank_n) {
+		/*
+		 * An elastic restart: every member went, and they come back with another count.
+		 * The group starts the next epoch with it; the rest of the current one is not
+		 * delivered to it (said in the log: which epoch, which count).
+		 */
+		struct dmn_join nj = *j;
+		nj.first_epoch = next_epoch(pl);
+		dmn_log("pipeline %s: group \"%s\" comes back with %u ranks (it had %u): it starts "
+			"at epoch %llu, the rest of epoch %llu is not delivered to it",
+			pl->name, name, j->rank_n, pl->groups[i].rank_n,
+			(unsigned long long)nj.first_epoch,
+			(unsigned long long)(nj.first_epoch ? nj.first_epoch - 1 : 0));
+		group_close(pl, i);
+		if ((i = group_open(pl, name, &nj, msg, msg_cap)) < 0)
+			return i;
+	} else if (i >= 0) {
 		const struct dmn_group *g = &pl->groups[i];
 		if (g->mode != j->mode || (j->mode == IPC_RING_RANK && g->rank_n != j->rank_n)) {
 			char cnt[32] = "";
 			if (g->mode == IPC_RING_RANK)
 				snprintf(cnt, sizeof(cnt), " with count %u", g->rank_n);
 			snprintf(msg, msg_cap,
-				 "pipeline \"%s\": %s%s%s reads in %s mode%s; attach to it with that "
+				 "pipeline \"%s\": %s%s%s reads in %s mode%s; attach to it with "
+				 "that "
 				 "mode, or give another group",
 				 pl->name, name[0] ? "group \"" : "the default group", name,
 				 name[0] ? "\"" : "", mode_word(g->mode), cnt);

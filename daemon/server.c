@@ -339,6 +339,8 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				 .first_epoch = first_epoch };
 	r = dmn_pipeline_join(pl, &join, &rd->ring_id, &rd->group, &cb_fd, emsg, sizeof(emsg));
 	rd->mode = mode;
+	if (r == 0 && rd->group >= 0) /* its group's (an elastic restart may have moved it) */
+		first_epoch = pl->groups[rd->group].first_epoch;
 	if (r == 0 && m.lag_policy == IPC_CTL_LAG_CATCH_UP) {
 		/* moved off past max_lag (default half the ring; it must be below the ring's size) */
 		struct ipc_ring_info ri;

@@ -201,7 +201,7 @@ struct group {
 	enum ipc_ring_mode mode;
 	uint32_t rank_n, split_depth;
 	uint64_t members;
-	uint64_t from;		      /* the first seq it gets (members: or the ring's low) */
+	uint64_t from;		      /* its first seq (a member: the ring's low, when later) */
 	uint32_t *pending, n_pending; /* split/rank: slots handed to no member yet, in seq order */
 	uint8_t *redo;		      /* split/rank, per slot: taken by a member that went away
 					 without releasing it; its next hand-out is marked */

@@ -341,3 +341,27 @@ def test_late_reader_of_an_endless_pipeline_starts_at_an_epoch(small_ring, tmp_p
                                            if b["epoch"] == e]
     for r in (first, late, grp):
         r.close()
+
+
+def test_elastic_restart_with_another_count(fresh_daemon, tmp_path):
+    """A rank group whose members all went comes back with another count (torchrun's elastic
+    restart): it starts the next epoch with the new count, and the log says which epoch's rest
+    it did not get."""
+    spec = image_spec(fresh_daemon.data, name="elastic", batch=4, epochs=None)
+    ref = run_reference(tmp_path, dict(spec, args=dict(spec["args"], epochs=1)), "label")
+    name = sluice.register(spec, socket=fresh_daemon.sock)
+    rs = [sluice.attach(name, socket=fresh_daemon.sock, mode="rank", group="el", index=k,
+                        count=2) for k in range(2)]
+    assert [e for e, _ in _read_epochs(rs[0], 2)] == [0, 0]
+    for r in rs:
+        r.close()
+    with sluice.attach(name, socket=fresh_daemon.sock, mode="rank", group="el", index=0,
+                       count=1) as r:
+        got = _read_epochs(r, 4)
+    e = got[0][0]
+    # not shuffled: every epoch is epoch 0 again, and this one starts at its first batch
+    assert e >= 1 and all(x[0] == e for x in got)
+    assert [lab for _, lab in got] == [b["tensors"]["label"]["values"] for b in ref][:4]
+    with open(os.path.join(fresh_daemon.tmp, "sluiced.log")) as f:
+        log = f.read()
+    assert 'group "el" comes back with 1 ranks (it had 2): it starts at epoch %d' % e in log
