@@ -383,9 +383,13 @@ static const char drain_usage[] =
 	"options:\n"
 	"  --mode M           broadcast (default), split or rank\n"
 	"  --index I --count N  (rank) this reader's rank of N\n"
+	"  --group G          (split, rank) read in consumer group G (default: the\n"
+	"                     pipeline's default group)\n"
 	"  --batches N        stop after N batches\n"
 	"  --json             one JSON line per batch: seq, epoch, rows and a CRC-32\n"
 	"                     digest over every tensor's row_splits, offsets and data\n"
+	"                     (and \"redelivered\": true for a batch another member of\n"
+	"                     its group took before it went away)\n"
 	"  --values NAME,...  (with --json) also print these tensors' values\n"
 	"  --state-out FILE   after the last batch, write the reader's position\n"
 	"  --state-in FILE    attach at that position (exactly: the daemon starts a\n"
@@ -459,6 +463,11 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 				o->ao.max_lag = v;
 				i++;
 			}
+		} else if (!strcmp(a, "--group")) {
+			if (!val || !val[0])
+				return usage_error("drain", "--group needs a name", drain_usage);
+			o->ao.group = val;
+			i++;
 		} else if (!strcmp(a, "--values")) {
 			if (!val || !val[0])
 				return usage_error("drain", "--values needs NAME[,NAME...]",
@@ -491,6 +500,11 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 		return usage_error("drain", "--index must be below --count", drain_usage);
 	if (o->ao.lag_policy && o->ao.mode != SLUICE_MODE_BROADCAST)
 		return usage_error("drain", "--catch-up is for broadcast readers", drain_usage);
+	if (o->ao.group && o->ao.mode == SLUICE_MODE_BROADCAST)
+		return usage_error("drain",
+				   "--group is for split and rank readers (a broadcast "
+				   "reader is a group of its own)",
+				   drain_usage);
 	struct stat st;
 	if (stat(o->name, &st) == 0 && S_ISREG(st.st_mode)) {
 		/* a spec file: attach by spec (the daemon starts it, or finds it running) */
@@ -580,6 +594,8 @@ static int drain_json(struct jsonout *j, const struct drain_opts *o, const struc
 	jsonout_cstr(j, ", \"digest\": \"");
 	jsonout_cstr(j, hex);
 	jsonout_char(j, '"');
+	if (sluice_batch_redelivered(b)) /* a group member took it before and went away */
+		jsonout_cstr(j, ", \"redelivered\": true");
 	if (o->values) {
 		jsonout_cstr(j, ", \"values\": {");
 		for (i = 0; i < n; i++) {
@@ -598,6 +614,9 @@ static int drain_json(struct jsonout *j, const struct drain_opts *o, const struc
 	}
 	jsonout_char(j, '}');
 	rc = jsonout_line_write(j, stdout);
+	/* a line per batch as it comes, for whoever follows the output through a pipe */
+	if (rc >= 0 && fflush(stdout) != 0)
+		rc = -errno;
 	if (rc < 0)
 		snprintf(msg, cap, "writing the output: %s", strerror(-rc));
 	return rc;

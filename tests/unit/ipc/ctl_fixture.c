@@ -54,6 +54,7 @@ void fill_attached(struct ipc_ctl_attached *a, struct ipc_ctl_tensor_info *t)
 	a->data_bytes = 64ull << 20;
 	a->ctl_bytes = 4096;
 	a->max_batch_bytes = 1 << 20;
+	a->first_epoch = 3;
 	snprintf(t[0].name, sizeof(t[0].name), "image");
 	t[0].dtype = IPC_DTYPE_STRING;
 	t[0].rank = 1;

@@ -121,6 +121,7 @@ static void test_attach(void **state)
 	in.state_len = sizeof(st);
 	in.lag_policy = IPC_CTL_LAG_CATCH_UP;
 	in.max_lag = 1ull << 40;
+	snprintf(in.group, sizeof(in.group), "torch:run-7");
 	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 77, &in, &len), 0);
 	m = parse_ok(buf, len, IPC_CTL_ATTACH, 77);
 	assert_int_equal(ipc_ctl_decode_attach(&m, &out, emsg, sizeof(emsg)), 0);
@@ -134,6 +135,7 @@ static void test_attach(void **state)
 	assert_memory_equal(out.state, st, sizeof(st));
 	assert_int_equal(out.lag_policy, IPC_CTL_LAG_CATCH_UP);
 	assert_true(out.max_lag == 1ull << 40);
+	assert_string_equal(out.group, "torch:run-7");
 
 	/* By spec, broadcast, defaults everywhere else. */
 	memset(&in, 0, sizeof(in));
@@ -150,6 +152,7 @@ static void test_attach(void **state)
 	assert_null(out.state);
 	assert_int_equal(out.state_len, 0);
 	assert_int_equal(out.max_lag, 0);
+	assert_string_equal(out.group, ""); /* optional: the default group */
 
 	/* Split mode. */
 	in.mode = IPC_CTL_MODE_SPLIT;
@@ -180,6 +183,7 @@ static void test_attached(void **state)
 	assert_true(out.data_bytes == 64ull << 20);
 	assert_int_equal(out.ctl_bytes, 4096);
 	assert_int_equal(out.max_batch_bytes, 1 << 20);
+	assert_true(out.first_epoch == in.first_epoch);
 	assert_int_equal(out.n_tensors, 3);
 	assert_non_null(out.tensors);
 	for (i = 0; i < 3; i++)

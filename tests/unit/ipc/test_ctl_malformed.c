@@ -385,8 +385,9 @@ static void test_truncations(void **state)
 		emsg[0] = '\0';
 		r = ipc_ctl_decode_attached(&m, &out, emsg, sizeof(emsg));
 		if (r == 0) {
-			/* a cut between whole fields: fewer tensors */
-			assert_true(out.n_tensors < 3);
+			/* a cut between whole fields: fewer tensors, or no first_epoch (the last,
+			   optional field) */
+			assert_true(out.n_tensors < 3 || (out.n_tensors == 3 && out.first_epoch == 0));
 			ipc_ctl_attached_fini(&out);
 		} else {
 			assert_int_equal(r, -EBADMSG);
