@@ -387,7 +387,8 @@ static void test_truncations(void **state)
 		if (r == 0) {
 			/* a cut between whole fields: fewer tensors, or no first_epoch (the last,
 			   optional field) */
-			assert_true(out.n_tensors < 3 || (out.n_tensors == 3 && out.first_epoch == 0));
+			assert_true(out.n_tensors < 3 ||
+				    (out.n_tensors == 3 && out.first_epoch == 0));
 			ipc_ctl_attached_fini(&out);
 		} else {
 			assert_int_equal(r, -EBADMSG);
