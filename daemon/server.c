@@ -234,9 +234,16 @@ static int whole_epochs(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_
 				   .state = jp.state_len ? jp.state : NULL,
 				   .state_len = (size_t)jp.state_len,
 				   .fresh = true };
-	r = dmn_pipeline_get(&d->reg, &req, &np, &created, emsg, cap);
-	if (r < 0)
+	char why[512];
+	r = dmn_pipeline_get(&d->reg, &req, &np, &created, why, sizeof(why));
+	if (r < 0) {
+		snprintf(emsg, cap,
+			 "pipeline \"%s\" is past the start of its last epoch, and the private "
+			 "pipeline that would give this reader that epoch whole could not start: "
+			 "%s",
+			 pl->name, why);
 		return r;
+	}
 	dmn_log("pipeline %s is past the start of its last epoch: a %s reader of uid %u reads "
 		"that epoch whole from private pipeline %s",
 		pl->name, mode_name(mode), (unsigned)c->uid, np->name);
