@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/pipeline/cache.h"
 #include "log.h"
 #include "sched/sched.h"
 
@@ -35,7 +36,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: sluiced [--socket PATH] [--config-dir DIR] [--workers N]\n"
 		   "               [--pipeline-memory BYTES] [--memory BYTES]\n"
 		   "               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
-		   "               [--ring-commit BYTES|all] [--direct-io] [--help] [--version]\n"
+		   "               [--ring-commit BYTES|all] [--direct-io] [--cache-memory BYTES]\n"
+		   "               [--help] [--version]\n"
 		   "\n"
 		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
 		   "  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
@@ -58,6 +60,9 @@ static void usage(FILE *f)
 		   "                       copy (for datasets on NVMe that do not fit in memory; "
 		   "where\n"
 		   "                       the file system refuses it, reads stay buffered)\n"
+		   "  --cache-memory B     the shared record cache: files framed once are kept\n"
+		   "                       (after decompression) for every pipeline and epoch\n"
+		   "                       that reads them again, within B bytes (default 0: off)\n"
 		   "  --help, --version    this text, the version\n"
 		   "Options take their value as --opt VALUE or --opt=VALUE.\n");
 }
@@ -96,6 +101,7 @@ enum {
 	OPT_MEMORY,
 	OPT_MAX_PIPELINES,
 	OPT_MAX_READERS,
+	OPT_CACHE_MEMORY,
 	OPT_RING_SLOTS,
 	OPT_DIRECT_IO,
 	OPT_RING_COMMIT,
@@ -111,6 +117,7 @@ static const struct option options[] = {
 	{ "max-pipelines", required_argument, NULL, OPT_MAX_PIPELINES },
 	{ "max-readers", required_argument, NULL, OPT_MAX_READERS },
 	{ "ring-slots", required_argument, NULL, OPT_RING_SLOTS },
+	{ "cache-memory", required_argument, NULL, OPT_CACHE_MEMORY },
 	{ "direct-io", no_argument, NULL, OPT_DIRECT_IO },
 	{ "ring-commit", required_argument, NULL, OPT_RING_COMMIT },
 	{ "help", no_argument, NULL, 'h' },
@@ -172,6 +179,9 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 			break;
 		case OPT_RING_SLOTS:
 			cfg->ring_slots = (unsigned)n;
+			break;
+		case OPT_CACHE_MEMORY:
+			cfg->cache_bytes = n;
 			break;
 		case OPT_DIRECT_IO:
 			cfg->direct_io = true;
@@ -351,6 +361,11 @@ int main(int argc, char **argv)
 		dmn_log("cannot start the parse pool: %s", strerror(-r));
 		return 1;
 	}
+	if (d.reg.cfg.cache_bytes && pl_cache_create(d.reg.cfg.cache_bytes, &d.reg.cache) < 0) {
+		dmn_log("cannot make the record cache: out of memory");
+		sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
+		return 1;
+	}
 	char pathbuf[4096];
 	const char *path = socket_path(&d.reg.cfg, pathbuf, sizeof(pathbuf));
 	d.listen_fd = socket_activated();
@@ -364,6 +379,7 @@ int main(int argc, char **argv)
 		if (d.listen_fd >= 0 && path)
 			unlink(path);
 		sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
+		pl_cache_destroy(d.reg.cache);
 		return 1;
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &d.listen_fd };
@@ -378,6 +394,9 @@ int main(int argc, char **argv)
 			"they hold more",
 			(unsigned long long)(d.reg.cfg.pipeline_bytes >> 10),
 			(unsigned long long)(d.reg.cfg.ring_commit >> 10));
+	if (d.reg.cache)
+		dmn_log("record cache: up to %llu KiB of framed records, shared by every pipeline",
+			(unsigned long long)(d.reg.cfg.cache_bytes >> 10));
 	if (d.reg.cfg.config_dir) {
 		char msg[1024];
 		if (dmn_load_config_dir(&d.reg, msg, sizeof(msg)) < 0)
@@ -434,6 +453,7 @@ int main(int argc, char **argv)
 	close(d.signal_fd);
 	close(d.epoll_fd);
 	sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
+	pl_cache_destroy(d.reg.cache); /* every pipeline that read it is gone */
 	dmn_log("stopped");
 	return 0;
 }

@@ -821,6 +821,7 @@ static int start_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pi
 	pl_pipeline_opts_init(&po);
 	po.pool = d->pool;
 	po.direct = d->cfg.direct_io;
+	po.cache = d->cache;
 	po.alloc = ring_alloc;
 	po.free = ring_free;
 	po.alloc_ctx = pl;

@@ -30,7 +30,8 @@ struct dmn_config {
 	unsigned max_pipelines;
 	unsigned max_readers; /* per pipeline (<= IPC_RING_MAX_READERS) */
 	unsigned ring_slots;
-	bool direct_io; /* every pipeline reads with O_DIRECT (no page cache) */
+	bool direct_io;	      /* every pipeline reads with O_DIRECT (no page cache) */
+	uint64_t cache_bytes; /* the shared record cache's budget (0: none) */
 };
 
 /* Why a pipeline stopped producing. */
@@ -129,6 +130,7 @@ struct dmn_pipeline {
 struct dmn_registry {
 	struct dmn_config cfg;
 	struct sched_pool *pool;
+	struct pl_cache *cache; /* the shared record cache, or NULL */
 	struct dmn_pipeline *pipelines;
 	unsigned n_pipelines;
 	uint64_t bytes_used;

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "daemon/pipeline/cache.h"
 #include "log.h"
 
 /*
@@ -527,6 +528,9 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 				   pl ? "permission denied" : "no pipeline named \"%s\"", m.name);
 	struct pl_stats st;
 	pl_pipeline_get_stats(pl->pl, &st);
+	struct pl_cache_stats cs = { 0 };
+	if (d->reg.cache)
+		pl_cache_get_stats(d->reg.cache, &cs);
 	struct ipc_ring_info info;
 	pthread_mutex_lock(&pl->lock);
 	ipc_ring_get_info(pl->ring, &info);
@@ -549,6 +553,17 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "records", (int64_t)st.records },
 		{ "record_bytes", (int64_t)st.record_bytes },
 		{ "copied_bytes", (int64_t)st.copied_bytes },
+		/* the shared record cache (docs/pipeline.md, "The record cache"): what it holds,
+		   0 none or 1 framed records; this pipeline's files from it and put in it */
+		{ "cache_level", d->reg.cache ? 1 : 0 },
+		{ "cache_files", (int64_t)st.cache_files },
+		{ "cache_bytes", (int64_t)st.cache_bytes },
+		{ "cache_filled", (int64_t)st.cache_filled },
+		{ "cache_memory", (int64_t)cs.budget },
+		{ "cache_memory_used", (int64_t)cs.bytes },
+		{ "cache_entries", (int64_t)cs.entries },
+		{ "cache_evictions", (int64_t)cs.evictions },
+		{ "cache_invalidations", (int64_t)cs.invalidations },
 		{ "skipped_records", (int64_t)st.skipped_records },
 		{ "skipped_files", (int64_t)st.skipped_files },
 		{ "epoch_batches", (int64_t)st.epoch_batches }, /* 0 until an epoch ended */

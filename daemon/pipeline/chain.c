@@ -78,7 +78,9 @@ static int slot_open(void *ctx, unsigned k, struct io_error *err)
 	if (pl_files_next(c->files, &file) == 0)
 		return 0;
 	const struct dataset_file *f = &c->plan->ds->files[file];
-	int r = pl_read_open(s->rd, f->path, err);
+	int r = pl_frame_open_cached(s->fr, file, f->path); /* 1: no reading */
+	if (r == 0)
+		r = pl_read_open(s->rd, f->path, err);
 	if (r == 0)
 		r = pl_frame_open(s->fr, file, f->path, f->size);
 	if (r < 0)
@@ -225,6 +227,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.validate = validate,
 		.validate_ctx = c,
 		.store = &c->store,
+		.cache = c->o.cache,
 		.st = &c->st[PL_STAGE_FRAME],
 		.tot = &c->frame_tot,
 		.prof = c->o.prof,
@@ -365,6 +368,9 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 		st[i] = c->st[i];
 	ret->read = c->read_tot;
 	ret->skipped_files = c->frame_tot.skipped_files;
+	ret->cache_files = c->frame_tot.cache_files;
+	ret->cache_bytes = c->frame_tot.cache_bytes;
+	ret->cache_filled = c->frame_tot.cache_filled;
 	ret->copied_bytes = c->store.copied_bytes;
 }
 

@@ -19,10 +19,13 @@
  * the stop flag, a scratch for the records it decodes on the driver (on_corrupt skip_file,
  * continuous_sequence lengths). Everything runs on the driver thread but stop and stats.
  */
+struct pl_cache; /* cache.h */
+
 struct pl_chain_opts {
 	const struct pl_plan *plan;
 	enum iox_engine engine;
 	bool direct;
+	struct pl_cache *cache; /* struct pl_frame_opts.cache */
 	int (*idle)(void *ctx); /* while waiting for reads (struct pl_read_opts.idle) */
 	void *idle_ctx;
 	struct pl_prof *prof;
@@ -33,6 +36,7 @@ struct pl_chain_totals {
 	struct pl_read_totals read;
 	uint64_t skipped_files;
 	uint64_t copied_bytes;
+	uint64_t cache_files, cache_bytes, cache_filled; /* struct pl_frame_totals' */
 };
 
 struct pl_chain;

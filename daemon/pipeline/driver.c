@@ -342,6 +342,7 @@ int pl_driver_create(const struct pl_driver_opts *opts, struct pl_driver **ret,
 		.plan = d->plan,
 		.engine = opts->engine,
 		.direct = opts->direct,
+		.cache = opts->cache,
 		.idle = pl_asm_idle,
 		.idle_ctx = ax,
 		.prof = &d->prof,
@@ -437,6 +438,9 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 			       st[PL_STAGE_PARSE].dropped;
 	ret->skipped_files = tot.skipped_files;
 	ret->copied_bytes = tot.copied_bytes;
+	ret->cache_files = tot.cache_files;
+	ret->cache_bytes = tot.cache_bytes;
+	ret->cache_filled = tot.cache_filled;
 	ret->evacuations = tot.read.evacuations;
 	ret->parse_ns = pl_asm_task_ns(&d->ax, true);
 	ret->read_wait_ns = rw;

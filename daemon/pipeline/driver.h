@@ -19,6 +19,7 @@ struct pl_driver_opts {
 	const struct pl_plan *plan;
 	enum iox_engine engine;
 	bool direct;
+	struct pl_cache *cache;	 /* the shared record cache, or NULL */
 	struct sched_pool *pool; /* the parse tasks' */
 	void *(*alloc)(void *ctx, size_t len);
 	void (*free)(void *ctx, void *mem, size_t len);

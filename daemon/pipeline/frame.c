@@ -6,6 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A cache entry as a block its records point into: the entry's reference goes with it. */
+struct cached_blk {
+	struct pl_block blk;
+	struct pl_cache_entry *e;
+};
+
 struct pl_frame {
 	struct pl_frame_opts o;
 	struct tfr_reader *rd;
@@ -13,6 +19,12 @@ struct pl_frame {
 	bool finishing;	      /* the file's last chunk was fed */
 	uint32_t file;	      /* index into the dataset's files */
 	struct pl_block *cur; /* the chunk being framed (one reference held here) */
+	/* the cache: the key of the file pl_frame_open_cached looked up */
+	struct pl_cache_key key;
+	bool have_key;
+	struct pl_cache_entry *fill; /* the file being put in the cache, or NULL */
+	struct cached_blk *hit;	     /* the file being framed from the cache (a reference) */
+	uint64_t hit_next;	     /* its next record */
 };
 
 int pl_frame_create(const struct pl_frame_opts *opts, struct pl_frame **ret)
@@ -40,10 +52,40 @@ static void release_chunk(struct pl_frame *fr)
 	fr->cur = NULL;
 }
 
+/* The fill in progress ends: complete (the file framed to its end) makes it an entry. */
+static void fill_end(struct pl_frame *fr, bool complete)
+{
+	if (!fr->fill)
+		return;
+	pl_cache_fill_end(fr->fill, complete);
+	fr->fill = NULL;
+	if (complete)
+		fr->o.tot->cache_filled++;
+}
+
+static void cached_put(struct pl_block *b)
+{
+	struct cached_blk *cb = (struct cached_blk *)b;
+	pl_cache_put(cb->e);
+	free(cb);
+}
+
+/* The file framed from the cache is done with (its records keep the entry until dropped). */
+static void hit_end(struct pl_frame *fr)
+{
+	if (fr->hit)
+		pl_block_unref(&fr->hit->blk);
+	fr->hit = NULL;
+}
+
 void pl_frame_abandon(struct pl_frame *fr)
 {
+	fill_end(fr, false);
+	if (fr->hit)
+		hit_end(fr);
+	else
+		fr->o.abandon(fr->o.read_ctx);
 	release_chunk(fr);
-	fr->o.abandon(fr->o.read_ctx);
 	fr->open = false;
 }
 
@@ -51,9 +93,41 @@ void pl_frame_destroy(struct pl_frame *fr)
 {
 	if (!fr)
 		return;
+	fill_end(fr, false);
+	hit_end(fr);
 	release_chunk(fr);
 	tfr_reader_destroy(fr->rd);
 	free(fr);
+}
+
+int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path)
+{
+	fr->have_key = false;
+	if (!fr->o.cache || pl_cache_key_of(path, fr->o.compression, &fr->key) < 0)
+		return 0; /* no cache, or the reader will say what is wrong with the file */
+	fr->have_key = true;
+	struct pl_cache_entry *e = pl_cache_get(fr->o.cache, &fr->key);
+	if (!e)
+		return 0;
+	struct cached_blk *cb = calloc(1, sizeof(*cb));
+	if (!cb) {
+		pl_cache_put(e);
+		return 0; /* read it instead */
+	}
+	uint64_t bytes = pl_cache_entry_bytes(e);
+	cb->e = e;
+	cb->blk.data = (uint8_t *)pl_cache_entry_record_base(e);
+	cb->blk.cap = cb->blk.used = bytes;
+	cb->blk.put = cached_put;
+	cb->blk.pin = true;
+	cb->blk.refs = 1; /* the frame's, until the file's last record was handed on */
+	fr->hit = cb;
+	fr->hit_next = 0;
+	fr->open = true;
+	fr->file = file;
+	fr->o.tot->cache_files++;
+	fr->o.tot->cache_bytes += bytes;
+	return 1;
 }
 
 int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size)
@@ -66,7 +140,40 @@ int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t
 	fr->open = true;
 	fr->finishing = false;
 	fr->file = file;
+	if (fr->o.cache && fr->have_key)
+		fr->fill = pl_cache_fill_begin(fr->o.cache, &fr->key, size);
 	return 0;
+}
+
+/* The next record of a file the cache holds. */
+static int hit_next(struct pl_frame *fr, struct pl_rec *out)
+{
+	struct pl_cache_entry *e = fr->hit->e;
+	if (fr->hit_next == pl_cache_entry_records(e)) {
+		hit_end(fr);
+		fr->open = false;
+		return 0;
+	}
+	const uint8_t *data;
+	uint32_t len;
+	uint64_t offset;
+	pl_cache_entry_record(e, fr->hit_next, &data, &len, &offset);
+	fr->hit->blk.refs++;
+	*out = (struct pl_rec){
+		.blk = &fr->hit->blk,
+		.data = data,
+		.len = len,
+		.win_len = -1,
+		/* checked by the parse task, as for a record read from the file */
+		.crc_checked = false,
+		.decompressed = pl_cache_entry_decompressed(e),
+		.file = fr->file,
+		.index = fr->hit_next++,
+		.offset = offset,
+	};
+	fr->o.st->elems_out++;
+	fr->o.st->bytes_out += len;
+	return 1;
 }
 
 bool pl_frame_is_open(const struct pl_frame *fr)
@@ -110,6 +217,9 @@ static int store_record(struct pl_frame *fr, const struct tfr_record *tr, struct
 	out->offset = tr->offset;
 	fr->o.st->elems_out++;
 	fr->o.st->bytes_out += tr->len;
+	if (fr->fill && pl_cache_fill_add(fr->fill, tr->data, (uint32_t)tr->len, tr->offset,
+					  tr->decompressed) < 0)
+		fill_end(fr, false); /* over the budget: this file is not cached */
 	return 0;
 }
 
@@ -117,7 +227,24 @@ static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct
 {
 	for (;;) {
 		struct tfr_record tr;
-		int r = tfr_reader_next(fr->rd, &tr, err);
+		int r;
+		if (fr->hit) {
+			r = hit_next(fr, out);
+			if (r <= 0 || fr->o.on_corrupt != PL_ON_CORRUPT_SKIP_FILE)
+				return r;
+			/* skip_file: as for the file itself (a bad record ends it) */
+			r = fr->o.validate(fr->o.validate_ctx, out);
+			if (r == 0)
+				return 1;
+			pl_rec_unref(out);
+			if (r == -ENOMEM)
+				return r;
+			fr->o.st->dropped++;
+			fr->o.tot->skipped_files++;
+			pl_frame_abandon(fr);
+			return 0;
+		}
+		r = tfr_reader_next(fr->rd, &tr, err);
 		if (r == TFR_RECORD) {
 			if (store_record(fr, &tr, out) < 0)
 				return -ENOMEM;
@@ -137,11 +264,13 @@ static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct
 		}
 		if (r == TFR_END) {
 			release_chunk(fr);
+			fill_end(fr, true);
 			fr->open = false;
 			return 0;
 		}
 		if (r < 0) {
 			release_chunk(fr);
+			fill_end(fr, false);
 			if (fr->o.on_corrupt == PL_ON_CORRUPT_FAIL || r == -ENOMEM)
 				return r;
 			/* the frame is lost: the rest of the file cannot be read */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "io/ioerr.h"
+#include "cache.h"
 #include "io/tfr.h"
 #include "record.h"
 #include "spec.h"
@@ -15,6 +16,9 @@
 /* What every framer of a pipeline adds to. */
 struct pl_frame_totals {
 	uint64_t skipped_files;
+	uint64_t cache_files;  /* files framed from the cache */
+	uint64_t cache_bytes;  /* record bytes that came from it */
+	uint64_t cache_filled; /* files this pipeline put in it */
 };
 
 struct pl_frame_opts {
@@ -32,6 +36,11 @@ struct pl_frame_opts {
 	int (*validate)(void *ctx, const struct pl_rec *rec);
 	void *validate_ctx;
 	struct pl_store *store; /* records not pinned in their chunk are copied here */
+	/*
+	 * The shared record cache, or NULL: a file it holds is framed from there (no read); a file
+	 * it does not hold is put there as it is framed, when it fits (pl_cache_fill_begin).
+	 */
+	struct pl_cache *cache;
 	struct pl_stage_stats *st;
 	struct pl_frame_totals *tot;
 	struct pl_prof *prof;
@@ -41,7 +50,12 @@ struct pl_frame;
 
 int pl_frame_create(const struct pl_frame_opts *opts, struct pl_frame **ret);
 void pl_frame_destroy(struct pl_frame *fr);
-/* Start framing file `file` (index into the dataset, for the records) at path, size bytes. */
+/*
+ * Before the reader opens file `file` (index into the dataset, for the records) at path: 1 when
+ * the cache holds it (it is framed from there: no reader, no pl_frame_open), 0 when not.
+ */
+int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path);
+/* Start framing file `file` at path, size bytes, from the reader's chunks. */
 int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size);
 /* Whether a file is open (not framed to its end or given up). */
 bool pl_frame_is_open(const struct pl_frame *fr);

@@ -118,6 +118,7 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 		.plan = p->plan,
 		.engine = o.engine,
 		.direct = o.direct,
+		.cache = o.cache,
 		.pool = o.pool ? o.pool : p->own_pool,
 		.alloc = o.alloc,
 		.free = o.free,

@@ -27,15 +27,23 @@ struct sched_pool;
 struct pl_pipeline;
 struct pl_batch;
 
+struct pl_cache; /* cache.h */
+
 struct pl_pipeline_opts {
 	size_t size; /* sizeof(struct pl_pipeline_opts), set by _init */
 	struct sched_pool
 		*pool; /* NULL: the pipeline starts a pool of num_parallel_parses workers */
 	enum iox_engine engine; /* default AUTO (honours SLUICE_IO_ENGINE=pread) */
-	bool direct;		/* O_DIRECT reads where the file system takes them (default off:
-				 * no kernel copy, but no page cache either; for big files on
-				 * NVMe, docs/io-engine.md) */
-	const void *state;	/* resume from pl_pipeline_save() output, or NULL */
+	/*
+	 * The shared record cache (cache.h), or NULL: files it holds are not read again; files it
+	 * does not hold are put in it as they are framed, while they fit. The cache never changes
+	 * a batch. Kept by the caller past pl_pipeline_destroy.
+	 */
+	struct pl_cache *cache;
+	bool direct;	   /* O_DIRECT reads where the file system takes them (default off:
+			    * no kernel copy, but no page cache either; for big files on
+			    * NVMe, docs/io-engine.md) */
+	const void *state; /* resume from pl_pipeline_save() output, or NULL */
 	size_t state_len;
 	/*
 	 * Batch memory: len bytes, IPC_BATCH_EXTENT_ALIGN-aligned, or NULL when out of memory.
@@ -148,6 +156,9 @@ struct pl_stats {
 	uint64_t skipped_records; /* on_corrupt */
 	uint64_t skipped_files;
 	uint64_t copied_bytes;	 /* record bytes copied out of read buffers (others: zero-copy) */
+	uint64_t cache_files;	 /* files framed from the shared record cache (no reading) */
+	uint64_t cache_bytes;	 /* record bytes that came from it */
+	uint64_t cache_filled;	 /* files this pipeline put in it */
 	uint64_t evacuations;	 /* pinned read buffers emptied to let reading go on */
 	uint64_t driver_cpu_ns;	 /* read, frame, interleave, shuffle, assemble */
 	uint64_t parse_ns;	 /* time running parse tasks (monotonic clock around each) */

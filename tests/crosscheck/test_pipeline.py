@@ -29,6 +29,10 @@ except ImportError:
 
 SLUICECTL = os.environ.get("SLUICECTL", "")
 MODEL_ONLY = "--model-only" in sys.argv
+# `--cache-memory N` (meson's test_pipeline_cached): every run with the shared record cache, whose
+# epochs after the first read the files it holds from memory; the model is the same
+CACHE = os.environ.get("SLUICE_TEST_CACHE_MEMORY", "")
+RUN_EXTRA = ["--cache-memory", CACHE] if CACHE else []
 failures = []
 skipped = []
 
@@ -332,8 +336,8 @@ def run_cli(tmp, s, values=None, extra=()):
     args = [SLUICECTL, "run", path, "--json"]
     if values:
         args += ["--values", ",".join(values)]
-    p = subprocess.run(args + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=120)
+    p = subprocess.run(args + list(extra) + RUN_EXTRA, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
     err = p.stderr.decode("utf-8", "replace")
     out = []
     for line in p.stdout.decode("utf-8", "replace").split("\n"):
@@ -774,6 +778,34 @@ def test_sequences(tmp, ds):
         case(tmp, name, spec(seq, feats, loader, target_batch_size=3, **args), seq_loader=True)
 
 
+def test_cache_used(tmp, ds):
+    """With the cache: epochs after the first frame their files from it (the total line's
+    cache_files), a file it holds that changes is read again, and a file whose framing fails is
+    not cached (the batches themselves are what every case above compares with the model)."""
+    s = spec(ds["main"], ["id", "i64"], epochs=3, shuffle=True, seed=9)
+    path = os.path.join(tmp, "cached.json")
+    write_json(path, s)
+
+    def totals():
+        p = subprocess.run([SLUICECTL, "run", path] + RUN_EXTRA, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120, text=True)
+        last = (p.stdout.strip().splitlines() or [""])[-1]
+        return p.returncode, dict(kv.split("=", 1) for kv in last.split()[1:] if "=" in kv)
+    files = len([f for f, n in MAIN_FILES])
+    rc, t = totals()
+    check(rc == 0 and int(t.get("cache_filled", -1)) == files and
+          int(t.get("cache_files", -1)) == 2 * files,
+          "cache: %d files filled in epoch 1 and read from memory in epochs 2 and 3 (%s)" % (
+              files, t))
+    bad = spec(ds["corrupt"], ["id"], epochs=2, on_corrupt="skip_file")
+    write_json(path, bad)
+    rc, t = totals()
+    check(rc == 0 and int(t.get("cache_filled", -1)) == files - 1 and
+          int(t.get("cache_files", -1)) == files - 1,
+          "cache: a file skipped at a bad record (d.tfrecords) is not cached, the %d others are "
+          "(%s)" % (files - 1, t))
+
+
 def main():
     if not MODEL_ONLY and not (SLUICECTL and os.access(SLUICECTL, os.X_OK)):
         print("SKIP: SLUICECTL is not set to an executable")
@@ -795,6 +827,8 @@ def main():
                 test_seed_and_threads(tmp, ds)
                 test_checkpoints(tmp, ds)
                 test_corrupt(tmp, ds)
+                if CACHE:
+                    test_cache_used(tmp, ds)
         except RunUnavailable as e:
             print("SKIP: sluicectl run is not available: %s" % e)
             return 77

@@ -339,6 +339,59 @@ def test_io_options(tmp, data):
           "the fallback is said once in the log: %s" % said)
 
 
+def test_record_cache(tmp, data):
+    """--cache-memory: a second pipeline over the same files (another batch size, shuffled with
+    its seed) frames them from the cache, not the files, and its batches are those of
+    `sluicectl run` without one; a file that changes is read again."""
+    conf = os.path.join(tmp, "conf-cache")
+    os.makedirs(conf)
+    d = Daemon(tmp, conf, ["--cache-memory", "16M"])
+    specs = [spec(data, name="c1", epochs=1, batch=10),
+             spec(data, name="c2", epochs=2, batch=7, shuffle=True, seed=4,
+                  num_shuffle_buffer_elements=30, num_filenames_shuffle_buffer=2,
+                  num_mix_files=2)]
+    paths = []
+    for s in specs:
+        paths.append(os.path.join(tmp, s["name"] + ".json"))
+        with open(paths[-1], "w") as f:
+            json.dump(s, f)
+    try:
+        outs, flats = [], []
+        for p in paths:
+            r, lines = drain_json(d, p)
+            check(r.returncode == 0, "cache: drain %s (%s)" % (p, r.stderr.strip()[-200:]))
+            outs.append(lines)
+            flats.append(stats_of(d, os.path.basename(p)[:-5])[1])
+        os.utime(os.path.join(data, "part-0.tfrecords"))  # a new mtime: not the cached file
+        s3 = spec(data, name="c3", epochs=1, batch=9)
+        p3 = os.path.join(tmp, "c3.json")
+        with open(p3, "w") as f:
+            json.dump(s3, f)
+        r3, lines3 = drain_json(d, p3)
+        flat3 = stats_of(d, "c3")[1]
+    finally:
+        d.stop()
+    for p, lines in zip(paths + [p3], outs + [lines3]):
+        ref = ctl(d, "run", p, "--json", "--values", "id")  # in process, no cache
+        want = [(b["seq"], b["epoch"], b["rows"], [int(v) for v in b["tensors"]["id"]["values"]])
+                for b in map(json.loads, ref.stdout.splitlines())]
+        got = [(b["seq"], b["epoch"], b["rows"], [int(v) for v in b["values"]["id"]])
+               for b in lines]
+        check(ref.returncode == 0 and got == want,
+              "cache: %s's batches equal sluicectl run's without a cache" % os.path.basename(p))
+    check(flats[0].get("cache_level") == 1 and flats[0].get("cache_filled") == N_FILES and
+          flats[0].get("cache_files") == 0,
+          "cache: the first pipeline put its %d files in the cache (%s)" % (
+              N_FILES, {k: v for k, v in flats[0].items() if k.startswith("cache")}))
+    check(flats[1].get("cache_files") == 2 * N_FILES and flats[1].get("cache_filled") == 0,
+          "cache: the second read them from it, both epochs (%s)" % (
+              {k: v for k, v in flats[1].items() if k.startswith("cache")}))
+    check(flat3.get("cache_files") == N_FILES - 1 and flat3.get("cache_filled") == 1 and
+          flat3.get("cache_invalidations") == 1,
+          "cache: a file touched since is read again, the others come from the cache (%s)" % (
+              {k: v for k, v in flat3.items() if k.startswith("cache")}))
+
+
 def write_big_dataset(d, n=30, floats=25600):
     """n records of an "id" and an "x" of `floats` float32 (100 KB at the default)."""
     ex_pb2, _ = common.protos()
@@ -657,6 +710,7 @@ def main():
         test_state_resume(tmp, data)
         test_resume_by_name(tmp, data)
         test_io_options(tmp, data)
+        test_record_cache(tmp, data)
         test_ring_memory(tmp, data)
         test_command_line(tmp)
         test_relative_paths(tmp, data)

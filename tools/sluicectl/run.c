@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/pipeline/cache.h"
 #include "daemon/pipeline/pipeline.h"
 #include "daemon/pipeline/spec.h"
 #include "io/file.h"
@@ -42,6 +43,9 @@ static void run_usage(FILE *f)
 		   "  --direct           read with O_DIRECT (no page cache, no kernel copy)\n"
 		   "  --workers N        parse on a pool of N workers (default: the pipeline's\n"
 		   "                     own pool of num_parallel_parses workers)\n"
+		   "  --cache-memory B   keep up to B bytes of framed records: a second epoch\n"
+		   "                     reads the files it holds from memory (as sluiced\n"
+		   "                     --cache-memory does for every pipeline)\n"
 		   "\n"
 		   "Without --json: one line per batch, the rate on stderr every second, and\n"
 		   "totals. Exit status: 0 done, 1 the pipeline failed (error on stderr),\n"
@@ -63,7 +67,8 @@ struct run_opts {
 	const char *state_in, *state_out;
 	enum iox_engine engine;
 	bool direct;
-	uint64_t workers; /* 0: the pipeline's own pool */
+	uint64_t workers;     /* 0: the pipeline's own pool */
+	uint64_t cache_bytes; /* 0: no record cache */
 };
 
 /* Append the comma-separated names of arg to o->values. -ENOMEM or -EINVAL (an empty name). */
@@ -299,6 +304,14 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 			return 1;
 		} else if (!strcmp(a, "--json")) {
 			o->json = true;
+		} else if (!strcmp(a, "--cache-memory")) {
+			if (!val || cli_parse_u64(val, UINT64_MAX, &o->cache_bytes) < 0 ||
+			    !o->cache_bytes) {
+				fprintf(stderr, "sluicectl: run: --cache-memory needs a number of "
+						"bytes\n");
+				return -1;
+			}
+			i++;
 		} else if (!strcmp(a, "--batches") || !strcmp(a, "--workers")) {
 			bool batches = a[2] == 'b';
 			uint64_t v;
@@ -440,13 +453,16 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 			wall = 1e-9;
 		pl_pipeline_get_stats(r->p, &st);
 		printf("total: batches=%" PRIu64 " rows=%" PRIu64 " wall_s=%.3f batches_per_s=%.1f "
-		       "rows_per_s=%.0f records=%" PRIu64 " skipped_records=%" PRIu64
-		       " skipped_files=%" PRIu64 " record_bytes=%" PRIu64 " copied_bytes=%" PRIu64
-		       " evacuations=%" PRIu64 " io_engine=%s%s%s\n",
+		       "rows_per_s=%.0f records=%" PRIu64 " skipped_records=%" PRIu64 " skipped_"
+										      "files="
+										      "%" PRIu64
+		       " record_bytes=%" PRIu64 " copied_bytes=%" PRIu64 " evacuations=%" PRIu64
+		       " cache_files=%" PRIu64 " cache_filled=%" PRIu64 " io_engine=%s%s%s\n",
 		       r->batches, r->rows, wall, (double)r->batches / wall, (double)r->rows / wall,
 		       st.records, st.skipped_records, st.skipped_files, st.record_bytes,
-		       st.copied_bytes, st.evacuations, st.io_engine ? st.io_engine : "?",
-		       st.io_fallback ? " fallback=" : "", st.io_fallback ? st.io_fallback : "");
+		       st.copied_bytes, st.evacuations, st.cache_files, st.cache_filled,
+		       st.io_engine ? st.io_engine : "?", st.io_fallback ? " fallback=" : "",
+		       st.io_fallback ? st.io_fallback : "");
 	}
 	if (fflush(stdout) != 0) {
 		snprintf(msg, cap, "writing the output: %s", strerror(errno));
@@ -461,6 +477,7 @@ int cmd_run(int argc, char **argv)
 	struct pl_spec *spec = NULL;
 	struct pl_pipeline_opts po;
 	struct sched_pool *pool = NULL;
+	struct pl_cache *cache = NULL;
 	struct io_error err;
 	char *state = NULL;
 	size_t state_len = 0;
@@ -503,8 +520,16 @@ int cmd_run(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (r.o.cache_bytes) {
+		rc = pl_cache_create(r.o.cache_bytes, &cache);
+		if (rc < 0) {
+			snprintf(msg, sizeof(msg), "out of memory");
+			goto out;
+		}
+	}
 	pl_pipeline_opts_init(&po);
 	po.pool = pool;
+	po.cache = cache;
 	po.engine = r.o.engine;
 	po.direct = r.o.direct;
 	po.state = state;
@@ -554,6 +579,7 @@ out:
 	if (status)
 		fprintf(stderr, "sluicectl: run: %s\n", msg[0] ? msg : "failed");
 	pl_pipeline_destroy(r.p);
+	pl_cache_destroy(cache);
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 	pl_spec_destroy(spec);
 	free(state);

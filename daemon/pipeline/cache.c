@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The shared record cache: a list of entries under one mutex, LRU eviction under a budget. */
+#include "cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct rec_ix {
+	uint64_t pos;	 /* of its data in buf */
+	uint64_t offset; /* of its header in the file */
+	uint32_t len;
+};
+
+struct pl_cache_entry {
+	struct pl_cache *c;
+	struct pl_cache_key key;
+	uint8_t *buf; /* records, each followed by its footer */
+	uint64_t used, cap;
+	struct rec_ix *ix;
+	uint64_t n_ix, cap_ix;
+	uint64_t charged; /* bytes counted against the budget (buf and ix capacities) */
+	uint64_t last_use;
+	unsigned users; /* readers (pl_cache_get), under c->lock */
+	bool ready, filling, linked, decompressed;
+	struct pl_cache_entry *next;
+};
+
+struct pl_cache {
+	pthread_mutex_t lock;
+	struct pl_cache_entry *head; /* every linked entry: ready or being filled */
+	uint64_t tick;
+	struct pl_cache_stats st;
+};
+
+int pl_cache_create(uint64_t budget, struct pl_cache **ret)
+{
+	struct pl_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	c->st.budget = budget;
+	*ret = c;
+	return 0;
+}
+
+static void entry_free(struct pl_cache_entry *e)
+{
+	free(e->buf);
+	free(e->ix);
+	free(e);
+}
+
+void pl_cache_destroy(struct pl_cache *c)
+{
+	if (!c)
+		return;
+	while (c->head) {
+		struct pl_cache_entry *e = c->head;
+		c->head = e->next;
+		entry_free(e);
+	}
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+int pl_cache_key_of(const char *path, enum tfr_compression compression, struct pl_cache_key *ret)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -errno;
+	memset(ret, 0, sizeof(*ret));
+	ret->dev = (uint64_t)st.st_dev;
+	ret->ino = (uint64_t)st.st_ino;
+	ret->size = (uint64_t)st.st_size;
+	ret->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	ret->compression = (uint32_t)compression;
+	return 0;
+}
+
+static bool same_file(const struct pl_cache_key *a, const struct pl_cache_key *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->compression == b->compression;
+}
+
+static bool same_key(const struct pl_cache_key *a, const struct pl_cache_key *b)
+{
+	return same_file(a, b) && a->size == b->size && a->mtime_ns == b->mtime_ns;
+}
+
+/* Take e off the list; it is freed now, or by its last reader. Under lock. */
+static void unlink_entry(struct pl_cache *c, struct pl_cache_entry *e)
+{
+	for (struct pl_cache_entry **pp = &c->head; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	}
+	e->linked = false;
+	c->st.bytes -= e->charged;
+	e->charged = 0;
+	if (e->ready)
+		c->st.entries--;
+	if (!e->users && !e->filling)
+		entry_free(e);
+}
+
+/* Evict the least recently used entry nobody reads. false: there is none. Under lock. */
+static bool evict_one(struct pl_cache *c)
+{
+	struct pl_cache_entry *lru = NULL;
+	for (struct pl_cache_entry *e = c->head; e; e = e->next)
+		if (e->ready && !e->users && (!lru || e->last_use < lru->last_use))
+			lru = e;
+	if (!lru)
+		return false;
+	c->st.evictions++;
+	unlink_entry(c, lru);
+	return true;
+}
+
+/* Count delta more bytes against the budget, evicting for room. 0 or -ENOSPC. Under lock. */
+static int charge(struct pl_cache *c, struct pl_cache_entry *e, uint64_t delta)
+{
+	while (c->st.bytes + delta > c->st.budget)
+		if (!evict_one(c))
+			return -ENOSPC;
+	c->st.bytes += delta;
+	e->charged += delta;
+	return 0;
+}
+
+struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_key *key)
+{
+	struct pl_cache_entry *hit = NULL;
+	pthread_mutex_lock(&c->lock);
+	for (struct pl_cache_entry *e = c->head, *next; e; e = next) {
+		next = e->next;
+		if (!same_file(&e->key, key))
+			continue;
+		if (!same_key(&e->key, key)) {
+			/* the file changed since: what is cached of it is wrong now */
+			c->st.invalidations++;
+			unlink_entry(c, e);
+		} else if (e->ready) {
+			hit = e;
+		}
+	}
+	if (hit) {
+		hit->users++;
+		hit->last_use = ++c->tick;
+		c->st.hits++;
+	} else {
+		c->st.misses++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
+void pl_cache_put(struct pl_cache_entry *e)
+{
+	if (!e)
+		return;
+	struct pl_cache *c = e->c;
+	pthread_mutex_lock(&c->lock);
+	bool gone = --e->users == 0 && !e->linked;
+	pthread_mutex_unlock(&c->lock);
+	if (gone)
+		entry_free(e);
+}
+
+struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_cache_key *key,
+					   uint64_t size_hint)
+{
+	struct pl_cache_entry *e = NULL;
+	uint64_t cap = size_hint ? size_hint : 4096;
+	pthread_mutex_lock(&c->lock);
+	for (struct pl_cache_entry *x = c->head; x; x = x->next)
+		if (same_key(&x->key, key))
+			goto out; /* there, or being filled by another pipeline */
+	if (cap > c->st.budget)
+		goto out;
+	e = calloc(1, sizeof(*e));
+	if (!e || !(e->buf = malloc(cap))) {
+		free(e);
+		e = NULL;
+		goto out;
+	}
+	e->c = c;
+	e->key = *key;
+	e->cap = cap;
+	e->filling = true;
+	e->linked = true;
+	e->next = c->head;
+	c->head = e;
+	if (charge(c, e, cap) < 0) {
+		c->st.fill_aborts++;
+		e->filling = false;
+		unlink_entry(c, e); /* frees it */
+		e = NULL;
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	return e;
+}
+
+/* Grow buf or ix to hold need (elements of size sz), charging the difference. Under lock. */
+static int grow(struct pl_cache *c, struct pl_cache_entry *e, void **p, uint64_t *cap,
+		uint64_t need, size_t sz)
+{
+	uint64_t n = *cap ? *cap : 64;
+	while (n < need)
+		n *= 2;
+	int r = charge(c, e, (n - *cap) * sz);
+	if (r < 0)
+		return r;
+	void *np = realloc(*p, n * sz);
+	if (!np) {
+		c->st.bytes -= (n - *cap) * sz;
+		e->charged -= (n - *cap) * sz;
+		return -ENOMEM;
+	}
+	*p = np;
+	*cap = n;
+	return 0;
+}
+
+int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
+		      bool decompressed)
+{
+	uint64_t need = e->used + len + TFR_FOOTER_LEN;
+	int r = 0;
+	if (need > e->cap || e->n_ix == e->cap_ix) {
+		struct pl_cache *c = e->c;
+		pthread_mutex_lock(&c->lock);
+		if (!e->linked)
+			r = -ESTALE; /* its file changed meanwhile */
+		if (r == 0 && need > e->cap)
+			r = grow(c, e, (void **)&e->buf, &e->cap, need, 1);
+		if (r == 0 && e->n_ix == e->cap_ix)
+			r = grow(c, e, (void **)&e->ix, &e->cap_ix, e->n_ix + 1, sizeof(*e->ix));
+		pthread_mutex_unlock(&c->lock);
+		if (r < 0)
+			return r;
+	}
+	memcpy(e->buf + e->used, data, (size_t)len + TFR_FOOTER_LEN);
+	e->ix[e->n_ix++] = (struct rec_ix){ .pos = e->used, .offset = offset, .len = len };
+	e->used = need;
+	e->decompressed = decompressed;
+	return 0;
+}
+
+void pl_cache_fill_end(struct pl_cache_entry *e, bool complete)
+{
+	struct pl_cache *c = e->c;
+	pthread_mutex_lock(&c->lock);
+	e->filling = false;
+	if (!complete || !e->linked) {
+		c->st.fill_aborts++;
+		unlink_entry(c, e); /* frees it (an entry already taken off the list too) */
+	} else {
+		/* give back what the records do not use (the index keeps its capacity) */
+		uint8_t *nb = e->used ? realloc(e->buf, e->used) : e->buf;
+		if (nb && e->used) {
+			c->st.bytes -= e->cap - e->used;
+			e->charged -= e->cap - e->used;
+			e->buf = nb;
+			e->cap = e->used;
+		}
+		e->ready = true;
+		e->last_use = ++c->tick;
+		c->st.entries++;
+		c->st.fills++;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t pl_cache_entry_records(const struct pl_cache_entry *e)
+{
+	return e->n_ix;
+}
+
+void pl_cache_entry_record(const struct pl_cache_entry *e, uint64_t i, const uint8_t **ret_data,
+			   uint32_t *ret_len, uint64_t *ret_offset)
+{
+	const struct rec_ix *x = &e->ix[i];
+	*ret_data = e->buf + x->pos;
+	*ret_len = x->len;
+	*ret_offset = x->offset;
+}
+
+const uint8_t *pl_cache_entry_record_base(const struct pl_cache_entry *e)
+{
+	return e->buf;
+}
+
+bool pl_cache_entry_decompressed(const struct pl_cache_entry *e)
+{
+	return e->decompressed;
+}
+
+uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e)
+{
+	return e->used;
+}
+
+void pl_cache_get_stats(struct pl_cache *c, struct pl_cache_stats *ret)
+{
+	pthread_mutex_lock(&c->lock);
+	*ret = c->st;
+	pthread_mutex_unlock(&c->lock);
+}

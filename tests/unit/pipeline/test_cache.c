@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The shared record cache (daemon/pipeline/cache.h): entries, budget, LRU, invalidation, threads. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "daemon/pipeline/cache.h"
+
+static struct pl_cache_key key(uint64_t ino, int64_t mtime)
+{
+	struct pl_cache_key k = { .dev = 7, .ino = ino, .size = 1000, .mtime_ns = mtime };
+	return k;
+}
+
+/* A record of len bytes whose bytes (and 4-byte footer) are a function of (tag, i). */
+static void rec_bytes(uint8_t *buf, uint32_t len, uint64_t tag, uint64_t i)
+{
+	for (uint32_t j = 0; j < len + TFR_FOOTER_LEN; j++)
+		buf[j] = (uint8_t)(tag * 31 + i * 7 + j);
+}
+
+/* Fill key with n records of len bytes each; true when it became an entry. */
+static bool fill(struct pl_cache *c, struct pl_cache_key k, uint64_t n, uint32_t len, uint64_t hint,
+		 int *ret_add)
+{
+	uint8_t buf[4096 + TFR_FOOTER_LEN];
+	struct pl_cache_entry *e = pl_cache_fill_begin(c, &k, hint);
+	int r = 0;
+
+	if (ret_add)
+		*ret_add = 0;
+	if (!e)
+		return false;
+	for (uint64_t i = 0; i < n && r == 0; i++) {
+		rec_bytes(buf, len, k.ino, i);
+		r = pl_cache_fill_add(e, buf, len, 100 + i * (len + 16), false);
+	}
+	if (ret_add)
+		*ret_add = r;
+	pl_cache_fill_end(e, r == 0);
+	return r == 0;
+}
+
+static void check_entry(struct pl_cache_entry *e, uint64_t tag, uint64_t n, uint32_t len)
+{
+	uint8_t want[4096 + TFR_FOOTER_LEN];
+
+	assert_int_equal(pl_cache_entry_records(e), n);
+	for (uint64_t i = 0; i < n; i++) {
+		const uint8_t *d;
+		uint32_t l;
+		uint64_t off;
+
+		pl_cache_entry_record(e, i, &d, &l, &off);
+		assert_int_equal(l, len);
+		assert_int_equal(off, 100 + i * (len + 16));
+		rec_bytes(want, len, tag, i);
+		assert_memory_equal(d, want, len + TFR_FOOTER_LEN); /* the footer too */
+	}
+}
+
+/* A file's records come back as they went in; a second fill of the key is refused. */
+static void test_roundtrip(void **state)
+{
+	struct pl_cache *c;
+	struct pl_cache_entry *e;
+	struct pl_cache_stats st;
+	struct pl_cache_key k = key(1, 5);
+
+	(void)state;
+	assert_int_equal(pl_cache_create(1 << 20, &c), 0);
+	assert_null(pl_cache_get(c, &k)); /* a miss */
+	assert_true(fill(c, k, 50, 100, 1000, NULL));
+	assert_null(pl_cache_fill_begin(c, &k, 1000)); /* there already */
+	e = pl_cache_get(c, &k);
+	assert_non_null(e);
+	check_entry(e, 1, 50, 100);
+	assert_int_equal(pl_cache_entry_bytes(e), 50 * (100 + TFR_FOOTER_LEN));
+	pl_cache_put(e);
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.hits, 1);
+	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.fills, 1);
+	assert_int_equal(st.entries, 1);
+	assert_true(st.bytes >= 50 * (100 + TFR_FOOTER_LEN) && st.bytes <= st.budget);
+	/* an empty file is an entry too */
+	assert_true(fill(c, key(2, 5), 0, 0, 0, NULL));
+	e = pl_cache_get(c,
+			 &(struct pl_cache_key){ .dev = 7, .ino = 2, .size = 1000, .mtime_ns = 5 });
+	assert_non_null(e);
+	assert_int_equal(pl_cache_entry_records(e), 0);
+	pl_cache_put(e);
+	/* a fill given up leaves nothing */
+	struct pl_cache_key k3 = key(3, 5);
+	struct pl_cache_entry *f = pl_cache_fill_begin(c, &k3, 100);
+	assert_non_null(f);
+	pl_cache_fill_end(f, false);
+	assert_null(pl_cache_get(c, &k3));
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.fill_aborts, 1);
+	assert_int_equal(st.entries, 2);
+	pl_cache_destroy(c);
+}
+
+/*
+ * Under a budget: the least recently used entry nobody reads goes first; one being read stays;
+ * a fill that cannot fit even so is given up (-ENOSPC) and the bytes go back.
+ */
+static void test_budget_lru(void **state)
+{
+	struct pl_cache *c;
+	struct pl_cache_entry *a, *b;
+	struct pl_cache_stats st;
+	int add;
+
+	(void)state;
+	assert_int_equal(pl_cache_create(30000, &c), 0);
+	assert_true(fill(c, key(1, 0), 10, 1000, 10100, NULL)); /* ~10 KB each */
+	assert_true(fill(c, key(2, 0), 10, 1000, 10100, NULL));
+	a = pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 1, .size = 1000 });
+	assert_non_null(a); /* 1 is read now, and more recently used than 2 */
+	assert_true(fill(c, key(3, 0), 10, 1000, 10100, NULL)); /* evicts 2 */
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.evictions, 1);
+	assert_true(st.bytes <= st.budget);
+	assert_null(pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 2, .size = 1000 }));
+	b = pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 3, .size = 1000 });
+	assert_non_null(b);
+	/* both read: a third cannot fit, and its fill is given up midway */
+	assert_false(fill(c, key(4, 0), 20, 1000, 1000, &add));
+	assert_int_equal(add, -ENOSPC);
+	assert_null(pl_cache_fill_begin(c, &(struct pl_cache_key){ .ino = 5 }, 40000));
+	check_entry(a, 1, 10, 1000); /* untouched */
+	check_entry(b, 3, 10, 1000);
+	pl_cache_put(a);
+	pl_cache_put(b);
+	pl_cache_get_stats(c, &st);
+	assert_true(st.bytes <= st.budget);
+	assert_int_equal(st.entries, 2);
+	/* now 1 and 3 are unread: a big fill evicts both, the older first */
+	assert_true(fill(c, key(6, 0), 25, 1000, 25100, NULL));
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.evictions, 3);
+	assert_int_equal(st.entries, 1);
+	pl_cache_destroy(c);
+}
+
+/*
+ * A file that changed (size or mtime) is a new key: the old entry is dropped at its next
+ * lookup, at once when nobody reads it, else when its last reader puts it (ASan: no leak, no
+ * use after free); a fill in progress for the old contents never becomes an entry.
+ */
+static void test_invalidation(void **state)
+{
+	struct pl_cache *c;
+	struct pl_cache_entry *old, *f;
+	struct pl_cache_stats st;
+	uint8_t buf[64];
+
+	(void)state;
+	assert_int_equal(pl_cache_create(1 << 20, &c), 0);
+	assert_true(fill(c, key(1, 10), 5, 10, 100, NULL));
+	old = pl_cache_get(
+		c, &(struct pl_cache_key){ .dev = 7, .ino = 1, .size = 1000, .mtime_ns = 10 });
+	assert_non_null(old);
+	struct pl_cache_key k11 = key(1, 11);
+	assert_null(pl_cache_get(c, &k11)); /* touched: a miss, and the old entry goes */
+	check_entry(old, 1, 5, 10);	    /* still readable by whoever reads it */
+	pl_cache_put(old);		    /* freed now */
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.invalidations, 1);
+	assert_int_equal(st.entries, 0);
+	/* a fill of version 11, then the file changes again before it ends */
+	f = pl_cache_fill_begin(c, &k11, 100);
+	assert_non_null(f);
+	rec_bytes(buf, 10, 1, 0);
+	assert_int_equal(pl_cache_fill_add(f, buf, 10, 100, false), 0);
+	struct pl_cache_key k12 = key(1, 12);
+	assert_null(pl_cache_get(c, &k12));
+	pl_cache_fill_end(f, true); /* complete, but stale: not an entry */
+	assert_null(pl_cache_get(c, &k11));
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.bytes, 0);
+	pl_cache_destroy(c);
+}
+
+/* Threads read entries while another fills and evicts: every record read is right (TSan). */
+struct reader_arg {
+	struct pl_cache *c;
+	unsigned seed;
+	uint64_t hits;
+};
+
+static void *reader(void *p)
+{
+	struct reader_arg *a = p;
+	uint8_t want[200 + TFR_FOOTER_LEN];
+
+	for (int it = 0; it < 4000; it++) {
+		a->seed = a->seed * 1103515245u + 12345u;
+		struct pl_cache_key k = key(1 + (a->seed >> 16) % 8, 0);
+		struct pl_cache_entry *e = pl_cache_get(a->c, &k);
+
+		if (!e)
+			continue;
+		a->hits++;
+		uint64_t n = pl_cache_entry_records(e);
+		if (n != 20)
+			fail_msg("entry %llu has %llu records", (unsigned long long)k.ino,
+				 (unsigned long long)n);
+		for (uint64_t i = 0; i < n; i++) {
+			const uint8_t *d;
+			uint32_t l;
+			uint64_t off;
+
+			pl_cache_entry_record(e, i, &d, &l, &off);
+			rec_bytes(want, 200, k.ino, i);
+			if (l != 200 || memcmp(d, want, 200 + TFR_FOOTER_LEN) != 0)
+				fail_msg("entry %llu record %llu differs",
+					 (unsigned long long)k.ino, (unsigned long long)i);
+		}
+		pl_cache_put(e);
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct pl_cache *c;
+	pthread_t t[3];
+	struct reader_arg a[3];
+	struct pl_cache_stats st;
+	uint64_t hits = 0;
+
+	(void)state;
+	/* room for about 4 of the 8 files: fills keep evicting */
+	assert_int_equal(pl_cache_create(4 * 20 * (200 + TFR_FOOTER_LEN) + 4096 * 4, &c), 0);
+	for (int i = 0; i < 3; i++) {
+		a[i] = (struct reader_arg){ .c = c, .seed = (unsigned)i * 77 + 1 };
+		assert_int_equal(pthread_create(&t[i], NULL, reader, &a[i]), 0);
+	}
+	for (int round = 0; round < 300; round++)
+		fill(c, key(1 + (uint64_t)round % 8, 0), 20, 200, 20 * 204, NULL);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		hits += a[i].hits;
+	}
+	pl_cache_get_stats(c, &st);
+	assert_true(st.bytes <= st.budget);
+	assert_true(st.evictions > 0);
+	print_message("threads: %llu hits, %llu evictions\n", (unsigned long long)hits,
+		      (unsigned long long)st.evictions);
+	pl_cache_destroy(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_budget_lru),
+		cmocka_unit_test(test_invalidation),
+		cmocka_unit_test(test_threads),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
