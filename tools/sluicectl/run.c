@@ -454,9 +454,9 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 		pl_pipeline_get_stats(r->p, &st);
 		printf("total: batches=%" PRIu64 " rows=%" PRIu64 " wall_s=%.3f batches_per_s=%.1f "
 		       "rows_per_s=%.0f records=%" PRIu64 " skipped_records=%" PRIu64 " skipped_"
-										      "files="
-										      "%" PRIu64
-		       " record_bytes=%" PRIu64 " copied_bytes=%" PRIu64 " evacuations=%" PRIu64
+		       "files="
+		       "%" PRIu64 " record_bytes=%" PRIu64 " copied_bytes=%" PRIu64 " evacuations="
+										    "%" PRIu64
 		       " cache_files=%" PRIu64 " cache_filled=%" PRIu64 " io_engine=%s%s%s\n",
 		       r->batches, r->rows, wall, (double)r->batches / wall, (double)r->rows / wall,
 		       st.records, st.skipped_records, st.skipped_files, st.record_bytes,
