@@ -453,16 +453,16 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 			wall = 1e-9;
 		pl_pipeline_get_stats(r->p, &st);
 		printf("total: batches=%" PRIu64 " rows=%" PRIu64 " wall_s=%.3f batches_per_s=%.1f "
-		       "rows_per_s=%.0f records=%" PRIu64 " skipped_records=%" PRIu64 " skipped_"
-		       "files="
-		       "%" PRIu64 " record_bytes=%" PRIu64 " copied_bytes=%" PRIu64 " evacuations="
-										    "%" PRIu64
-		       " cache_files=%" PRIu64 " cache_filled=%" PRIu64 " io_engine=%s%s%s\n",
-		       r->batches, r->rows, wall, (double)r->batches / wall, (double)r->rows / wall,
-		       st.records, st.skipped_records, st.skipped_files, st.record_bytes,
-		       st.copied_bytes, st.evacuations, st.cache_files, st.cache_filled,
-		       st.io_engine ? st.io_engine : "?", st.io_fallback ? " fallback=" : "",
-		       st.io_fallback ? st.io_fallback : "");
+		       "rows_per_s=%.0f",
+		       r->batches, r->rows, wall, (double)r->batches / wall,
+		       (double)r->rows / wall);
+		printf(" records=%" PRIu64 " skipped_records=%" PRIu64 " skipped_files=%" PRIu64,
+		       st.records, st.skipped_records, st.skipped_files);
+		printf(" record_bytes=%" PRIu64 " copied_bytes=%" PRIu64 " evacuations=%" PRIu64,
+		       st.record_bytes, st.copied_bytes, st.evacuations);
+		printf(" cache_files=%" PRIu64 " cache_filled=%" PRIu64 " io_engine=%s%s%s\n",
+		       st.cache_files, st.cache_filled, st.io_engine ? st.io_engine : "?",
+		       st.io_fallback ? " fallback=" : "", st.io_fallback ? st.io_fallback : "");
 	}
 	if (fflush(stdout) != 0) {
 		snprintf(msg, cap, "writing the output: %s", strerror(errno));
