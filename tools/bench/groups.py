@@ -64,11 +64,12 @@ def ctr_spec(data, name=None, shard=None):
     return s
 
 
-def start_daemon(build, tmp):
+def start_daemon(build, tmp, extra=()):
+    """A fresh sluiced on a socket of its own (tools/bench/cache.py passes --cache-memory)."""
     conf = tempfile.mkdtemp(dir=tmp)
     sock = os.path.join(conf, "s.sock")
     p = subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--socket", sock,
-                          "--config-dir", conf, "--workers", "2"],
+                          "--config-dir", conf, "--workers", "2"] + list(extra),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(500):
         if os.path.exists(sock):
@@ -91,9 +92,10 @@ def readers(build, sock, targets):
     return procs
 
 
-def finish(procs):
+def finish(procs, go=True):
+    """Let the readers read (go: they were told already otherwise); the rows each read."""
     out = []
-    for p in procs:
+    for p in procs if go else ():
         p.stdin.write("go\n")
         p.stdin.flush()
     for p in procs:

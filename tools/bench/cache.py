@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The shared record cache (issue 18): what a later epoch and other jobs cost with and without it.
+
+    /usr/bin/python3 tools/bench/cache.py [--build build-rel] [--records 400000] [--repeat 3]
+
+Two measurements, each on a CTR dataset written uncompressed and with gzip, the baseline (no
+cache) measured in the same run:
+
+1. `sluicectl run` in process, 1 and E epochs of a shuffled spec, with and without
+   `--cache-memory`: the CPU of the first epoch, and of each later one ((CPU(E) - CPU(1)) /
+   (E - 1)). Prints `bench=cache_epochs compression=C cache=0|1 epoch1_cpu_s=...
+   later_epoch_cpu_s=...`.
+2. A fresh sluiced and 4 jobs over the dataset with batch sizes 256/512/1024/4096 and 4 seeds,
+   started 1 s apart (the issue's acceptance), one epoch each, read by Python processes that
+   release every batch; the daemon's CPU against one such job alone. Prints `bench=cache_jobs
+   compression=C cache=0|1 one_job_cpu_s=... four_jobs_cpu_s=... ratio=...`.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from groups import finish, readers, start_daemon  # noqa: E402
+from pyharness import proc_cpu  # noqa: E402
+
+
+def spec(data, epochs, batch=1024, seed=3):
+    return {"type": "independent", "args": {
+        "dataset": {"type": "dir", "args": {"data_dir": data}}, "target_batch_size": batch,
+        "drop_remainder": False, "epochs": epochs, "num_parallel_reads": 2,
+        "num_read_buffer_bytes": 1 << 20, "num_prefetch": 4, "shuffle": True, "seed": seed,
+        "num_shuffle_buffer_elements": 10000, "num_filenames_shuffle_buffer": 8,
+        "num_mix_files": 4,
+        "primary_features": [{"from_name": f, "to_name": f}
+                             for f in ("dense0", "sparse0", "label")]}}
+
+
+def run_cpu(ctl, path, extra):
+    """CPU-seconds (user + system) of one `sluicectl run` to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([ctl, "run", path] + extra, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def epochs_bench(ctl, tmp, data, comp, epochs, repeat, budget):
+    paths = {}
+    for e in (1, epochs):
+        paths[e] = os.path.join(tmp, "ep-%s-%d.json" % (comp, e))
+        with open(paths[e], "w") as f:
+            json.dump(spec(data, e), f)
+    for cache in (False, True):
+        extra = ["--cache-memory", str(budget)] if cache else []
+        one = statistics.median(run_cpu(ctl, paths[1], extra) for _ in range(repeat))
+        many = statistics.median(run_cpu(ctl, paths[epochs], extra) for _ in range(repeat))
+        print("bench=cache_epochs compression=%s cache=%d epochs=%d epoch1_cpu_s=%.3f "
+              "later_epoch_cpu_s=%.3f" % (comp, cache, epochs, one,
+                                          (many - one) / (epochs - 1)), flush=True)
+
+
+def jobs_bench(build, tmp, data, comp, budget):
+    out = {}
+    for cache in (False, True):
+        for n in (1, 4):
+            extra = ["--cache-memory", str(budget)] if cache else []
+            d, sock = start_daemon(build, tmp, extra)
+            try:
+                c0 = proc_cpu(d.pid)
+                procs = []
+                for k, (b, seed) in enumerate(zip((256, 512, 1024, 4096), (1, 2, 3, 4))):
+                    if k == n:
+                        break
+                    if k:
+                        time.sleep(1)  # started 1 s apart
+                    procs += readers(build, sock, [{"spec": json.dumps(spec(data, 1, b, seed))}])
+                    procs[-1].stdin.write("go\n")
+                    procs[-1].stdin.flush()
+                rows = finish(procs, go=False)
+                out[(cache, n)] = proc_cpu(d.pid) - c0
+            finally:
+                d.terminate()
+                d.wait(30)
+            if len(set(rows)) != 1:
+                raise SystemExit("cache.py: the jobs read %s rows" % rows)
+        print("bench=cache_jobs compression=%s cache=%d one_job_cpu_s=%.3f four_jobs_cpu_s=%.3f "
+              "ratio=%.2f" % (comp, cache, out[(cache, 1)], out[(cache, 4)],
+                              out[(cache, 4)] / out[(cache, 1)]), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.dirname(HERE)),
+                                                     "build-rel"))
+    ap.add_argument("--records", type=int, default=400000)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cache-memory", type=int, default=2 << 30)
+    a = ap.parse_args()
+    ctl = os.path.join(a.build, "tools", "sluicectl")
+    with tempfile.TemporaryDirectory(prefix="sluice-cache-") as tmp:
+        for comp in ("none", "gzip"):
+            data = os.path.join(tmp, comp)
+            subprocess.run([ctl, "gen", "ctr", data, "--files", "8", "--records",
+                            str(a.records), "--seed", "5", "--compression", comp],
+                           check=True, stdout=subprocess.DEVNULL)
+            epochs_bench(ctl, tmp, data, comp, a.epochs, a.repeat, a.cache_memory)
+            jobs_bench(a.build, tmp, data, comp, a.cache_memory)
+
+
+if __name__ == "__main__":
+    main()
