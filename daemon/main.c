@@ -37,7 +37,7 @@ static void usage(FILE *f)
 		   "               [--pipeline-memory BYTES] [--memory BYTES]\n"
 		   "               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
 		   "               [--ring-commit BYTES|all] [--direct-io] [--cache-memory BYTES]\n"
-		   "               [--help] [--version]\n"
+		   "               [--cache-uncompressed] [--help] [--version]\n"
 		   "\n"
 		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
 		   "  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
@@ -62,7 +62,12 @@ static void usage(FILE *f)
 		   "                       the file system refuses it, reads stay buffered)\n"
 		   "  --cache-memory B     the shared record cache: files framed once are kept\n"
 		   "                       (after decompression) for every pipeline and epoch\n"
-		   "                       that reads them again, within B bytes (default 0: off)\n"
+		   "                       that reads them again, within B bytes (default 0: "
+		   "off);\n"
+		   "                       files of compressed datasets only, unless\n"
+		   "  --cache-uncompressed cache uncompressed files too (slow or remote storage:\n"
+		   "                       local ones are cheaper to read again from the page "
+		   "cache)\n"
 		   "  --help, --version    this text, the version\n"
 		   "Options take their value as --opt VALUE or --opt=VALUE.\n");
 }
@@ -104,6 +109,7 @@ enum {
 	OPT_CACHE_MEMORY,
 	OPT_RING_SLOTS,
 	OPT_DIRECT_IO,
+	OPT_CACHE_UNCOMPRESSED,
 	OPT_RING_COMMIT,
 	OPT_VERSION,
 };
@@ -119,6 +125,7 @@ static const struct option options[] = {
 	{ "ring-slots", required_argument, NULL, OPT_RING_SLOTS },
 	{ "cache-memory", required_argument, NULL, OPT_CACHE_MEMORY },
 	{ "direct-io", no_argument, NULL, OPT_DIRECT_IO },
+	{ "cache-uncompressed", no_argument, NULL, OPT_CACHE_UNCOMPRESSED },
 	{ "ring-commit", required_argument, NULL, OPT_RING_COMMIT },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -185,6 +192,9 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 			break;
 		case OPT_DIRECT_IO:
 			cfg->direct_io = true;
+			break;
+		case OPT_CACHE_UNCOMPRESSED:
+			cfg->cache_uncompressed = true;
 			break;
 		case OPT_RING_COMMIT:
 			if (strcmp(optarg, "all") == 0) {
@@ -395,8 +405,11 @@ int main(int argc, char **argv)
 			(unsigned long long)(d.reg.cfg.pipeline_bytes >> 10),
 			(unsigned long long)(d.reg.cfg.ring_commit >> 10));
 	if (d.reg.cache)
-		dmn_log("record cache: up to %llu KiB of framed records, shared by every pipeline",
-			(unsigned long long)(d.reg.cfg.cache_bytes >> 10));
+		dmn_log("record cache: up to %llu KiB of framed records of %s files, shared by "
+			"every "
+			"pipeline",
+			(unsigned long long)(d.reg.cfg.cache_bytes >> 10),
+			d.reg.cfg.cache_uncompressed ? "all" : "compressed");
 	if (d.reg.cfg.config_dir) {
 		char msg[1024];
 		if (dmn_load_config_dir(&d.reg, msg, sizeof(msg)) < 0)

@@ -822,6 +822,7 @@ static int start_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pi
 	po.pool = d->pool;
 	po.direct = d->cfg.direct_io;
 	po.cache = d->cache;
+	po.cache_uncompressed = d->cfg.cache_uncompressed;
 	po.alloc = ring_alloc;
 	po.free = ring_free;
 	po.alloc_ctx = pl;

@@ -30,8 +30,9 @@ struct dmn_config {
 	unsigned max_pipelines;
 	unsigned max_readers; /* per pipeline (<= IPC_RING_MAX_READERS) */
 	unsigned ring_slots;
-	bool direct_io;	      /* every pipeline reads with O_DIRECT (no page cache) */
-	uint64_t cache_bytes; /* the shared record cache's budget (0: none) */
+	bool direct_io;		 /* every pipeline reads with O_DIRECT (no page cache) */
+	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none) */
+	bool cache_uncompressed; /* ... for uncompressed files too */
 };
 
 /* Why a pipeline stopped producing. */

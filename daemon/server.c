@@ -555,7 +555,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "copied_bytes", (int64_t)st.copied_bytes },
 		/* the shared record cache (docs/pipeline.md, "The record cache"): what it holds,
 		   0 none or 1 framed records; this pipeline's files from it and put in it */
-		{ "cache_level", d->reg.cache ? 1 : 0 },
+		{ "cache_level", st.cache_level },
 		{ "cache_files", (int64_t)st.cache_files },
 		{ "cache_bytes", (int64_t)st.cache_bytes },
 		{ "cache_filled", (int64_t)st.cache_filled },

@@ -193,6 +193,17 @@ out:
 	return r;
 }
 
+/*
+ * Whether the frame stages keep records in the record cache: for compressed files (the cache
+ * saves their inflate), and for uncompressed ones only when asked (reading them again from the
+ * page cache costs less than the copy into the record cache).
+ */
+static bool use_cache(const struct pl_chain *c)
+{
+	return c->o.cache && (c->o.cache_uncompressed ||
+			      c->plan->ds->manifest->compression != TFR_COMPRESSION_NONE);
+}
+
 /* ---- life ---- */
 
 static int slot_create(struct pl_chain *c, struct pl_slot *s)
@@ -227,7 +238,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.validate = validate,
 		.validate_ctx = c,
 		.store = &c->store,
-		.cache = c->o.cache,
+		.cache = use_cache(c) ? c->o.cache : NULL,
 		.st = &c->st[PL_STAGE_FRAME],
 		.tot = &c->frame_tot,
 		.prof = c->o.prof,
@@ -368,6 +379,7 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 		st[i] = c->st[i];
 	ret->read = c->read_tot;
 	ret->skipped_files = c->frame_tot.skipped_files;
+	ret->cache_level = use_cache(c) ? 1 : 0;
 	ret->cache_files = c->frame_tot.cache_files;
 	ret->cache_bytes = c->frame_tot.cache_bytes;
 	ret->cache_filled = c->frame_tot.cache_filled;

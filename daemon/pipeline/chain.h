@@ -25,8 +25,9 @@ struct pl_chain_opts {
 	const struct pl_plan *plan;
 	enum iox_engine engine;
 	bool direct;
-	struct pl_cache *cache; /* struct pl_frame_opts.cache */
-	int (*idle)(void *ctx); /* while waiting for reads (struct pl_read_opts.idle) */
+	struct pl_cache *cache;	 /* struct pl_frame_opts.cache */
+	bool cache_uncompressed; /* else only compressed files use the cache */
+	int (*idle)(void *ctx);	 /* while waiting for reads (struct pl_read_opts.idle) */
 	void *idle_ctx;
 	struct pl_prof *prof;
 };
@@ -37,6 +38,7 @@ struct pl_chain_totals {
 	uint64_t skipped_files;
 	uint64_t copied_bytes;
 	uint64_t cache_files, cache_bytes, cache_filled; /* struct pl_frame_totals' */
+	unsigned cache_level;				 /* 1: the frame stages use the cache */
 };
 
 struct pl_chain;

@@ -343,6 +343,7 @@ int pl_driver_create(const struct pl_driver_opts *opts, struct pl_driver **ret,
 		.engine = opts->engine,
 		.direct = opts->direct,
 		.cache = opts->cache,
+		.cache_uncompressed = opts->cache_uncompressed,
 		.idle = pl_asm_idle,
 		.idle_ctx = ax,
 		.prof = &d->prof,
@@ -438,6 +439,7 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 			       st[PL_STAGE_PARSE].dropped;
 	ret->skipped_files = tot.skipped_files;
 	ret->copied_bytes = tot.copied_bytes;
+	ret->cache_level = tot.cache_level;
 	ret->cache_files = tot.cache_files;
 	ret->cache_bytes = tot.cache_bytes;
 	ret->cache_filled = tot.cache_filled;

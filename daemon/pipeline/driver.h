@@ -20,6 +20,7 @@ struct pl_driver_opts {
 	enum iox_engine engine;
 	bool direct;
 	struct pl_cache *cache;	 /* the shared record cache, or NULL */
+	bool cache_uncompressed; /* struct pl_pipeline_opts' */
 	struct sched_pool *pool; /* the parse tasks' */
 	void *(*alloc)(void *ctx, size_t len);
 	void (*free)(void *ctx, void *mem, size_t len);

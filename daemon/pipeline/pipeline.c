@@ -119,6 +119,7 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 		.engine = o.engine,
 		.direct = o.direct,
 		.cache = o.cache,
+		.cache_uncompressed = o.cache_uncompressed,
 		.pool = o.pool ? o.pool : p->own_pool,
 		.alloc = o.alloc,
 		.free = o.free,

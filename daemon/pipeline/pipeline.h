@@ -40,6 +40,12 @@ struct pl_pipeline_opts {
 	 * a batch. Kept by the caller past pl_pipeline_destroy.
 	 */
 	struct pl_cache *cache;
+	/*
+	 * Cache uncompressed files too (default: only compressed ones, whose inflate it saves; an
+	 * uncompressed file costs less to read again from the page cache than to copy into the
+	 * cache: docs/BENCHMARKS.md, "cache"; for slow or remote storage, set it).
+	 */
+	bool cache_uncompressed;
 	bool direct;	   /* O_DIRECT reads where the file system takes them (default off:
 			    * no kernel copy, but no page cache either; for big files on
 			    * NVMe, docs/io-engine.md) */
@@ -156,6 +162,8 @@ struct pl_stats {
 	uint64_t skipped_records; /* on_corrupt */
 	uint64_t skipped_files;
 	uint64_t copied_bytes;	 /* record bytes copied out of read buffers (others: zero-copy) */
+	unsigned cache_level;	 /* what the cache keeps of this pipeline's files: 0 nothing, 1
+				    framed records (pl_pipeline_opts.cache and cache_uncompressed) */
 	uint64_t cache_files;	 /* files framed from the shared record cache (no reading) */
 	uint64_t cache_bytes;	 /* record bytes that came from it */
 	uint64_t cache_filled;	 /* files this pipeline put in it */

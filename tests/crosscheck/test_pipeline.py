@@ -32,7 +32,8 @@ MODEL_ONLY = "--model-only" in sys.argv
 # `--cache-memory N` (meson's test_pipeline_cached): every run with the shared record cache, whose
 # epochs after the first read the files it holds from memory; the model is the same
 CACHE = os.environ.get("SLUICE_TEST_CACHE_MEMORY", "")
-RUN_EXTRA = ["--cache-memory", CACHE] if CACHE else []
+# (--cache-uncompressed: these datasets are mostly uncompressed, and every case must go through it)
+RUN_EXTRA = ["--cache-memory", CACHE, "--cache-uncompressed"] if CACHE else []
 failures = []
 skipped = []
 
@@ -786,8 +787,8 @@ def test_cache_used(tmp, ds):
     path = os.path.join(tmp, "cached.json")
     write_json(path, s)
 
-    def totals():
-        p = subprocess.run([SLUICECTL, "run", path] + RUN_EXTRA, stdout=subprocess.PIPE,
+    def totals(extra=RUN_EXTRA):
+        p = subprocess.run([SLUICECTL, "run", path] + extra, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=120, text=True)
         last = (p.stdout.strip().splitlines() or [""])[-1]
         return p.returncode, dict(kv.split("=", 1) for kv in last.split()[1:] if "=" in kv)
@@ -797,6 +798,18 @@ def test_cache_used(tmp, ds):
           int(t.get("cache_files", -1)) == 2 * files,
           "cache: %d files filled in epoch 1 and read from memory in epochs 2 and 3 (%s)" % (
               files, t))
+    # by default only compressed files are cached (an uncompressed one is cheaper to read again)
+    rc, t = totals(RUN_EXTRA[:2])
+    check(rc == 0 and t.get("cache_level") == "0" and int(t.get("cache_files", -1)) == 0 and
+          int(t.get("cache_filled", -1)) == 0,
+          "cache: without --cache-uncompressed an uncompressed dataset is not cached (%s)" % t)
+    gz = spec(ds["gzip"], ["id"], epochs=2)
+    write_json(path, gz)
+    rc, t = totals(RUN_EXTRA[:2])
+    ngz = len([f for f in os.listdir(ds["gzip"]) if not f.startswith("__")])
+    check(rc == 0 and t.get("cache_level") == "1" and int(t.get("cache_filled", -1)) == ngz and
+          int(t.get("cache_files", -1)) == ngz,
+          "cache: a gzip dataset is, by default: %d files filled and read again (%s)" % (ngz, t))
     bad = spec(ds["corrupt"], ["id"], epochs=2, on_corrupt="skip_file")
     write_json(path, bad)
     rc, t = totals()

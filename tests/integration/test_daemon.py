@@ -345,7 +345,7 @@ def test_record_cache(tmp, data):
     `sluicectl run` without one; a file that changes is read again."""
     conf = os.path.join(tmp, "conf-cache")
     os.makedirs(conf)
-    d = Daemon(tmp, conf, ["--cache-memory", "16M"])
+    d = Daemon(tmp, conf, ["--cache-memory", "16M", "--cache-uncompressed"])
     specs = [spec(data, name="c1", epochs=1, batch=10),
              spec(data, name="c2", epochs=2, batch=7, shuffle=True, seed=4,
                   num_shuffle_buffer_elements=30, num_filenames_shuffle_buffer=2,

@@ -45,7 +45,9 @@ static void run_usage(FILE *f)
 		   "                     own pool of num_parallel_parses workers)\n"
 		   "  --cache-memory B   keep up to B bytes of framed records: a second epoch\n"
 		   "                     reads the files it holds from memory (as sluiced\n"
-		   "                     --cache-memory does for every pipeline)\n"
+		   "                     --cache-memory does for every pipeline): files of\n"
+		   "                     compressed datasets only, unless\n"
+		   "  --cache-uncompressed  uncompressed files too\n"
 		   "\n"
 		   "Without --json: one line per batch, the rate on stderr every second, and\n"
 		   "totals. Exit status: 0 done, 1 the pipeline failed (error on stderr),\n"
@@ -69,6 +71,7 @@ struct run_opts {
 	bool direct;
 	uint64_t workers;     /* 0: the pipeline's own pool */
 	uint64_t cache_bytes; /* 0: no record cache */
+	bool cache_uncompressed;
 };
 
 /* Append the comma-separated names of arg to o->values. -ENOMEM or -EINVAL (an empty name). */
@@ -304,6 +307,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 			return 1;
 		} else if (!strcmp(a, "--json")) {
 			o->json = true;
+		} else if (!strcmp(a, "--cache-uncompressed")) {
+			o->cache_uncompressed = true;
 		} else if (!strcmp(a, "--cache-memory")) {
 			if (!val || cli_parse_u64(val, UINT64_MAX, &o->cache_bytes) < 0 ||
 			    !o->cache_bytes) {
@@ -460,8 +465,9 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 		       st.records, st.skipped_records, st.skipped_files);
 		printf(" record_bytes=%" PRIu64 " copied_bytes=%" PRIu64 " evacuations=%" PRIu64,
 		       st.record_bytes, st.copied_bytes, st.evacuations);
-		printf(" cache_files=%" PRIu64 " cache_filled=%" PRIu64 " io_engine=%s%s%s\n",
-		       st.cache_files, st.cache_filled, st.io_engine ? st.io_engine : "?",
+		printf(" cache_level=%u cache_files=%" PRIu64 " cache_filled=%" PRIu64,
+		       st.cache_level, st.cache_files, st.cache_filled);
+		printf(" io_engine=%s%s%s\n", st.io_engine ? st.io_engine : "?",
 		       st.io_fallback ? " fallback=" : "", st.io_fallback ? st.io_fallback : "");
 	}
 	if (fflush(stdout) != 0) {
@@ -530,6 +536,7 @@ int cmd_run(int argc, char **argv)
 	pl_pipeline_opts_init(&po);
 	po.pool = pool;
 	po.cache = cache;
+	po.cache_uncompressed = r.o.cache_uncompressed;
 	po.engine = r.o.engine;
 	po.direct = r.o.direct;
 	po.state = state;
