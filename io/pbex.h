@@ -138,6 +138,21 @@ int pbex_sequence_example_foreach(const uint8_t *rec, size_t len, pbex_feature_f
 				  pbex_list_fn list_fn, void *ctx, struct io_error *err);
 
 /*
+ * Projection (for the record cache, daemon/pipeline/cache.h): write to out a record holding only
+ * the map entries that ctx names (Example features, or SequenceExample context features) and,
+ * for a SequenceExample, that lists names (its feature lists), each copied as it is on the wire,
+ * in wire order, in one Features (and one FeatureLists) message. For every record whose
+ * pbex_decode_* with these schemas succeeds, decoding out with them gives the same features,
+ * value for value (entries are copied whole, so repeated keys, merged values and kinds, empty
+ * entries and unknown fields inside them mean what they meant; only the skipped entries and the
+ * fields outside the maps are gone). ctx or lists may be NULL (none). Returns the length of out,
+ * at most len + 12 bytes; -ENOSPC when cap is less; -EBADMSG when rec's framing is damaged at
+ * the levels walked (decode it first: its error says where).
+ */
+long pbex_project(const struct pbex_schema *ctx, const struct pbex_schema *lists, bool sequence,
+		  const uint8_t *rec, size_t len, uint8_t *out, size_t cap);
+
+/*
  * The encoder, for the generator and tests: builds a record into a growable buffer, writing
  * packed lists (as TensorFlow does). Usage: pbex_enc_reset, then for each feature one of the
  * _add_* calls (Example), or _context_* / _list_begin, _step_*, _list_end (SequenceExample),

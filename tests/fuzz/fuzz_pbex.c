@@ -140,6 +140,118 @@ static int list_cb(void *ctx, const uint8_t *name, size_t name_len,
 	return 0;
 }
 
+/* Whether two decoded features hold the same values (kind, count, every value). */
+static bool same_feature(const struct pbex_feature *a, const struct pbex_feature *b)
+{
+	if (a->present != b->present || a->kind != b->kind || a->count != b->count ||
+	    a->bytes_len != b->bytes_len)
+		return false;
+	if (!a->present || !a->count)
+		return true;
+	if (a->kind == PBEX_KIND_INT64 || a->kind == PBEX_KIND_FLOAT) {
+		size_t n = a->count * 8ull;
+		uint8_t *x = malloc(n), *y = malloc(n);
+		bool eq = false;
+
+		if (x && y) {
+			if (a->kind == PBEX_KIND_INT64) {
+				pbex_feature_int64s(a, (int64_t *)(void *)x);
+				pbex_feature_int64s(b, (int64_t *)(void *)y);
+			} else {
+				pbex_feature_floats(a, (float *)(void *)x);
+				pbex_feature_floats(b, (float *)(void *)y);
+				n = a->count * 4ull;
+			}
+			eq = memcmp(x, y, n) == 0;
+		}
+		free(x);
+		free(y);
+		return eq || !x || !y;
+	}
+	struct pbex_bytes_iter ia, ib;
+	const uint8_t *da, *db;
+	size_t la, lb;
+
+	pbex_bytes_iter_init(&ia, a);
+	pbex_bytes_iter_init(&ib, b);
+	while (pbex_bytes_iter_next(&ia, &da, &la)) {
+		if (!pbex_bytes_iter_next(&ib, &db, &lb) || la != lb || memcmp(da, db, la) != 0)
+			return false;
+	}
+	return !pbex_bytes_iter_next(&ib, &db, &lb);
+}
+
+static bool same_list(const struct pbex_feature_list *a, const struct pbex_feature_list *b)
+{
+	struct pbex_list_iter ia, ib;
+	struct pbex_feature fa, fb;
+
+	if (a->present != b->present || a->count != b->count)
+		return false;
+	pbex_list_iter_init(&ia, a);
+	pbex_list_iter_init(&ib, b);
+	while (pbex_list_iter_next(&ia, &fa)) {
+		if (!pbex_list_iter_next(&ib, &fb) || !same_feature(&fa, &fb))
+			return false;
+	}
+	return !pbex_list_iter_next(&ib, &fb);
+}
+
+/* The first half of the names: projection must drop the others and keep these exactly. */
+#define NSUB (NNAMES / 2)
+
+static struct pbex_schema *sub_schema(void)
+{
+	static struct pbex_schema *s;
+	size_t lens[NSUB];
+
+	if (s)
+		return s;
+	for (size_t i = 0; i < NSUB; i++)
+		lens[i] = strlen(names[i]);
+	s = pbex_schema_create(names, lens, NSUB);
+	return s;
+}
+
+/*
+ * Projection (the record cache's): for a record that decodes, the projected record decodes to
+ * the same features, value for value, for the names projected.
+ */
+static void check_projection(const uint8_t *data, size_t size, bool sequence)
+{
+	const struct pbex_schema *sub = sub_schema();
+	struct pbex_feature a[NSUB], b[NSUB];
+	struct pbex_feature_list la[NSUB], lb[NSUB];
+	size_t cap = size + 12;
+	uint8_t *out = malloc(cap);
+	long n;
+
+	if (!sub || !out) {
+		free(out);
+		return;
+	}
+	if (sequence ? pbex_decode_sequence_example(sub, sub, data, size, a, la, NULL)
+		     : pbex_decode_example(sub, data, size, a, NULL)) {
+		free(out);
+		return;
+	}
+	n = pbex_project(sub, sequence ? sub : NULL, sequence, data, size, out, cap);
+	check(n >= 0 && (size_t)n <= cap, "projection of a record that decodes");
+	check(pbex_project(sub, sequence ? sub : NULL, sequence, data, size, out,
+			   n > 0 ? (size_t)n - 1 : 0) == (n > 0 ? -ENOSPC : 0),
+	      "projection into too small a buffer");
+	n = pbex_project(sub, sequence ? sub : NULL, sequence, data, size, out, cap);
+	check((sequence ? pbex_decode_sequence_example(sub, sub, out, (size_t)n, b, lb, NULL)
+			: pbex_decode_example(sub, out, (size_t)n, b, NULL)) == 0,
+	      "the projected record decodes");
+	for (size_t i = 0; i < NSUB; i++) {
+		check(same_feature(&a[i], &b[i]), "projected feature differs");
+		if (sequence)
+			check(same_list(&la[i], &lb[i]), "projected feature list differs");
+	}
+	free(out);
+}
+
 static struct pbex_schema *schema(void)
 {
 	static struct pbex_schema *s;
@@ -214,6 +326,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(rc == 0 || rc == -EBADMSG, "sequence decode (nothing asked) result");
 	rc = pbex_sequence_example_foreach(data, size, NULL, NULL, NULL, NULL);
 	check(rc == 0 || rc == -EBADMSG, "sequence foreach (no callbacks) result");
+
+	check_projection(data, size, false);
+	check_projection(data, size, true);
 
 	/* keep the sums alive */
 	if (sum + sn.sum == 0x5eed5eed5eed5eedull)

@@ -113,6 +113,71 @@ static void test_repeated_map_key_last_wins(void **state)
 	assert_int_equal(f.count, 1);
 }
 
+/* Project rec to the names, check its length and that "a" still decodes to want. */
+static size_t project_a(struct wire rec, const char *const *names, size_t n, const int64_t *want,
+			size_t nwant, struct wire *ret)
+{
+	struct pbex_schema *s = schema_of(names, n);
+	long len;
+
+	assert_non_null(s);
+	len = pbex_project(s, NULL, false, rec.b, rec.n, ret->b, sizeof(ret->b));
+	pbex_schema_destroy(s);
+	assert_true(len >= 0 && (size_t)len <= rec.n + 12);
+	ret->n = (size_t)len;
+	if (want)
+		expect_i64s(*ret, "a", want, nwant);
+	return ret->n;
+}
+
+/*
+ * Projection (the record cache's): the named entries stay, copied whole and in wire order, in
+ * one Features message; the others go. Repeated keys across Features messages, merged values
+ * and fields outside the map keep their meaning for the names kept.
+ */
+static void test_projection(void **state)
+{
+	static const char *const a_only[] = { "a" }, *const ab[] = { "a", "b" };
+	static const int64_t one[] = { 1 }, two_three[] = { 2, 3 }, merged[] = { 1, 7 };
+	struct pbex_feature f;
+	struct wire out, rec;
+
+	rec = FEATURES(ENTRY("a", I64LIST(PACKED(V(1)))), ENTRY("big", BYTESLIST(BVAL("012345678901"
+										      "234567890123"
+										      "456789012345"
+										      "6789"))));
+	assert_true(project_a(rec, a_only, 1, one, 1, &out) < rec.n / 2);
+	assert_int_equal(decode1(out, "big", &f, NULL), 0);
+	assert_false(f.present); /* gone */
+	/* the last entry of a key wins, also across two Features messages and an unknown field */
+	rec = CAT(FEATURES(ENTRY("a", I64LIST(PACKED(V(1)))), ENTRY("b", I64LIST(PACKED(V(9))))),
+		  TAG(7, 0), V(3), FEATURES(ENTRY("a", I64LIST(PACKED(V(2), V(3))))));
+	project_a(rec, ab, 2, two_three, 2, &out);
+	static const int64_t nine[] = { 9 };
+	expect_i64s(out, "b", nine, 1);
+	/* an entry whose value fields merge is copied whole: they still merge */
+	rec = FEATURES(
+		LD(1, CAT(KEY("a"), VALUE(I64LIST(PACKED(V(1)))), VALUE(I64LIST(PACKED(V(7)))))));
+	project_a(rec, a_only, 1, merged, 2, &out);
+	/* an entry without value stays one: present, no kind */
+	rec = FEATURES(LD(1, KEY("a")));
+	project_a(rec, a_only, 1, NULL, 0, &out);
+	assert_int_equal(decode1(out, "a", &f, NULL), 0);
+	assert_true(f.present);
+	assert_int_equal(f.kind, PBEX_KIND_NONE);
+	/* nothing named: an empty record, where every feature is absent as before */
+	rec = FEATURES(ENTRY("x", I64LIST(PACKED(V(1)))));
+	assert_int_equal(project_a(rec, a_only, 1, NULL, 0, &out), 0);
+	/* too small a buffer, and a record whose framing is damaged */
+	struct pbex_schema *s = schema_of(a_only, 1);
+	rec = FEATURES(ENTRY("a", I64LIST(PACKED(V(1)))));
+	assert_int_equal(pbex_project(s, NULL, false, rec.b, rec.n, out.b, 3), -ENOSPC);
+	rec.b[1] = 0x7f; /* Features' length past the record */
+	assert_int_equal(pbex_project(s, NULL, false, rec.b, rec.n, out.b, sizeof(out.b)),
+			 -EBADMSG);
+	pbex_schema_destroy(s);
+}
+
 static void test_repeated_key_and_value_in_entry(void **state)
 {
 	static const int64_t want[] = { 1, 7 };
@@ -597,6 +662,7 @@ int main(void)
 		cmocka_unit_test(test_float_bit_patterns),
 		cmocka_unit_test(test_bytes_values),
 		cmocka_unit_test(test_long_values),
+		cmocka_unit_test(test_projection),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
