@@ -553,8 +553,9 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "records", (int64_t)st.records },
 		{ "record_bytes", (int64_t)st.record_bytes },
 		{ "copied_bytes", (int64_t)st.copied_bytes },
-		/* the shared record cache (docs/pipeline.md, "The record cache"): what it holds,
-		   0 none or 1 framed records; this pipeline's files from it and put in it */
+		/* the shared record cache (docs/pipeline.md, "The record cache"): what it keeps
+		   of this pipeline's files, 0 nothing or 2 its projected records; its files
+		   from it and put in it */
 		{ "cache_level", st.cache_level },
 		{ "cache_files", (int64_t)st.cache_files },
 		{ "cache_bytes", (int64_t)st.cache_bytes },

@@ -145,7 +145,9 @@ int pbex_sequence_example_foreach(const uint8_t *rec, size_t len, pbex_feature_f
  * pbex_decode_* with these schemas succeeds, decoding out with them gives the same features,
  * value for value (entries are copied whole, so repeated keys, merged values and kinds, empty
  * entries and unknown fields inside them mean what they meant; only the skipped entries and the
- * fields outside the maps are gone). ctx or lists may be NULL (none). Returns the length of out,
+ * fields outside the maps are gone); and for a record whose decode fails, the decode of out fails
+ * too (the damage is in an entry kept whole, or in a level walked). ctx or lists may be NULL
+ * (none). Returns the length of out,
  * at most len + 12 bytes; -ENOSPC when cap is less; -EBADMSG when rec's framing is damaged at
  * the levels walked (decode it first: its error says where).
  */

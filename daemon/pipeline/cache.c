@@ -12,6 +12,7 @@ struct rec_ix {
 	uint64_t pos;	 /* of its data in buf */
 	uint64_t offset; /* of its header in the file */
 	uint32_t len;
+	uint32_t flags; /* PL_CACHE_REC_* */
 };
 
 struct pl_cache_entry {
@@ -24,7 +25,7 @@ struct pl_cache_entry {
 	uint64_t charged; /* bytes counted against the budget (buf and ix capacities) */
 	uint64_t last_use;
 	unsigned users; /* readers (pl_cache_get), under c->lock */
-	bool ready, filling, linked, decompressed;
+	bool ready, filling, linked;
 	struct pl_cache_entry *next;
 };
 
@@ -82,7 +83,8 @@ int pl_cache_key_of(const char *path, enum tfr_compression compression, struct p
 
 static bool same_file(const struct pl_cache_key *a, const struct pl_cache_key *b)
 {
-	return a->dev == b->dev && a->ino == b->ino && a->compression == b->compression;
+	return a->dev == b->dev && a->ino == b->ino && a->compression == b->compression &&
+	       a->proj == b->proj;
 }
 
 static bool same_key(const struct pl_cache_key *a, const struct pl_cache_key *b)
@@ -229,9 +231,10 @@ static int grow(struct pl_cache *c, struct pl_cache_entry *e, void **p, uint64_t
 }
 
 int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
-		      bool decompressed)
+		      unsigned flags)
 {
-	uint64_t need = e->used + len + TFR_FOOTER_LEN;
+	bool footer = !(flags & PL_CACHE_REC_CHECKED);
+	uint64_t need = e->used + len + (footer ? TFR_FOOTER_LEN : 0);
 	int r = 0;
 	if (need > e->cap || e->n_ix == e->cap_ix) {
 		struct pl_cache *c = e->c;
@@ -246,10 +249,10 @@ int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t le
 		if (r < 0)
 			return r;
 	}
-	memcpy(e->buf + e->used, data, (size_t)len + TFR_FOOTER_LEN);
-	e->ix[e->n_ix++] = (struct rec_ix){ .pos = e->used, .offset = offset, .len = len };
+	memcpy(e->buf + e->used, data, (size_t)len + (footer ? TFR_FOOTER_LEN : 0));
+	e->ix[e->n_ix++] =
+		(struct rec_ix){ .pos = e->used, .offset = offset, .len = len, .flags = flags };
 	e->used = need;
-	e->decompressed = decompressed;
 	return 0;
 }
 
@@ -284,22 +287,18 @@ uint64_t pl_cache_entry_records(const struct pl_cache_entry *e)
 }
 
 void pl_cache_entry_record(const struct pl_cache_entry *e, uint64_t i, const uint8_t **ret_data,
-			   uint32_t *ret_len, uint64_t *ret_offset)
+			   uint32_t *ret_len, uint64_t *ret_offset, unsigned *ret_flags)
 {
 	const struct rec_ix *x = &e->ix[i];
 	*ret_data = e->buf + x->pos;
 	*ret_len = x->len;
 	*ret_offset = x->offset;
+	*ret_flags = x->flags;
 }
 
 const uint8_t *pl_cache_entry_record_base(const struct pl_cache_entry *e)
 {
 	return e->buf;
-}
-
-bool pl_cache_entry_decompressed(const struct pl_cache_entry *e)
-{
-	return e->decompressed;
 }
 
 uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e)

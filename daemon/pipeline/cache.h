@@ -31,6 +31,18 @@ struct pl_cache_key {
 	uint64_t dev, ino, size;
 	int64_t mtime_ns;
 	uint32_t compression; /* enum tfr_compression */
+	/* 0: the records as framed; else what they were projected to (struct pl_plan.proj_fp) */
+	uint64_t proj;
+};
+
+/* A cached record's flags. */
+enum {
+	PL_CACHE_REC_DECOMPRESSED = 1u << 0, /* its file was compressed (for messages) */
+	/*
+	 * Its data CRC was checked when it was cached and its bytes are a projection of the
+	 * record (pbex_project): no footer follows it, and nobody checks it again.
+	 */
+	PL_CACHE_REC_CHECKED = 1u << 1,
 };
 
 struct pl_cache_stats {
@@ -68,21 +80,21 @@ void pl_cache_put(struct pl_cache_entry *e);
 struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_cache_key *key,
 					   uint64_t size_hint);
 /*
- * Append the next record: len bytes of data followed by its 4-byte footer at data + len, its
- * header's offset in the (decompressed) file. 0, or -ENOSPC (over the budget: end the fill with
- * complete false), -ESTALE (the file changed meanwhile: likewise), -ENOMEM.
+ * Append the next record: len bytes of data, followed by its 4-byte footer at data + len unless
+ * flags has PL_CACHE_REC_CHECKED; its header's offset in the (decompressed) file. 0, or -ENOSPC
+ * (over the budget: end the fill with complete false), -ESTALE (the file changed meanwhile:
+ * likewise), -ENOMEM.
  */
 int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
-		      bool decompressed);
+		      unsigned flags);
 /* Finish a fill: complete (every record of the file, in order, to its end) makes it ready. */
 void pl_cache_fill_end(struct pl_cache_entry *e, bool complete);
 
 /* A ready entry's records. */
 uint64_t pl_cache_entry_records(const struct pl_cache_entry *e);
-/* Record i: its data (its footer follows), length and header offset in the file. */
+/* Record i: its data (its footer follows unless CHECKED), length, header offset and flags. */
 void pl_cache_entry_record(const struct pl_cache_entry *e, uint64_t i, const uint8_t **ret_data,
-			   uint32_t *ret_len, uint64_t *ret_offset);
-bool pl_cache_entry_decompressed(const struct pl_cache_entry *e);
+			   uint32_t *ret_len, uint64_t *ret_offset, unsigned *ret_flags);
 /* Where its records are (record i's data is within [base, base + pl_cache_entry_bytes)). */
 const uint8_t *pl_cache_entry_record_base(const struct pl_cache_entry *e);
 /* Bytes of its records (data and footers). */

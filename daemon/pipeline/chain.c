@@ -32,6 +32,8 @@ struct pl_chain {
 	struct pl_shuffle *sh;
 	struct pl_store store;
 	struct pl_worker_scratch *ws; /* records decoded on the driver */
+	uint8_t *proj;		      /* a record projected for the cache */
+	size_t proj_cap;
 	uint64_t epoch;
 	atomic_bool stop;
 	struct pl_stage_stats st[PL_STAGE_COUNT_];
@@ -145,6 +147,51 @@ static int validate(void *ctx, const struct pl_rec *rec)
 }
 
 /*
+ * frame (filling the record cache) → the record with only the features this pipeline reads
+ * (pbex_project), once its data CRC is right and the projection decodes; a record that does not
+ * is kept whole, so that reading it from the cache fails the way reading it from the file does.
+ * (The projection decodes exactly when the record does: the entries it keeps are copied whole,
+ * and both walks read every entry's key the same way. fuzz_pbex checks both directions.)
+ */
+static int project(void *ctx, const struct pl_rec *rec, const uint8_t **ret_data, uint32_t *ret_len)
+{
+	struct pl_chain *c = ctx;
+	const struct pl_plan *plan = c->plan;
+	struct pl_worker_scratch *ws = scratch(c);
+	if (!ws)
+		return -ENOMEM;
+	unsigned prev = pl_prof_enter(c->o.prof, PL_STAGE_PARSE);
+	int r = pl_row_check_crc(plan, rec);
+	if (r == 0 && c->proj_cap < (size_t)rec->len + 12) {
+		size_t cap = (size_t)rec->len + 12 + 4096;
+		uint8_t *np = realloc(c->proj, cap);
+		if (!np) {
+			pl_prof_leave(c->o.prof, prev);
+			return -ENOMEM;
+		}
+		c->proj = np;
+		c->proj_cap = cap;
+	}
+	long n = r == 0 ? pbex_project(plan->ctx, plan->lists, plan->sequence_example, rec->data,
+				       rec->len, c->proj, c->proj_cap)
+			: -EBADMSG;
+	if (n >= 0) {
+		struct pl_rec pr = *rec;
+		pr.data = c->proj;
+		pr.len = (uint32_t)n;
+		pr.crc_checked = true;
+		if (pl_row_decode(plan, ws, &pr, false, NULL) < 0)
+			n = -EBADMSG;
+	}
+	pl_prof_leave(c->o.prof, prev);
+	if (n < 0)
+		return 0; /* keep it whole */
+	*ret_data = c->proj;
+	*ret_len = (uint32_t)n;
+	return 1;
+}
+
+/*
  * window (continuous_sequence) → a record's length along axis 0, the same for every output
  * tensor (after its processing steps). Decoded here, on the driver, because windows depend on
  * it; the data CRC is checked at the same time and not again by the parse task.
@@ -239,6 +286,9 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.validate_ctx = c,
 		.store = &c->store,
 		.cache = use_cache(c) ? c->o.cache : NULL,
+		.project = project,
+		.project_ctx = c,
+		.proj_key = c->plan->proj_fp,
 		.st = &c->st[PL_STAGE_FRAME],
 		.tot = &c->frame_tot,
 		.prof = c->o.prof,
@@ -346,6 +396,7 @@ void pl_chain_destroy(struct pl_chain *c)
 	pl_interleave_destroy(c->il);
 	pl_files_destroy(c->files);
 	pl_scratch_destroy(c->ws);
+	free(c->proj);
 	pl_store_fini(&c->store);
 	free(c->slots);
 	free(c);
@@ -379,7 +430,7 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 		st[i] = c->st[i];
 	ret->read = c->read_tot;
 	ret->skipped_files = c->frame_tot.skipped_files;
-	ret->cache_level = use_cache(c) ? 1 : 0;
+	ret->cache_level = use_cache(c) ? 2 : 0; /* records projected to what it reads */
 	ret->cache_files = c->frame_tot.cache_files;
 	ret->cache_bytes = c->frame_tot.cache_bytes;
 	ret->cache_filled = c->frame_tot.cache_filled;

@@ -38,7 +38,7 @@ struct pl_chain_totals {
 	uint64_t skipped_files;
 	uint64_t copied_bytes;
 	uint64_t cache_files, cache_bytes, cache_filled; /* struct pl_frame_totals' */
-	unsigned cache_level;				 /* 1: the frame stages use the cache */
+	unsigned cache_level;				 /* struct pl_stats' */
 };
 
 struct pl_chain;

@@ -63,6 +63,24 @@ static void fill_end(struct pl_frame *fr, bool complete)
 		fr->o.tot->cache_filled++;
 }
 
+/* Put the record just framed in the cache: projected when it can be, else whole. */
+static int fill_add(struct pl_frame *fr, const struct pl_rec *rec)
+{
+	unsigned flags = rec->decompressed ? PL_CACHE_REC_DECOMPRESSED : 0;
+	const uint8_t *data = rec->data;
+	uint32_t len = rec->len;
+	if (fr->o.project) {
+		int r = fr->o.project(fr->o.project_ctx, rec, &data, &len);
+		if (r < 0)
+			return r;
+		if (r == 1)
+			flags |= PL_CACHE_REC_CHECKED;
+		else
+			data = rec->data, len = rec->len;
+	}
+	return pl_cache_fill_add(fr->fill, data, len, rec->offset, flags);
+}
+
 static void cached_put(struct pl_block *b)
 {
 	struct cached_blk *cb = (struct cached_blk *)b;
@@ -105,6 +123,7 @@ int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path)
 	fr->have_key = false;
 	if (!fr->o.cache || pl_cache_key_of(path, fr->o.compression, &fr->key) < 0)
 		return 0; /* no cache, or the reader will say what is wrong with the file */
+	fr->key.proj = fr->o.project ? fr->o.proj_key : 0;
 	fr->have_key = true;
 	struct pl_cache_entry *e = pl_cache_get(fr->o.cache, &fr->key);
 	if (!e)
@@ -157,16 +176,18 @@ static int hit_next(struct pl_frame *fr, struct pl_rec *out)
 	const uint8_t *data;
 	uint32_t len;
 	uint64_t offset;
-	pl_cache_entry_record(e, fr->hit_next, &data, &len, &offset);
+	unsigned flags;
+	pl_cache_entry_record(e, fr->hit_next, &data, &len, &offset, &flags);
 	fr->hit->blk.refs++;
 	*out = (struct pl_rec){
 		.blk = &fr->hit->blk,
 		.data = data,
 		.len = len,
 		.win_len = -1,
-		/* checked by the parse task, as for a record read from the file */
-		.crc_checked = false,
-		.decompressed = pl_cache_entry_decompressed(e),
+		/* a projection was checked when it was cached; a whole record by the parse task,
+		   as when it is read from the file */
+		.crc_checked = flags & PL_CACHE_REC_CHECKED,
+		.decompressed = flags & PL_CACHE_REC_DECOMPRESSED,
 		.file = fr->file,
 		.index = fr->hit_next++,
 		.offset = offset,
@@ -217,8 +238,7 @@ static int store_record(struct pl_frame *fr, const struct tfr_record *tr, struct
 	out->offset = tr->offset;
 	fr->o.st->elems_out++;
 	fr->o.st->bytes_out += tr->len;
-	if (fr->fill && pl_cache_fill_add(fr->fill, tr->data, (uint32_t)tr->len, tr->offset,
-					  tr->decompressed) < 0)
+	if (fr->fill && fill_add(fr, out) < 0)
 		fill_end(fr, false); /* over the budget: this file is not cached */
 	return 0;
 }

@@ -162,8 +162,9 @@ struct pl_stats {
 	uint64_t skipped_records; /* on_corrupt */
 	uint64_t skipped_files;
 	uint64_t copied_bytes;	 /* record bytes copied out of read buffers (others: zero-copy) */
-	unsigned cache_level;	 /* what the cache keeps of this pipeline's files: 0 nothing, 1
-				    framed records (pl_pipeline_opts.cache and cache_uncompressed) */
+	unsigned cache_level;	 /* what the cache keeps of this pipeline's files: 0 nothing, 2
+				    its records projected to the features it reads (1, whole
+				    framed records, only for a record that does not decode) */
 	uint64_t cache_files;	 /* files framed from the shared record cache (no reading) */
 	uint64_t cache_bytes;	 /* record bytes that came from it */
 	uint64_t cache_filled;	 /* files this pipeline put in it */

@@ -757,6 +757,14 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 	}
 	plan->n_ctx = n_ctx;
 	plan->n_lists = n_lists;
+	/* what a projected record keeps (the record cache's key): the kind, then the names */
+	uint64_t pf = fp_mix(0x70726f6a, plan->sequence_example);
+	for (size_t i = 0; i < n_ctx; i++)
+		pf = fp_str(pf, names[0][i], strlen(names[0][i]));
+	pf = fp_mix(pf, n_ctx);
+	for (size_t i = 0; i < n_lists; i++)
+		pf = fp_str(pf, names[1][i], strlen(names[1][i]));
+	plan->proj_fp = pf | 1; /* never 0: the key of records kept whole */
 	r = make_schema(names[0], n_ctx, &plan->ctx);
 	if (r == 0)
 		r = make_schema(names[1], n_lists, &plan->lists);

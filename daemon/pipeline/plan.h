@@ -109,6 +109,7 @@ struct pl_plan {
 	struct pbex_schema *ctx;
 	struct pbex_schema *lists;
 	size_t n_ctx, n_lists;
+	uint64_t proj_fp; /* of the names in ctx and lists: the record cache keys projections by it */
 	/*
 	 * Per ctx slot: the manifest feature's default as a decoded feature (present), taken
 	 * when the record's is missing or holds no values; present = false when it has none.

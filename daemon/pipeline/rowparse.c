@@ -99,6 +99,11 @@ static int crc_error(const struct pl_plan *plan, const struct pl_rec *rec, struc
 	return tfr_record_verify(&tr, plan->ds->files[rec->file].path, err);
 }
 
+int pl_row_check_crc(const struct pl_plan *plan, const struct pl_rec *rec)
+{
+	return rec->crc_checked ? 0 : crc_error(plan, rec, NULL);
+}
+
 void pl_crcur_begin(struct pl_crcur *c, const struct pl_rec *rec)
 {
 	c->rec = rec->data;

@@ -61,6 +61,9 @@ void pl_scratch_destroy(struct pl_worker_scratch *ws);
 int pl_row_decode(const struct pl_plan *plan, struct pl_worker_scratch *ws,
 		  const struct pl_rec *rec, bool check_crc, struct io_error *err);
 
+/* Whether the record's data CRC is right (0), or -EBADMSG; no message. */
+int pl_row_check_crc(const struct pl_plan *plan, const struct pl_rec *rec);
+
 /*
  * The data CRC of a record, computed while its bytes are copied out: copies must come in
  * increasing order of source address to be fused (others are plain copies, still covered).

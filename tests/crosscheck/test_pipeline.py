@@ -807,7 +807,7 @@ def test_cache_used(tmp, ds):
     write_json(path, gz)
     rc, t = totals(RUN_EXTRA[:2])
     ngz = len([f for f in os.listdir(ds["gzip"]) if not f.startswith("__")])
-    check(rc == 0 and t.get("cache_level") == "1" and int(t.get("cache_filled", -1)) == ngz and
+    check(rc == 0 and t.get("cache_level") == "2" and int(t.get("cache_filled", -1)) == ngz and
           int(t.get("cache_files", -1)) == ngz,
           "cache: a gzip dataset is, by default: %d files filled and read again (%s)" % (ngz, t))
     bad = spec(ds["corrupt"], ["id"], epochs=2, on_corrupt="skip_file")

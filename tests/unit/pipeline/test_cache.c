@@ -41,7 +41,7 @@ static bool fill(struct pl_cache *c, struct pl_cache_key k, uint64_t n, uint32_t
 		return false;
 	for (uint64_t i = 0; i < n && r == 0; i++) {
 		rec_bytes(buf, len, k.ino, i);
-		r = pl_cache_fill_add(e, buf, len, 100 + i * (len + 16), false);
+		r = pl_cache_fill_add(e, buf, len, 100 + i * (len + 16), 0);
 	}
 	if (ret_add)
 		*ret_add = r;
@@ -58,8 +58,10 @@ static void check_entry(struct pl_cache_entry *e, uint64_t tag, uint64_t n, uint
 		const uint8_t *d;
 		uint32_t l;
 		uint64_t off;
+		unsigned fl;
 
-		pl_cache_entry_record(e, i, &d, &l, &off);
+		pl_cache_entry_record(e, i, &d, &l, &off, &fl);
+		assert_int_equal(fl, 0);
 		assert_int_equal(l, len);
 		assert_int_equal(off, 100 + i * (len + 16));
 		rec_bytes(want, len, tag, i);
@@ -71,7 +73,7 @@ static void check_entry(struct pl_cache_entry *e, uint64_t tag, uint64_t n, uint
 static void test_roundtrip(void **state)
 {
 	struct pl_cache *c;
-	struct pl_cache_entry *e;
+	struct pl_cache_entry *e, *f;
 	struct pl_cache_stats st;
 	struct pl_cache_key k = key(1, 5);
 
@@ -98,15 +100,54 @@ static void test_roundtrip(void **state)
 	assert_non_null(e);
 	assert_int_equal(pl_cache_entry_records(e), 0);
 	pl_cache_put(e);
+	/*
+	 * Projected records (CHECKED) take no footer; whole ones keep theirs; the flags come back.
+	 * Another projection key of the same file is another entry.
+	 */
+	struct pl_cache_key kp = key(1, 5);
+	kp.proj = 77;
+	assert_null(pl_cache_get(c, &kp));
+	f = pl_cache_fill_begin(c, &kp, 100);
+	assert_non_null(f);
+	uint8_t rb[8 + TFR_FOOTER_LEN];
+	rec_bytes(rb, 8, 9, 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, PL_CACHE_REC_CHECKED), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60,
+					   PL_CACHE_REC_DECOMPRESSED),
+			 0);
+	pl_cache_fill_end(f, true);
+	e = pl_cache_get(c, &kp);
+	assert_non_null(e);
+	assert_int_equal(pl_cache_entry_bytes(e), 8 + 8 + TFR_FOOTER_LEN);
+	{
+		const uint8_t *d;
+		uint32_t l;
+		uint64_t off;
+		unsigned fl;
+
+		pl_cache_entry_record(e, 0, &d, &l, &off, &fl);
+		assert_int_equal(fl, PL_CACHE_REC_CHECKED);
+		assert_int_equal(off, 40);
+		assert_memory_equal(d, rb, 8);
+		pl_cache_entry_record(e, 1, &d, &l, &off, &fl);
+		assert_int_equal(fl, PL_CACHE_REC_DECOMPRESSED);
+		assert_memory_equal(d, rb, 8 + TFR_FOOTER_LEN);
+	}
+	pl_cache_put(e);
+	e = pl_cache_get(c, &k); /* the whole records of the same file are still there */
+	assert_non_null(e);
+	check_entry(e, 1, 50, 100);
+	pl_cache_put(e);
+
 	/* a fill given up leaves nothing */
 	struct pl_cache_key k3 = key(3, 5);
-	struct pl_cache_entry *f = pl_cache_fill_begin(c, &k3, 100);
+	f = pl_cache_fill_begin(c, &k3, 100);
 	assert_non_null(f);
 	pl_cache_fill_end(f, false);
 	assert_null(pl_cache_get(c, &k3));
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.fill_aborts, 1);
-	assert_int_equal(st.entries, 2);
+	assert_int_equal(st.entries, 3);
 	pl_cache_destroy(c);
 }
 
@@ -182,7 +223,7 @@ static void test_invalidation(void **state)
 	f = pl_cache_fill_begin(c, &k11, 100);
 	assert_non_null(f);
 	rec_bytes(buf, 10, 1, 0);
-	assert_int_equal(pl_cache_fill_add(f, buf, 10, 100, false), 0);
+	assert_int_equal(pl_cache_fill_add(f, buf, 10, 100, 0), 0);
 	struct pl_cache_key k12 = key(1, 12);
 	assert_null(pl_cache_get(c, &k12));
 	pl_cache_fill_end(f, true); /* complete, but stale: not an entry */
@@ -221,8 +262,9 @@ static void *reader(void *p)
 			const uint8_t *d;
 			uint32_t l;
 			uint64_t off;
+			unsigned fl;
 
-			pl_cache_entry_record(e, i, &d, &l, &off);
+			pl_cache_entry_record(e, i, &d, &l, &off, &fl);
 			rec_bytes(want, 200, k.ino, i);
 			if (l != 200 || memcmp(d, want, 200 + TFR_FOOTER_LEN) != 0)
 				fail_msg("entry %llu record %llu differs",
