@@ -466,8 +466,8 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 		printf(" record_bytes=%" PRIu64 " copied_bytes=%" PRIu64 " evacuations=%" PRIu64,
 		       st.record_bytes, st.copied_bytes, st.evacuations);
 		printf(" cache_level=%u cache_files=%" PRIu64 " cache_bytes=%" PRIu64 " cache_"
-										      "filled="
-										      "%" PRIu64,
+		       "filled="
+		       "%" PRIu64,
 		       st.cache_level, st.cache_files, st.cache_bytes, st.cache_filled);
 		printf(" io_engine=%s%s%s\n", st.io_engine ? st.io_engine : "?",
 		       st.io_fallback ? " fallback=" : "", st.io_fallback ? st.io_fallback : "");

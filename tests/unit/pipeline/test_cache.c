@@ -112,9 +112,7 @@ static void test_roundtrip(void **state)
 	uint8_t rb[8 + TFR_FOOTER_LEN];
 	rec_bytes(rb, 8, 9, 0);
 	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, PL_CACHE_REC_CHECKED), 0);
-	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60,
-					   PL_CACHE_REC_DECOMPRESSED),
-			 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60, PL_CACHE_REC_DECOMPRESSED), 0);
 	pl_cache_fill_end(f, true);
 	e = pl_cache_get(c, &kp);
 	assert_non_null(e);
