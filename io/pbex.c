@@ -870,8 +870,27 @@ static long project_maps(struct dctx *c, const struct pbex_schema *s, uint32_t f
 		const uint8_t *q = p, *qe = p + l;
 		while (q < qe) {
 			const uint8_t *etp = q;
-			struct map_entry me;
+			struct map_entry me = { 0 };
 
+			/* walk_features' fast path: a short entry {key, value} as TensorFlow lays
+			   it out, looked up without parsing it further (as decode does) */
+			if (q[0] == 0x0a && qe - q >= 6 && q[1] >= 4 && q[1] < 0x80 &&
+			    q[1] <= qe - q - 2) {
+				const uint8_t *k = q + 2, *e = k + q[1];
+				uint32_t kl = k[1];
+
+				if (k[0] == 0x0a && kl + 4 <= q[1] && k[2 + kl] == 0x12 &&
+				    k[3 + kl] == q[1] - 4 - kl) {
+					if (schema_lookup(s, k + 2, kl) >= 0) {
+						if (w + (size_t)(e - q) > cap)
+							return -ENOSPC;
+						memcpy(out + w, q, (size_t)(e - q));
+						w += (size_t)(e - q);
+					}
+					q = e;
+					continue;
+				}
+			}
 			rc = next_entry(c, s, where, label, &q, qe, &me);
 			if (rc < 0)
 				return rc;

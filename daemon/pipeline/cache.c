@@ -6,7 +6,23 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+
+/*
+ * Entry bytes are mapped pages of their own (mmap, mremap to grow and to give back the tail):
+ * the budget counts exactly the pages an entry holds, growing moves no bytes, and an evicted
+ * entry's memory goes back to the system at once.
+ */
+#define PAGE 4096u
+#define FIRST_CAP                                                              \
+	(1u << 20) /* a fill starts here (projected records are often far less \
+		      than the file) and doubles */
+
+static uint64_t page_up(uint64_t n)
+{
+	return (n + PAGE - 1) / PAGE * PAGE;
+}
 
 struct rec_ix {
 	uint64_t pos;	 /* of its data in buf */
@@ -49,7 +65,8 @@ int pl_cache_create(uint64_t budget, struct pl_cache **ret)
 
 static void entry_free(struct pl_cache_entry *e)
 {
-	free(e->buf);
+	if (e->buf)
+		munmap(e->buf, e->cap);
 	free(e->ix);
 	free(e);
 }
@@ -178,7 +195,7 @@ struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_c
 					   uint64_t size_hint)
 {
 	struct pl_cache_entry *e = NULL;
-	uint64_t cap = size_hint ? size_hint : 4096;
+	uint64_t cap = page_up(size_hint < FIRST_CAP ? (size_hint ? size_hint : 1) : FIRST_CAP);
 	pthread_mutex_lock(&c->lock);
 	for (struct pl_cache_entry *x = c->head; x; x = x->next)
 		if (same_key(&x->key, key))
@@ -186,11 +203,14 @@ struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_c
 	if (cap > c->st.budget)
 		goto out;
 	e = calloc(1, sizeof(*e));
-	if (!e || !(e->buf = malloc(cap))) {
+	void *m = e ? mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+		    : MAP_FAILED;
+	if (m == MAP_FAILED) {
 		free(e);
 		e = NULL;
 		goto out;
 	}
+	e->buf = m;
 	e->c = c;
 	e->key = *key;
 	e->cap = cap;
@@ -209,24 +229,43 @@ out:
 	return e;
 }
 
-/* Grow buf or ix to hold need (elements of size sz), charging the difference. Under lock. */
-static int grow(struct pl_cache *c, struct pl_cache_entry *e, void **p, uint64_t *cap,
-		uint64_t need, size_t sz)
+/* Grow the index to hold need entries, charging the difference. Under lock. */
+static int grow_ix(struct pl_cache *c, struct pl_cache_entry *e, uint64_t need)
 {
-	uint64_t n = *cap ? *cap : 64;
+	uint64_t n = e->cap_ix ? e->cap_ix : 64;
 	while (n < need)
 		n *= 2;
-	int r = charge(c, e, (n - *cap) * sz);
+	int r = charge(c, e, (n - e->cap_ix) * sizeof(*e->ix));
 	if (r < 0)
 		return r;
-	void *np = realloc(*p, n * sz);
+	void *np = realloc(e->ix, n * sizeof(*e->ix));
 	if (!np) {
-		c->st.bytes -= (n - *cap) * sz;
-		e->charged -= (n - *cap) * sz;
+		c->st.bytes -= (n - e->cap_ix) * sizeof(*e->ix);
+		e->charged -= (n - e->cap_ix) * sizeof(*e->ix);
 		return -ENOMEM;
 	}
-	*p = np;
-	*cap = n;
+	e->ix = np;
+	e->cap_ix = n;
+	return 0;
+}
+
+/* Grow the bytes to hold need (pages, doubling), charging the difference. Under lock. */
+static int grow_buf(struct pl_cache *c, struct pl_cache_entry *e, uint64_t need)
+{
+	uint64_t n = e->cap;
+	while (n < need)
+		n *= 2;
+	int r = charge(c, e, n - e->cap);
+	if (r < 0)
+		return r;
+	void *np = mremap(e->buf, e->cap, n, MREMAP_MAYMOVE);
+	if (np == MAP_FAILED) {
+		c->st.bytes -= n - e->cap;
+		e->charged -= n - e->cap;
+		return -ENOMEM;
+	}
+	e->buf = np;
+	e->cap = n;
 	return 0;
 }
 
@@ -242,9 +281,9 @@ int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t le
 		if (!e->linked)
 			r = -ESTALE; /* its file changed meanwhile */
 		if (r == 0 && need > e->cap)
-			r = grow(c, e, (void **)&e->buf, &e->cap, need, 1);
+			r = grow_buf(c, e, need);
 		if (r == 0 && e->n_ix == e->cap_ix)
-			r = grow(c, e, (void **)&e->ix, &e->cap_ix, e->n_ix + 1, sizeof(*e->ix));
+			r = grow_ix(c, e, e->n_ix + 1);
 		pthread_mutex_unlock(&c->lock);
 		if (r < 0)
 			return r;
@@ -265,13 +304,12 @@ void pl_cache_fill_end(struct pl_cache_entry *e, bool complete)
 		c->st.fill_aborts++;
 		unlink_entry(c, e); /* frees it (an entry already taken off the list too) */
 	} else {
-		/* give back what the records do not use (the index keeps its capacity) */
-		uint8_t *nb = e->used ? realloc(e->buf, e->used) : e->buf;
-		if (nb && e->used) {
-			c->st.bytes -= e->cap - e->used;
-			e->charged -= e->cap - e->used;
-			e->buf = nb;
-			e->cap = e->used;
+		/* give back the pages the records do not use (the index keeps its capacity) */
+		uint64_t keep = page_up(e->used ? e->used : 1);
+		if (keep < e->cap && mremap(e->buf, e->cap, keep, 0) != MAP_FAILED) {
+			c->st.bytes -= e->cap - keep;
+			e->charged -= e->cap - keep;
+			e->cap = keep;
 		}
 		e->ready = true;
 		e->last_use = ++c->tick;

@@ -153,7 +153,7 @@ static int validate(void *ctx, const struct pl_rec *rec)
  * (The projection decodes exactly when the record does: the entries it keeps are copied whole,
  * and both walks read every entry's key the same way. fuzz_pbex checks both directions.)
  */
-static int project(void *ctx, const struct pl_rec *rec, const uint8_t **ret_data, uint32_t *ret_len)
+static int project(void *ctx, struct pl_rec *rec, const uint8_t **ret_data, uint32_t *ret_len)
 {
 	struct pl_chain *c = ctx;
 	const struct pl_plan *plan = c->plan;
@@ -162,6 +162,8 @@ static int project(void *ctx, const struct pl_rec *rec, const uint8_t **ret_data
 		return -ENOMEM;
 	unsigned prev = pl_prof_enter(c->o.prof, PL_STAGE_PARSE);
 	int r = pl_row_check_crc(plan, rec);
+	if (r == 0)
+		rec->crc_checked = true; /* the parse task need not check it again */
 	if (r == 0 && c->proj_cap < (size_t)rec->len + 12) {
 		size_t cap = (size_t)rec->len + 12 + 4096;
 		uint8_t *np = realloc(c->proj, cap);

@@ -64,7 +64,7 @@ static void fill_end(struct pl_frame *fr, bool complete)
 }
 
 /* Put the record just framed in the cache: projected when it can be, else whole. */
-static int fill_add(struct pl_frame *fr, const struct pl_rec *rec)
+static int fill_add(struct pl_frame *fr, struct pl_rec *rec)
 {
 	unsigned flags = rec->decompressed ? PL_CACHE_REC_DECOMPRESSED : 0;
 	const uint8_t *data = rec->data;

@@ -44,12 +44,12 @@ struct pl_frame_opts {
 	/*
 	 * With a cache: project a record before it goes in (the cache keeps, per file, what the
 	 * pipelines with the same projection key read of it). 1 and *ret_data, *ret_len (valid
-	 * until the next call) when it was projected, its data CRC checked; 0 to keep it whole
+	 * until the next call) when it was projected, its data CRC checked (rec->crc_checked set:
+	 * the parse task need not check it again); 0 to keep it whole
 	 * (a record that does not decode keeps its bytes, so that its errors stay the same);
 	 * -ENOMEM. NULL: records are kept whole, proj_key 0.
 	 */
-	int (*project)(void *ctx, const struct pl_rec *rec, const uint8_t **ret_data,
-		       uint32_t *ret_len);
+	int (*project)(void *ctx, struct pl_rec *rec, const uint8_t **ret_data, uint32_t *ret_len);
 	void *project_ctx;
 	uint64_t proj_key;
 	struct pl_stage_stats *st;

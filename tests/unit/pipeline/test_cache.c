@@ -161,7 +161,7 @@ static void test_budget_lru(void **state)
 	int add;
 
 	(void)state;
-	assert_int_equal(pl_cache_create(30000, &c), 0);
+	assert_int_equal(pl_cache_create(40000, &c), 0);	/* page-granular entries */
 	assert_true(fill(c, key(1, 0), 10, 1000, 10100, NULL)); /* ~10 KB each */
 	assert_true(fill(c, key(2, 0), 10, 1000, 10100, NULL));
 	a = pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 1, .size = 1000 });
