@@ -519,6 +519,27 @@ static inline int next_entry(struct dctx *c, const struct pbex_schema *s, const 
 }
 
 /*
+ * Whether the field at p (before end) is a Features map entry laid out as TensorFlow writes a
+ * short one: tag, 1-byte length, {key tag, 1-byte key length, key, value tag, 1-byte value
+ * length, value}. Then *ret_q is the entry's content, *ret_kl the key's length (the key at
+ * *ret_q + 2, the value at *ret_q + 4 + kl) and *ret_e the entry's end.
+ */
+static inline bool short_entry(const uint8_t *p, const uint8_t *end, const uint8_t **ret_q,
+			       uint32_t *ret_kl, const uint8_t **ret_e)
+{
+	if (p[0] != 0x0a || end - p < 6 || p[1] < 4 || p[1] >= 0x80 || p[1] > end - p - 2)
+		return false;
+	const uint8_t *q = p + 2;
+	uint32_t kl = q[1];
+	if (q[0] != 0x0a || kl + 4 > p[1] || q[2 + kl] != 0x12 || q[3 + kl] != p[1] - 4 - kl)
+		return false;
+	*ret_q = q;
+	*ret_kl = kl;
+	*ret_e = q + p[1];
+	return true;
+}
+
+/*
  * Walk a Features message [p, end): with a schema, decode the entries it names into out and
  * skip the rest; without (fn set), validate every entry and call fn on it.
  */
@@ -533,18 +554,13 @@ static int walk_features(struct dctx *c, const struct pbex_schema *s, const uint
 
 	while (p < end) {
 		/* fast path: a short entry {key, value} laid out as TensorFlow writes it */
-		if (s && p[0] == 0x0a && end - p >= 6 && p[1] >= 4 && p[1] < 0x80 &&
-		    p[1] <= end - p - 2) {
-			const uint8_t *q = p + 2, *e = q + p[1];
-			uint32_t kl = q[1];
-
-			if (q[0] == 0x0a && kl + 4 <= p[1] && q[2 + kl] == 0x12 &&
-			    q[3 + kl] == p[1] - 4 - kl) {
-				idx = schema_lookup(s, q + 2, kl);
-				if (idx < 0 || pbex_fast_feature(q, q + 4 + kl, e, &out[idx])) {
-					p = e;
-					continue;
-				}
+		const uint8_t *q, *e;
+		uint32_t kl;
+		if (s && short_entry(p, end, &q, &kl, &e)) {
+			idx = schema_lookup(s, q + 2, kl);
+			if (idx < 0 || pbex_fast_feature(q, q + 4 + kl, e, &out[idx])) {
+				p = e;
+				continue;
 			}
 		}
 		rc = next_entry(c, s, "Features", label, &p, end, &me);
@@ -872,24 +888,19 @@ static long project_maps(struct dctx *c, const struct pbex_schema *s, uint32_t f
 			const uint8_t *etp = q;
 			struct map_entry me = { 0 };
 
-			/* walk_features' fast path: a short entry {key, value} as TensorFlow lays
-			   it out, looked up without parsing it further (as decode does) */
-			if (q[0] == 0x0a && qe - q >= 6 && q[1] >= 4 && q[1] < 0x80 &&
-			    q[1] <= qe - q - 2) {
-				const uint8_t *k = q + 2, *e = k + q[1];
-				uint32_t kl = k[1];
-
-				if (k[0] == 0x0a && kl + 4 <= q[1] && k[2 + kl] == 0x12 &&
-				    k[3 + kl] == q[1] - 4 - kl) {
-					if (schema_lookup(s, k + 2, kl) >= 0) {
-						if (w + (size_t)(e - q) > cap)
-							return -ENOSPC;
-						memcpy(out + w, q, (size_t)(e - q));
-						w += (size_t)(e - q);
-					}
-					q = e;
-					continue;
+			/* walk_features' fast path: a short entry looked up without parsing it
+			   further (as decode does) */
+			const uint8_t *k, *e;
+			uint32_t kl;
+			if (short_entry(q, qe, &k, &kl, &e)) {
+				if (schema_lookup(s, k + 2, kl) >= 0) {
+					if (w + (size_t)(e - q) > cap)
+						return -ENOSPC;
+					memcpy(out + w, q, (size_t)(e - q));
+					w += (size_t)(e - q);
 				}
+				q = e;
+				continue;
 			}
 			rc = next_entry(c, s, where, label, &q, qe, &me);
 			if (rc < 0)

@@ -243,6 +243,26 @@ static int store_record(struct pl_frame *fr, const struct tfr_record *tr, struct
 	return 0;
 }
 
+/*
+ * The record just framed (from the file or the cache) under on_corrupt skip_file: a bad record
+ * ends its file, so find out now. 1 (out is good), 0 (the file was given up), -ENOMEM.
+ */
+static int checked(struct pl_frame *fr, struct pl_rec *out)
+{
+	if (fr->o.on_corrupt != PL_ON_CORRUPT_SKIP_FILE)
+		return 1;
+	int r = fr->o.validate(fr->o.validate_ctx, out);
+	if (r == 0)
+		return 1;
+	pl_rec_unref(out);
+	if (r == -ENOMEM)
+		return r;
+	fr->o.st->dropped++;
+	fr->o.tot->skipped_files++;
+	pl_frame_abandon(fr);
+	return 0;
+}
+
 static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct io_error *err)
 {
 	for (;;) {
@@ -250,37 +270,13 @@ static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct
 		int r;
 		if (fr->hit) {
 			r = hit_next(fr, out);
-			if (r <= 0 || fr->o.on_corrupt != PL_ON_CORRUPT_SKIP_FILE)
-				return r;
-			/* skip_file: as for the file itself (a bad record ends it) */
-			r = fr->o.validate(fr->o.validate_ctx, out);
-			if (r == 0)
-				return 1;
-			pl_rec_unref(out);
-			if (r == -ENOMEM)
-				return r;
-			fr->o.st->dropped++;
-			fr->o.tot->skipped_files++;
-			pl_frame_abandon(fr);
-			return 0;
+			return r <= 0 ? r : checked(fr, out); /* as for the file itself */
 		}
 		r = tfr_reader_next(fr->rd, &tr, err);
 		if (r == TFR_RECORD) {
 			if (store_record(fr, &tr, out) < 0)
 				return -ENOMEM;
-			if (fr->o.on_corrupt != PL_ON_CORRUPT_SKIP_FILE)
-				return 1;
-			/* skip_file: a bad record ends its file, so find out now */
-			r = fr->o.validate(fr->o.validate_ctx, out);
-			if (r == 0)
-				return 1;
-			pl_rec_unref(out);
-			if (r == -ENOMEM)
-				return r;
-			fr->o.st->dropped++;
-			fr->o.tot->skipped_files++;
-			pl_frame_abandon(fr);
-			return 0;
+			return checked(fr, out);
 		}
 		if (r == TFR_END) {
 			release_chunk(fr);

@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "libclient", "python"))
@@ -48,8 +47,7 @@ def main():
         labels = b["label"].reshape(-1).tolist()
         if a.hold_after is not None and taken == a.hold_after:
             out({"holding": b.seq, "labels": labels})
-            while True:  # killed here, holding b
-                time.sleep(3600)
+            sys.stdin.read()  # killed here, holding b (nothing more comes on stdin)
         out({"seq": b.seq, "epoch": b.epoch, "labels": labels,
              "redelivered": b.redelivered})
         b.release()
