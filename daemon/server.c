@@ -560,6 +560,8 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "cache_files", (int64_t)st.cache_files },
 		{ "cache_bytes", (int64_t)st.cache_bytes },
 		{ "cache_filled", (int64_t)st.cache_filled },
+		{ "cache_followed", (int64_t)st.cache_followed },
+		{ "cache_fallbacks", (int64_t)st.cache_fallbacks },
 		{ "cache_memory", (int64_t)cs.budget },
 		{ "cache_memory_used", (int64_t)cs.bytes },
 		{ "cache_entries", (int64_t)cs.entries },

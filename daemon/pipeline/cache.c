@@ -4,44 +4,67 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /*
- * Entry bytes are mapped pages of their own (mmap, mremap to grow and to give back the tail):
- * the budget counts exactly the pages an entry holds, growing moves no bytes, and an evicted
- * entry's memory goes back to the system at once.
+ * An entry's bytes are segments of mapped pages of its own: the budget counts exactly the pages
+ * an entry holds, and an evicted entry's memory goes back to the system at once. A segment never
+ * moves once made, nor does a record's index entry (blocks that double): readers of a file still
+ * being cached read what was published of it while the filler appends.
  */
 #define PAGE 4096u
 #define FIRST_CAP                                                              \
 	(1u << 20) /* a fill starts here (projected records are often far less \
-		      than the file) and doubles */
+		      than the file); each new segment doubles what the entry holds */
+#define MAX_SEGS   48u
+#define IX_FIRST   64u /* records in the index's first block; block b holds IX_FIRST << b */
+#define IX_BLOCKS  40u
+#define WAKE_EVERY 64u /* a waiting reader is woken once this many more records are there */
 
 static uint64_t page_up(uint64_t n)
 {
 	return (n + PAGE - 1) / PAGE * PAGE;
 }
 
+struct seg {
+	uint8_t *base;
+	uint64_t cap, used;
+};
+
 struct rec_ix {
-	uint64_t pos;	 /* of its data in buf */
+	const uint8_t *data;
 	uint64_t offset; /* of its header in the file */
 	uint32_t len;
 	uint32_t flags; /* PL_CACHE_REC_* */
 };
 
+enum fill_state { FILLING, READY, GIVEN_UP };
+
 struct pl_cache_entry {
 	struct pl_cache *c;
 	struct pl_cache_key key;
-	uint8_t *buf; /* records, each followed by its footer */
-	uint64_t used, cap;
-	struct rec_ix *ix;
-	uint64_t n_ix, cap_ix;
-	uint64_t charged; /* bytes counted against the budget (buf and ix capacities) */
+	/* the filler's, appended to without the lock (made and charged under it) */
+	struct seg seg[MAX_SEGS];
+	unsigned n_seg;
+	struct rec_ix *ixb[IX_BLOCKS];
+	uint64_t n_ix;
+	uint64_t bytes; /* of its records (data and footers) */
+	/* readers': records [0, published) may be read; state FILLING, READY or GIVEN_UP */
+	_Atomic uint64_t published;
+	_Atomic int state;
+	_Atomic uint64_t wake_at; /* a reader waits for this many records: wake it then */
+	pthread_cond_t cv;	  /* with c->lock: published moved on, or the fill ended */
+	/* under c->lock */
+	struct pl_cache_user *filler; /* while filling */
+	uint64_t charged;	      /* bytes counted against the budget (segments and index) */
 	uint64_t last_use;
-	unsigned users; /* readers (pl_cache_get), under c->lock */
-	bool ready, filling, linked;
+	unsigned users; /* readers (pl_cache_get) */
+	bool linked;
 	struct pl_cache_entry *next;
 };
 
@@ -65,9 +88,12 @@ int pl_cache_create(uint64_t budget, struct pl_cache **ret)
 
 static void entry_free(struct pl_cache_entry *e)
 {
-	if (e->buf)
-		munmap(e->buf, e->cap);
-	free(e->ix);
+	for (unsigned i = 0; i < e->n_seg; i++)
+		if (e->seg[i].cap)
+			munmap(e->seg[i].base, e->seg[i].cap);
+	for (unsigned b = 0; b < IX_BLOCKS; b++)
+		free(e->ixb[b]);
+	pthread_cond_destroy(&e->cv);
 	free(e);
 }
 
@@ -109,7 +135,12 @@ static bool same_key(const struct pl_cache_key *a, const struct pl_cache_key *b)
 	return same_file(a, b) && a->size == b->size && a->mtime_ns == b->mtime_ns;
 }
 
-/* Take e off the list; it is freed now, or by its last reader. Under lock. */
+static int state_of(const struct pl_cache_entry *e)
+{
+	return atomic_load_explicit(&e->state, memory_order_acquire);
+}
+
+/* Take e off the list; it is freed now, or by its last reader or its filler. Under lock. */
 static void unlink_entry(struct pl_cache *c, struct pl_cache_entry *e)
 {
 	for (struct pl_cache_entry **pp = &c->head; *pp; pp = &(*pp)->next) {
@@ -121,9 +152,9 @@ static void unlink_entry(struct pl_cache *c, struct pl_cache_entry *e)
 	e->linked = false;
 	c->st.bytes -= e->charged;
 	e->charged = 0;
-	if (e->ready)
+	if (state_of(e) == READY)
 		c->st.entries--;
-	if (!e->users && !e->filling)
+	if (!e->users && state_of(e) != FILLING)
 		entry_free(e);
 }
 
@@ -132,7 +163,7 @@ static bool evict_one(struct pl_cache *c)
 {
 	struct pl_cache_entry *lru = NULL;
 	for (struct pl_cache_entry *e = c->head; e; e = e->next)
-		if (e->ready && !e->users && (!lru || e->last_use < lru->last_use))
+		if (state_of(e) == READY && !e->users && (!lru || e->last_use < lru->last_use))
 			lru = e;
 	if (!lru)
 		return false;
@@ -152,7 +183,15 @@ static int charge(struct pl_cache *c, struct pl_cache_entry *e, uint64_t delta)
 	return 0;
 }
 
-struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_key *key)
+static void uncharge(struct pl_cache *c, struct pl_cache_entry *e, uint64_t delta)
+{
+	if (e->linked)
+		c->st.bytes -= delta;
+	e->charged -= delta;
+}
+
+struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_key *key,
+				    const struct pl_cache_user *user)
 {
 	struct pl_cache_entry *hit = NULL;
 	pthread_mutex_lock(&c->lock);
@@ -164,7 +203,7 @@ struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_ke
 			/* the file changed since: what is cached of it is wrong now */
 			c->st.invalidations++;
 			unlink_entry(c, e);
-		} else if (e->ready) {
+		} else if (state_of(e) == READY || (user && e->filler != user)) {
 			hit = e;
 		}
 	}
@@ -172,6 +211,8 @@ struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_ke
 		hit->users++;
 		hit->last_use = ++c->tick;
 		c->st.hits++;
+		if (state_of(hit) == FILLING)
+			c->st.follows++;
 	} else {
 		c->st.misses++;
 	}
@@ -185,14 +226,42 @@ void pl_cache_put(struct pl_cache_entry *e)
 		return;
 	struct pl_cache *c = e->c;
 	pthread_mutex_lock(&c->lock);
-	bool gone = --e->users == 0 && !e->linked;
+	bool gone = --e->users == 0 && !e->linked && state_of(e) != FILLING;
 	pthread_mutex_unlock(&c->lock);
 	if (gone)
 		entry_free(e);
 }
 
+/* A new segment of at least cap bytes (pages), charged. 0, -ENOSPC or -ENOMEM. Under lock. */
+static int add_seg(struct pl_cache *c, struct pl_cache_entry *e, uint64_t cap)
+{
+	if (e->n_seg == MAX_SEGS)
+		return -ENOSPC;
+	int r = charge(c, e, cap);
+	if (r < 0)
+		return r;
+	void *m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		uncharge(c, e, cap);
+		return -ENOMEM;
+	}
+	e->seg[e->n_seg++] = (struct seg){ .base = m, .cap = cap };
+	return 0;
+}
+
+/* Give back the pages of segment s past its records (no record is added to it any more). */
+static void trim_seg(struct pl_cache *c, struct pl_cache_entry *e, struct seg *s)
+{
+	uint64_t keep = page_up(s->used);
+	if (keep >= s->cap)
+		return;
+	munmap(s->base + keep, s->cap - keep);
+	uncharge(c, e, s->cap - keep);
+	s->cap = keep;
+}
+
 struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_cache_key *key,
-					   uint64_t size_hint)
+					   uint64_t size_hint, struct pl_cache_user *user)
 {
 	struct pl_cache_entry *e = NULL;
 	uint64_t cap = page_up(size_hint < FIRST_CAP ? (size_hint ? size_hint : 1) : FIRST_CAP);
@@ -203,24 +272,25 @@ struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_c
 	if (cap > c->st.budget)
 		goto out;
 	e = calloc(1, sizeof(*e));
-	void *m = e ? mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-		    : MAP_FAILED;
-	if (m == MAP_FAILED) {
-		free(e);
-		e = NULL;
+	if (!e)
 		goto out;
-	}
-	e->buf = m;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	e->c = c;
 	e->key = *key;
-	e->cap = cap;
-	e->filling = true;
+	e->filler = user;
+	atomic_init(&e->published, 0);
+	atomic_init(&e->state, FILLING);
+	atomic_init(&e->wake_at, UINT64_MAX);
 	e->linked = true;
 	e->next = c->head;
 	c->head = e;
-	if (charge(c, e, cap) < 0) {
+	if (add_seg(c, e, cap) < 0) {
 		c->st.fill_aborts++;
-		e->filling = false;
+		atomic_store(&e->state, GIVEN_UP);
 		unlink_entry(c, e); /* frees it */
 		e = NULL;
 	}
@@ -229,69 +299,85 @@ out:
 	return e;
 }
 
-/* Grow the index to hold need entries, charging the difference. Under lock. */
-static int grow_ix(struct pl_cache *c, struct pl_cache_entry *e, uint64_t need)
+/* The index block of record i and its place there. */
+static unsigned ix_block(uint64_t i, uint64_t *ret_pos)
 {
-	uint64_t n = e->cap_ix ? e->cap_ix : 64;
-	while (n < need)
-		n *= 2;
-	int r = charge(c, e, (n - e->cap_ix) * sizeof(*e->ix));
-	if (r < 0)
-		return r;
-	void *np = realloc(e->ix, n * sizeof(*e->ix));
-	if (!np) {
-		c->st.bytes -= (n - e->cap_ix) * sizeof(*e->ix);
-		e->charged -= (n - e->cap_ix) * sizeof(*e->ix);
-		return -ENOMEM;
+	uint64_t q = i / IX_FIRST + 1;
+	unsigned b = 63u - (unsigned)__builtin_clzll(q);
+	*ret_pos = i - IX_FIRST * ((UINT64_C(1) << b) - 1);
+	return b;
+}
+
+/* Make room for n more bytes and record n_ix's index entry. 0 or -errno. Under lock. */
+static int grow(struct pl_cache *c, struct pl_cache_entry *e, uint64_t n, unsigned b, bool new_ix)
+{
+	if (!e->linked)
+		return -ESTALE; /* its file changed meanwhile */
+	struct seg *s = &e->seg[e->n_seg - 1];
+	if (s->used + n > s->cap) {
+		uint64_t held = 0;
+		for (unsigned i = 0; i < e->n_seg; i++)
+			held += e->seg[i].cap;
+		trim_seg(c, e, s);
+		int r = add_seg(c, e, page_up(n > held ? n : held));
+		if (r < 0)
+			return r;
 	}
-	e->ix = np;
-	e->cap_ix = n;
+	if (new_ix) {
+		if (b >= IX_BLOCKS)
+			return -ENOSPC;
+		size_t sz = (size_t)(IX_FIRST << b) * sizeof(struct rec_ix);
+		int r = charge(c, e, sz);
+		if (r < 0)
+			return r;
+		e->ixb[b] = malloc(sz);
+		if (!e->ixb[b]) {
+			uncharge(c, e, sz);
+			return -ENOMEM;
+		}
+	}
 	return 0;
 }
 
-/* Grow the bytes to hold need (pages, doubling), charging the difference. Under lock. */
-static int grow_buf(struct pl_cache *c, struct pl_cache_entry *e, uint64_t need)
+/* Readers waiting for what was published now, or for the fill's end, are woken. */
+static void wake(struct pl_cache_entry *e)
 {
-	uint64_t n = e->cap;
-	while (n < need)
-		n *= 2;
-	int r = charge(c, e, n - e->cap);
-	if (r < 0)
-		return r;
-	void *np = mremap(e->buf, e->cap, n, MREMAP_MAYMOVE);
-	if (np == MAP_FAILED) {
-		c->st.bytes -= n - e->cap;
-		e->charged -= n - e->cap;
-		return -ENOMEM;
-	}
-	e->buf = np;
-	e->cap = n;
-	return 0;
+	pthread_mutex_lock(&e->c->lock);
+	atomic_store(&e->wake_at, UINT64_MAX);
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->c->lock);
 }
 
 int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
 		      unsigned flags)
 {
 	bool footer = !(flags & PL_CACHE_REC_CHECKED);
-	uint64_t need = e->used + len + (footer ? TFR_FOOTER_LEN : 0);
-	int r = 0;
-	if (need > e->cap || e->n_ix == e->cap_ix) {
+	uint64_t n = (uint64_t)len + (footer ? TFR_FOOTER_LEN : 0);
+	uint64_t pos;
+	unsigned b = ix_block(e->n_ix, &pos);
+	bool new_ix = b >= IX_BLOCKS || !e->ixb[b];
+	struct seg *s = &e->seg[e->n_seg - 1];
+	if (s->used + n > s->cap || new_ix) {
 		struct pl_cache *c = e->c;
 		pthread_mutex_lock(&c->lock);
-		if (!e->linked)
-			r = -ESTALE; /* its file changed meanwhile */
-		if (r == 0 && need > e->cap)
-			r = grow_buf(c, e, need);
-		if (r == 0 && e->n_ix == e->cap_ix)
-			r = grow_ix(c, e, e->n_ix + 1);
+		int r = grow(c, e, n, b, new_ix);
 		pthread_mutex_unlock(&c->lock);
 		if (r < 0)
 			return r;
+		s = &e->seg[e->n_seg - 1];
 	}
-	memcpy(e->buf + e->used, data, (size_t)len + (footer ? TFR_FOOTER_LEN : 0));
-	e->ix[e->n_ix++] =
-		(struct rec_ix){ .pos = e->used, .offset = offset, .len = len, .flags = flags };
-	e->used = need;
+	uint8_t *to = s->base + s->used;
+	memcpy(to, data, (size_t)n);
+	s->used += n;
+	e->bytes += n;
+	e->ixb[b][pos] =
+		(struct rec_ix){ .data = to, .offset = offset, .len = len, .flags = flags };
+	e->n_ix++;
+	/* the record, then its count (release); then whether a reader waits for it (Dekker's
+	   order against the reader's store of wake_at and load of published: both seq_cst) */
+	atomic_store(&e->published, e->n_ix);
+	if (e->n_ix >= atomic_load(&e->wake_at))
+		wake(e);
 	return 0;
 }
 
@@ -299,19 +385,20 @@ void pl_cache_fill_end(struct pl_cache_entry *e, bool complete)
 {
 	struct pl_cache *c = e->c;
 	pthread_mutex_lock(&c->lock);
-	e->filling = false;
+	e->filler = NULL;
 	if (!complete || !e->linked) {
 		c->st.fill_aborts++;
-		unlink_entry(c, e); /* frees it (an entry already taken off the list too) */
+		atomic_store(&e->state, GIVEN_UP);
+		pthread_cond_broadcast(&e->cv);
+		bool gone = !e->users;
+		if (e->linked)
+			unlink_entry(c, e); /* frees it unless it is read */
+		else if (gone)
+			entry_free(e); /* taken off the list already (its file changed) */
 	} else {
-		/* give back the pages the records do not use (the index keeps its capacity) */
-		uint64_t keep = page_up(e->used ? e->used : 1);
-		if (keep < e->cap && mremap(e->buf, e->cap, keep, 0) != MAP_FAILED) {
-			c->st.bytes -= e->cap - keep;
-			e->charged -= e->cap - keep;
-			e->cap = keep;
-		}
-		e->ready = true;
+		trim_seg(c, e, &e->seg[e->n_seg - 1]);
+		atomic_store(&e->state, READY);
+		pthread_cond_broadcast(&e->cv);
 		e->last_use = ++c->tick;
 		c->st.entries++;
 		c->st.fills++;
@@ -321,27 +408,93 @@ void pl_cache_fill_end(struct pl_cache_entry *e, bool complete)
 
 uint64_t pl_cache_entry_records(const struct pl_cache_entry *e)
 {
-	return e->n_ix;
+	return atomic_load_explicit(&e->published, memory_order_acquire);
 }
 
-void pl_cache_entry_record(const struct pl_cache_entry *e, uint64_t i, const uint8_t **ret_data,
-			   uint32_t *ret_len, uint64_t *ret_offset, unsigned *ret_flags)
+bool pl_cache_entry_ready(const struct pl_cache_entry *e)
 {
-	const struct rec_ix *x = &e->ix[i];
-	*ret_data = e->buf + x->pos;
-	*ret_len = x->len;
-	*ret_offset = x->offset;
-	*ret_flags = x->flags;
+	return state_of(e) == READY;
 }
 
-const uint8_t *pl_cache_entry_record_base(const struct pl_cache_entry *e)
+/* Whether waiting for e's filler would wait for self: a cycle of readers. Under lock. */
+static bool waits_for(const struct pl_cache_entry *e, const struct pl_cache_user *self)
 {
-	return e->buf;
+	unsigned hops = 0;
+	for (const struct pl_cache_user *u = e->filler; u; u = u->waiting_on->filler) {
+		if (u == self || ++hops > 1024)
+			return true;
+		if (!u->waiting_on)
+			return false;
+	}
+	return false;
+}
+
+/* Wait for record i of e: 1 (there), or pl_cache_entry_record's 0, -ECANCELED, -EAGAIN, -EDEADLK */
+static int wait_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_user *user,
+		       int timeout_ms)
+{
+	struct pl_cache *c = e->c;
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	int r;
+	pthread_mutex_lock(&c->lock);
+	for (bool timed_out = false;;) {
+		if (i < atomic_load(&e->published)) {
+			r = 1;
+			break;
+		}
+		int st = state_of(e);
+		if (st != FILLING) {
+			r = st == READY ? 0 : -ECANCELED;
+			break;
+		}
+		if ((!user && timeout_ms > 0) || (user && waits_for(e, user))) {
+			r = -EDEADLK;
+			break;
+		}
+		if (timeout_ms <= 0 || timed_out) {
+			r = -EAGAIN;
+			break;
+		}
+		uint64_t want = i + WAKE_EVERY;
+		if (want < atomic_load(&e->wake_at))
+			atomic_store(&e->wake_at, want);
+		if (i < atomic_load(&e->published))
+			continue;
+		user->waiting_on = e;
+		timed_out = pthread_cond_timedwait(&e->cv, &c->lock, &until) == ETIMEDOUT;
+		user->waiting_on = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_user *user,
+			  int timeout_ms, struct pl_cache_rec *ret)
+{
+	if (i >= atomic_load_explicit(&e->published, memory_order_acquire)) {
+		int r = wait_record(e, i, user, timeout_ms);
+		if (r <= 0)
+			return r;
+	}
+	uint64_t pos;
+	const struct rec_ix *x = &e->ixb[ix_block(i, &pos)][pos];
+	ret->data = x->data;
+	ret->len = x->len;
+	ret->offset = x->offset;
+	ret->flags = x->flags;
+	return 1;
 }
 
 uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e)
 {
-	return e->used;
+	return e->bytes;
 }
 
 void pl_cache_get_stats(struct pl_cache *c, struct pl_cache_stats *ret)

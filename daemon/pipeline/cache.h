@@ -13,19 +13,41 @@
  * run --cache-memory` one for its pipeline's epochs). An entry is one file's records as the
  * frame stage produced them, after decompression, in order: each record's bytes and the 4-byte
  * footer that holds its stored data CRC (checked by the parse task as for a record read from
- * the file: the cache never changes what a pipeline sees, errors included). Only a file framed
- * cleanly from its first record to its end becomes an entry; a file that fails, or is skipped,
- * is not cached.
+ * the file: the cache never changes what a pipeline sees, errors included), or its projection
+ * (PL_CACHE_REC_CHECKED). Only a file framed cleanly from its first record to its end becomes a
+ * ready entry; a file that fails, or is skipped, is not cached.
+ *
+ * One pipeline fills an entry as it frames the file; other pipelines that open the file
+ * meanwhile read the records published so far and wait for the rest (pl_cache_entry_record), so
+ * that a file is read once however many jobs start together. A reader that would wait for
+ * itself through a cycle of fills is told so at once (-EDEADLK), one whose fill is given up
+ * midway learns which record to go on from (-ECANCELED): either reads the file itself.
  *
  * An entry is keyed by the file's device, inode, size, mtime and the compression it was read
  * with: a file that changes is a new key, and the entry of its old contents is dropped at the
  * next lookup of that file. Entries that no pipeline reads are evicted, least recently used
- * first, when a fill needs room under the budget. Thread-safe (one mutex; entries are
- * immutable once ready and reference-counted by their readers).
+ * first, when a fill needs room under the budget. Thread-safe (one mutex; a record never moves
+ * once published; entries are reference-counted by their readers).
  */
 
 struct pl_cache;
 struct pl_cache_entry;
+
+/*
+ * One reader of the cache that may wait (a pipeline's driver): what it waits for, so that no two
+ * pipelines wait for each other's fills. Zeroed by its owner; used under the cache's lock.
+ */
+struct pl_cache_user {
+	struct pl_cache_entry *waiting_on;
+};
+
+/* A record of an entry. */
+struct pl_cache_rec {
+	const uint8_t *data; /* its footer follows unless flags has PL_CACHE_REC_CHECKED */
+	uint32_t len;
+	unsigned flags;	 /* PL_CACHE_REC_* */
+	uint64_t offset; /* of its header in the (decompressed) file */
+};
 
 struct pl_cache_key {
 	uint64_t dev, ino, size;
@@ -49,6 +71,7 @@ struct pl_cache_stats {
 	uint64_t budget, bytes; /* bytes held (entries and fills in progress) */
 	uint64_t entries;	/* ready */
 	uint64_t hits, misses;	/* lookups of a file */
+	uint64_t follows;	/* hits on a file being filled */
 	uint64_t fills;		/* files cached */
 	uint64_t fill_aborts;	/* fills given up (over the budget, an error in the file) */
 	uint64_t evictions;	/* entries dropped for room */
@@ -64,40 +87,52 @@ void pl_cache_destroy(struct pl_cache *c);
 int pl_cache_key_of(const char *path, enum tfr_compression compression, struct pl_cache_key *ret);
 
 /*
- * The ready entry for key, with a reference for the caller (pl_cache_put), or NULL (a miss:
- * counted). An entry of the same file (device and inode) with another size or mtime is dropped.
+ * The entry for key, with a reference for the caller (pl_cache_put), or NULL (a miss: counted).
+ * With user, an entry being filled by another user counts (its records are read as they come);
+ * without, only a ready one. An entry of the same file (device and inode) with another size or
+ * mtime is dropped.
  */
-struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_key *key);
+struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_key *key,
+				    const struct pl_cache_user *user);
 /* Drop a reference from pl_cache_get. */
 void pl_cache_put(struct pl_cache_entry *e);
 
 /*
- * Start caching the file of key as it is framed: an entry being filled (the caller's until
- * pl_cache_fill_end), or NULL when the file is cached or being cached already, or when
- * size_hint bytes (the file's size: an uncompressed file's records take about that much) do not
- * fit the budget even after evicting every unused entry.
+ * Start caching the file of key as it is framed, by user (may be NULL): an entry being filled
+ * (the caller's until pl_cache_fill_end), or NULL when the file is cached or being cached
+ * already, or when size_hint bytes (the file's size: an uncompressed file's records take about
+ * that much) do not fit the budget even after evicting every unused entry.
  */
 struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_cache_key *key,
-					   uint64_t size_hint);
+					   uint64_t size_hint, struct pl_cache_user *user);
 /*
  * Append the next record: len bytes of data, followed by its 4-byte footer at data + len unless
- * flags has PL_CACHE_REC_CHECKED; its header's offset in the (decompressed) file. 0, or -ENOSPC
- * (over the budget: end the fill with complete false), -ESTALE (the file changed meanwhile:
- * likewise), -ENOMEM.
+ * flags has PL_CACHE_REC_CHECKED; its header's offset in the (decompressed) file. Readers may
+ * read it at once. 0, or -ENOSPC (over the budget: end the fill with complete false), -ESTALE
+ * (the file changed meanwhile: likewise), -ENOMEM.
  */
 int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
 		      unsigned flags);
-/* Finish a fill: complete (every record of the file, in order, to its end) makes it ready. */
+/*
+ * Finish a fill: complete (every record of the file, in order, to its end) makes it ready;
+ * else its readers are told (-ECANCELED) and it goes with the last of them.
+ */
 void pl_cache_fill_end(struct pl_cache_entry *e, bool complete);
 
-/* A ready entry's records. */
+/*
+ * Record i of e: 1 and *ret. 0 when the file ends before record i. Of an entry still being
+ * filled, waiting up to timeout_ms (0: not at all) as user for the record: -EAGAIN when it is
+ * not there yet; -EDEADLK when user may not wait (its filler waits, through a chain of fills,
+ * for user's own: told whatever timeout_ms; or user is NULL and timeout_ms is not 0);
+ * -ECANCELED when the fill was given up before record i. The record stays valid while the
+ * caller holds its reference to e.
+ */
+int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_user *user,
+			  int timeout_ms, struct pl_cache_rec *ret);
+/* Records published so far (all of them, once ready). */
 uint64_t pl_cache_entry_records(const struct pl_cache_entry *e);
-/* Record i: its data (its footer follows unless CHECKED), length, header offset and flags. */
-void pl_cache_entry_record(const struct pl_cache_entry *e, uint64_t i, const uint8_t **ret_data,
-			   uint32_t *ret_len, uint64_t *ret_offset, unsigned *ret_flags);
-/* Where its records are (record i's data is within [base, base + pl_cache_entry_bytes)). */
-const uint8_t *pl_cache_entry_record_base(const struct pl_cache_entry *e);
-/* Bytes of its records (data and footers). */
+bool pl_cache_entry_ready(const struct pl_cache_entry *e);
+/* Bytes of a ready entry's records (data and footers). */
 uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e);
 
 void pl_cache_get_stats(struct pl_cache *c, struct pl_cache_stats *ret);

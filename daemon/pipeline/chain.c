@@ -39,6 +39,7 @@ struct pl_chain {
 	struct pl_stage_stats st[PL_STAGE_COUNT_];
 	struct pl_read_totals read_tot;
 	struct pl_frame_totals frame_tot;
+	struct pl_cache_user cache_user; /* its framers' */
 };
 
 /* ---- the callbacks that connect the stages ---- */
@@ -53,6 +54,13 @@ static void slot_abandon(void *ctx)
 {
 	struct pl_slot *s = ctx;
 	pl_read_abandon(s->rd);
+}
+
+/* frame → read the file after all (the cache stopped giving it) */
+static int slot_reopen(void *ctx, const char *path, struct io_error *err)
+{
+	struct pl_slot *s = ctx;
+	return pl_read_open(s->rd, path, err);
 }
 
 static int slot_frame(void *ctx, bool wait, struct pl_rec *ret, struct io_error *err)
@@ -80,7 +88,7 @@ static int slot_open(void *ctx, unsigned k, struct io_error *err)
 	if (pl_files_next(c->files, &file) == 0)
 		return 0;
 	const struct dataset_file *f = &c->plan->ds->files[file];
-	int r = pl_frame_open_cached(s->fr, file, f->path); /* 1: no reading */
+	int r = pl_frame_open_cached(s->fr, file, f->path, f->size); /* 1: no reading */
 	if (r == 0)
 		r = pl_read_open(s->rd, f->path, err);
 	if (r == 0)
@@ -283,11 +291,14 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.on_corrupt = cfg->on_corrupt,
 		.read = slot_read,
 		.abandon = slot_abandon,
+		.open = slot_reopen,
 		.read_ctx = s,
+		.stop = &c->stop,
 		.validate = validate,
 		.validate_ctx = c,
 		.store = &c->store,
 		.cache = use_cache(c) ? c->o.cache : NULL,
+		.cache_user = &c->cache_user,
 		.project = project,
 		.project_ctx = c,
 		.proj_key = c->plan->proj_fp,
@@ -436,6 +447,8 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 	ret->cache_files = c->frame_tot.cache_files;
 	ret->cache_bytes = c->frame_tot.cache_bytes;
 	ret->cache_filled = c->frame_tot.cache_filled;
+	ret->cache_followed = c->frame_tot.cache_followed;
+	ret->cache_fallbacks = c->frame_tot.cache_fallbacks;
 	ret->copied_bytes = c->store.copied_bytes;
 }
 

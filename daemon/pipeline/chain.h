@@ -37,8 +37,9 @@ struct pl_chain_totals {
 	struct pl_read_totals read;
 	uint64_t skipped_files;
 	uint64_t copied_bytes;
-	uint64_t cache_files, cache_bytes, cache_filled; /* struct pl_frame_totals' */
-	unsigned cache_level;				 /* struct pl_stats' */
+	/* struct pl_frame_totals' */
+	uint64_t cache_files, cache_bytes, cache_filled, cache_followed, cache_fallbacks;
+	unsigned cache_level; /* struct pl_stats' */
 };
 
 struct pl_chain;

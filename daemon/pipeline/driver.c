@@ -442,6 +442,8 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->cache_level = tot.cache_level;
 	ret->cache_files = tot.cache_files;
 	ret->cache_bytes = tot.cache_bytes;
+	ret->cache_followed = tot.cache_followed;
+	ret->cache_fallbacks = tot.cache_fallbacks;
 	ret->cache_filled = tot.cache_filled;
 	ret->evacuations = tot.read.evacuations;
 	ret->parse_ns = pl_asm_task_ns(&d->ax, true);

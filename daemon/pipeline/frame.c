@@ -6,6 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stage.h"
+
+/* Following a file another pipeline is putting in the cache: how long to wait at a time, and
+   how long without a new record before reading the file instead. */
+#define FOLLOW_POLL_MS	50
+#define FOLLOW_STALL_MS 250
+#define FELL_BACK	2 /* hit_next: the file is read after all, from where the cache stopped */
+
 /* A cache entry as a block its records point into: the entry's reference goes with it. */
 struct cached_blk {
 	struct pl_block blk;
@@ -15,9 +23,12 @@ struct cached_blk {
 struct pl_frame {
 	struct pl_frame_opts o;
 	struct tfr_reader *rd;
-	bool open;	      /* framing a file */
-	bool finishing;	      /* the file's last chunk was fed */
-	uint32_t file;	      /* index into the dataset's files */
+	bool open;	  /* framing a file */
+	bool finishing;	  /* the file's last chunk was fed */
+	uint32_t file;	  /* index into the dataset's files */
+	const char *path; /* its path and size */
+	uint64_t size;
+	uint64_t skip_to;     /* records before this one were framed from the cache already */
 	struct pl_block *cur; /* the chunk being framed (one reference held here) */
 	/* the cache: the key of the file pl_frame_open_cached looked up */
 	struct pl_cache_key key;
@@ -118,14 +129,16 @@ void pl_frame_destroy(struct pl_frame *fr)
 	free(fr);
 }
 
-int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path)
+int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size)
 {
 	fr->have_key = false;
+	fr->path = path;
+	fr->size = size;
 	if (!fr->o.cache || pl_cache_key_of(path, fr->o.compression, &fr->key) < 0)
 		return 0; /* no cache, or the reader will say what is wrong with the file */
 	fr->key.proj = fr->o.project ? fr->o.proj_key : 0;
 	fr->have_key = true;
-	struct pl_cache_entry *e = pl_cache_get(fr->o.cache, &fr->key);
+	struct pl_cache_entry *e = pl_cache_get(fr->o.cache, &fr->key, fr->o.cache_user);
 	if (!e)
 		return 0;
 	struct cached_blk *cb = calloc(1, sizeof(*cb));
@@ -133,10 +146,9 @@ int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path)
 		pl_cache_put(e);
 		return 0; /* read it instead */
 	}
-	uint64_t bytes = pl_cache_entry_bytes(e);
+	if (!pl_cache_entry_ready(e))
+		fr->o.tot->cache_followed++;
 	cb->e = e;
-	cb->blk.data = (uint8_t *)pl_cache_entry_record_base(e);
-	cb->blk.cap = cb->blk.used = bytes;
 	cb->blk.put = cached_put;
 	cb->blk.pin = true;
 	cb->blk.refs = 1; /* the frame's, until the file's last record was handed on */
@@ -145,11 +157,11 @@ int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path)
 	fr->open = true;
 	fr->file = file;
 	fr->o.tot->cache_files++;
-	fr->o.tot->cache_bytes += bytes;
 	return 1;
 }
 
-int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size)
+/* Start framing the file from the reader's chunks; fill: put it in the cache if it may go. */
+static int start(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size, bool fill)
 {
 	int r = tfr_reader_reset(fr->rd, path);
 	if (r < 0)
@@ -159,41 +171,109 @@ int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t
 	fr->open = true;
 	fr->finishing = false;
 	fr->file = file;
-	if (fr->o.cache && fr->have_key)
-		fr->fill = pl_cache_fill_begin(fr->o.cache, &fr->key, size);
+	fr->path = path;
+	fr->size = size;
+	fr->skip_to = 0;
+	if (fill && fr->o.cache && fr->have_key)
+		fr->fill = pl_cache_fill_begin(fr->o.cache, &fr->key, size, fr->o.cache_user);
 	return 0;
 }
 
-/* The next record of a file the cache holds. */
-static int hit_next(struct pl_frame *fr, struct pl_rec *out)
+int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size)
+{
+	return start(fr, file, path, size, true);
+}
+
+/*
+ * The cache cannot give the rest of the file (its fill was given up, or stalled, or waiting
+ * for it could deadlock): read the file, from the record after the last one it gave.
+ * FELL_BACK or -errno.
+ */
+static int fall_back(struct pl_frame *fr, struct io_error *err)
+{
+	uint64_t skip = fr->hit_next;
+	hit_end(fr);
+	fr->open = false;
+	fr->o.tot->cache_fallbacks++;
+	int r = fr->o.open(fr->o.read_ctx, fr->path, err);
+	if (r == 0)
+		r = start(fr, fr->file, fr->path, fr->size, false);
+	fr->skip_to = skip;
+	return r < 0 ? r : FELL_BACK;
+}
+
+static bool stopped(const struct pl_frame *fr)
+{
+	return fr->o.stop && atomic_load_explicit(fr->o.stop, memory_order_relaxed);
+}
+
+/*
+ * The next record of the entry: 1, 0 (the file's end), -EAGAIN (not there, and wait is
+ * false), -EDEADLK (read the file instead: the fill was given up, or stalled, or waiting for it
+ * could deadlock), -ECANCELED (the pipeline stops). Waits (wait) for a fill in progress as long
+ * as it moves on.
+ */
+static int follow(struct pl_frame *fr, bool wait, struct pl_cache_rec *ret)
 {
 	struct pl_cache_entry *e = fr->hit->e;
-	if (fr->hit_next == pl_cache_entry_records(e)) {
+	struct pl_cache_user *u = fr->o.cache_user;
+	int r = pl_cache_entry_record(e, fr->hit_next, u, 0, ret);
+	if (r == -EAGAIN && wait) {
+		unsigned prev = pl_prof_enter(fr->o.prof, PL_STAGE_IDLE_);
+		uint64_t t0 = pl_clock_ns(CLOCK_MONOTONIC);
+		uint64_t seen = pl_cache_entry_records(e);
+		unsigned still = 0; /* polls without a new record */
+		while ((r = pl_cache_entry_record(e, fr->hit_next, u, FOLLOW_POLL_MS, ret)) ==
+		       -EAGAIN) {
+			if (stopped(fr))
+				break;
+			uint64_t now = pl_cache_entry_records(e);
+			still = now == seen ? still + 1 : 0;
+			seen = now;
+			if (still * FOLLOW_POLL_MS >= FOLLOW_STALL_MS) {
+				r = -EDEADLK; /* its filler does not go on */
+				break;
+			}
+		}
+		fr->o.st->wait_up_ns += pl_clock_ns(CLOCK_MONOTONIC) - t0;
+		pl_prof_leave(fr->o.prof, prev);
+		if (r == -EAGAIN)
+			return -ECANCELED; /* stopped */
+	}
+	return r == -ECANCELED ? -EDEADLK : r; /* given up: read the rest */
+}
+
+/* The next record of a file the cache holds or is being given: pl_frame_next's, or FELL_BACK. */
+static int hit_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct io_error *err)
+{
+	struct pl_cache_rec cr;
+	int r = follow(fr, wait, &cr);
+	if (r == 0) {
 		hit_end(fr);
 		fr->open = false;
 		return 0;
 	}
-	const uint8_t *data;
-	uint32_t len;
-	uint64_t offset;
-	unsigned flags;
-	pl_cache_entry_record(e, fr->hit_next, &data, &len, &offset, &flags);
+	if (r == -EDEADLK)
+		return fall_back(fr, err);
+	if (r < 0)
+		return r;
 	fr->hit->blk.refs++;
 	*out = (struct pl_rec){
 		.blk = &fr->hit->blk,
-		.data = data,
-		.len = len,
+		.data = cr.data,
+		.len = cr.len,
 		.win_len = -1,
 		/* a projection was checked when it was cached; a whole record by the parse task,
 		   as when it is read from the file */
-		.crc_checked = flags & PL_CACHE_REC_CHECKED,
-		.decompressed = flags & PL_CACHE_REC_DECOMPRESSED,
+		.crc_checked = cr.flags & PL_CACHE_REC_CHECKED,
+		.decompressed = cr.flags & PL_CACHE_REC_DECOMPRESSED,
 		.file = fr->file,
 		.index = fr->hit_next++,
-		.offset = offset,
+		.offset = cr.offset,
 	};
 	fr->o.st->elems_out++;
-	fr->o.st->bytes_out += len;
+	fr->o.st->bytes_out += cr.len;
+	fr->o.tot->cache_bytes += cr.len;
 	return 1;
 }
 
@@ -269,10 +349,13 @@ static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct
 		struct tfr_record tr;
 		int r;
 		if (fr->hit) {
-			r = hit_next(fr, out);
-			return r <= 0 ? r : checked(fr, out); /* as for the file itself */
+			r = hit_next(fr, wait, out, err);
+			if (r != FELL_BACK)
+				return r <= 0 ? r : checked(fr, out); /* as for the file itself */
 		}
 		r = tfr_reader_next(fr->rd, &tr, err);
+		if (r == TFR_RECORD && tr.index < fr->skip_to)
+			continue; /* the cache gave it */
 		if (r == TFR_RECORD) {
 			if (store_record(fr, &tr, out) < 0)
 				return -ENOMEM;

@@ -3,6 +3,7 @@
 #ifndef SLUICE_PIPELINE_FRAME_H
 #define SLUICE_PIPELINE_FRAME_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -16,9 +17,11 @@
 /* What every framer of a pipeline adds to. */
 struct pl_frame_totals {
 	uint64_t skipped_files;
-	uint64_t cache_files;  /* files framed from the cache */
-	uint64_t cache_bytes;  /* record bytes that came from it */
-	uint64_t cache_filled; /* files this pipeline put in it */
+	uint64_t cache_files;	  /* files framed from the cache */
+	uint64_t cache_bytes;	  /* record bytes that came from it */
+	uint64_t cache_filled;	  /* files this pipeline put in it */
+	uint64_t cache_followed;  /* files framed from it while another pipeline filled them */
+	uint64_t cache_fallbacks; /* of those, files read after all from where the fill stopped */
 };
 
 struct pl_frame_opts {
@@ -28,7 +31,10 @@ struct pl_frame_opts {
 	 * file midway (a framing error skipped, or a new epoch) */
 	int (*read)(void *ctx, bool wait, struct pl_chunk *ret, struct io_error *err);
 	void (*abandon)(void *ctx);
+	/* open path with the reader (a file the cache was to give, read after all): 0 or -errno */
+	int (*open)(void *ctx, const char *path, struct io_error *err);
 	void *read_ctx;
+	const atomic_bool *stop; /* set: a wait for a fill in progress ends (-ECANCELED) */
 	/*
 	 * on_corrupt skip_file: check each record as the parse task will (0 or -errno), so that a
 	 * bad record ends its file here. NULL otherwise.
@@ -41,6 +47,7 @@ struct pl_frame_opts {
 	 * it does not hold is put there as it is framed, when it fits (pl_cache_fill_begin).
 	 */
 	struct pl_cache *cache;
+	struct pl_cache_user *cache_user; /* the pipeline's (shared by its framers) */
 	/*
 	 * With a cache: project a record before it goes in (the cache keeps, per file, what the
 	 * pipelines with the same projection key read of it). 1 and *ret_data, *ret_len (valid
@@ -62,10 +69,11 @@ struct pl_frame;
 int pl_frame_create(const struct pl_frame_opts *opts, struct pl_frame **ret);
 void pl_frame_destroy(struct pl_frame *fr);
 /*
- * Before the reader opens file `file` (index into the dataset, for the records) at path: 1 when
- * the cache holds it (it is framed from there: no reader, no pl_frame_open), 0 when not.
+ * Before the reader opens file `file` (index into the dataset, for the records) at path, size
+ * bytes: 1 when the cache holds it or another pipeline is putting it there (it is framed from
+ * there: no reader, no pl_frame_open), 0 when not. path stays valid while the file is open.
  */
-int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path);
+int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size);
 /* Start framing file `file` at path, size bytes, from the reader's chunks. */
 int pl_frame_open(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size);
 /* Whether a file is open (not framed to its end or given up). */

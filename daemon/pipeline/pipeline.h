@@ -161,17 +161,19 @@ struct pl_stats {
 	uint64_t rows;
 	uint64_t skipped_records; /* on_corrupt */
 	uint64_t skipped_files;
-	uint64_t copied_bytes;	 /* record bytes copied out of read buffers (others: zero-copy) */
-	unsigned cache_level;	 /* what the cache keeps of this pipeline's files: 0 nothing, 2
-				    its records projected to the features it reads (1, whole
-				    framed records, only for a record that does not decode) */
-	uint64_t cache_files;	 /* files framed from the shared record cache (no reading) */
-	uint64_t cache_bytes;	 /* record bytes that came from it */
-	uint64_t cache_filled;	 /* files this pipeline put in it */
-	uint64_t evacuations;	 /* pinned read buffers emptied to let reading go on */
-	uint64_t driver_cpu_ns;	 /* read, frame, interleave, shuffle, assemble */
-	uint64_t parse_ns;	 /* time running parse tasks (monotonic clock around each) */
-	uint64_t read_wait_ns;	 /* time the driver was blocked waiting for reads */
+	uint64_t copied_bytes;	  /* record bytes copied out of read buffers (others: zero-copy) */
+	unsigned cache_level;	  /* what the cache keeps of this pipeline's files: 0 nothing, 2
+				     its records projected to the features it reads (1, whole
+				     framed records, only for a record that does not decode) */
+	uint64_t cache_files;	  /* files framed from the shared record cache (no reading) */
+	uint64_t cache_bytes;	  /* record bytes that came from it */
+	uint64_t cache_filled;	  /* files this pipeline put in it */
+	uint64_t cache_followed;  /* of cache_files, those another pipeline was putting there */
+	uint64_t cache_fallbacks; /* of those, files read after all from where that fill stopped */
+	uint64_t evacuations;	  /* pinned read buffers emptied to let reading go on */
+	uint64_t driver_cpu_ns;	  /* read, frame, interleave, shuffle, assemble */
+	uint64_t parse_ns;	  /* time running parse tasks (monotonic clock around each) */
+	uint64_t read_wait_ns;	  /* time the driver was blocked waiting for reads */
 	uint64_t lazy_fills;	 /* fill passes that woke no worker: the driver had time to spare */
 	uint64_t next_wait_ns;	 /* time pl_pipeline_next() waited */
 	const char *io_engine;	 /* "io_uring" or "pread" */

@@ -69,7 +69,7 @@ def epochs_bench(ctl, tmp, data, comp, epochs, repeat, budget):
                                           (many - one) / (epochs - 1)), flush=True)
 
 
-def jobs_bench(build, tmp, data, comp, budget):
+def jobs_bench(build, tmp, data, comp, budget, gap=1.0):
     out = {}
     for cache in (False, True):
         for n in (1, 4):
@@ -82,7 +82,7 @@ def jobs_bench(build, tmp, data, comp, budget):
                     if k == n:
                         break
                     if k:
-                        time.sleep(1)  # started 1 s apart
+                        time.sleep(gap)  # started 1 s apart (the issue's acceptance)
                     procs += readers(build, sock, [{"spec": json.dumps(spec(data, 1, b, seed))}])
                     procs[-1].stdin.write("go\n")
                     procs[-1].stdin.flush()
@@ -106,16 +106,21 @@ def main():
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cache-memory", type=int, default=2 << 30)
+    ap.add_argument("--gap", type=float, default=1.0, help="seconds between the jobs' starts")
+    ap.add_argument("--only", choices=("epochs", "jobs"), help="one of the two measurements")
+    ap.add_argument("--compression", choices=("none", "gzip"), action="append")
     a = ap.parse_args()
     ctl = os.path.join(a.build, "tools", "sluicectl")
     with tempfile.TemporaryDirectory(prefix="sluice-cache-") as tmp:
-        for comp in ("none", "gzip"):
+        for comp in a.compression or ("none", "gzip"):
             data = os.path.join(tmp, comp)
             subprocess.run([ctl, "gen", "ctr", data, "--files", "8", "--records",
                             str(a.records), "--seed", "5", "--compression", comp],
                            check=True, stdout=subprocess.DEVNULL)
-            epochs_bench(ctl, tmp, data, comp, a.epochs, a.repeat, a.cache_memory)
-            jobs_bench(a.build, tmp, data, comp, a.cache_memory)
+            if a.only != "jobs":
+                epochs_bench(ctl, tmp, data, comp, a.epochs, a.repeat, a.cache_memory)
+            if a.only != "epochs":
+                jobs_bench(a.build, tmp, data, comp, a.cache_memory, a.gap)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 /* The shared record cache (daemon/pipeline/cache.h): entries, budget, LRU, invalidation, threads. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +33,7 @@ static bool fill(struct pl_cache *c, struct pl_cache_key k, uint64_t n, uint32_t
 		 int *ret_add)
 {
 	uint8_t buf[4096 + TFR_FOOTER_LEN];
-	struct pl_cache_entry *e = pl_cache_fill_begin(c, &k, hint);
+	struct pl_cache_entry *e = pl_cache_fill_begin(c, &k, hint, NULL);
 	int r = 0;
 
 	if (ret_add)
@@ -49,18 +50,33 @@ static bool fill(struct pl_cache *c, struct pl_cache_key k, uint64_t n, uint32_t
 	return r == 0;
 }
 
+/* Record i of a ready entry. */
+static void get_rec(struct pl_cache_entry *e, uint64_t i, const uint8_t **d, uint32_t *l,
+		    uint64_t *off, unsigned *fl)
+{
+	struct pl_cache_rec r;
+
+	assert_int_equal(pl_cache_entry_record(e, i, NULL, 0, &r), 1);
+	*d = r.data;
+	*l = r.len;
+	*off = r.offset;
+	*fl = r.flags;
+}
+
 static void check_entry(struct pl_cache_entry *e, uint64_t tag, uint64_t n, uint32_t len)
 {
 	uint8_t want[4096 + TFR_FOOTER_LEN];
 
 	assert_int_equal(pl_cache_entry_records(e), n);
+	struct pl_cache_rec past;
+	assert_int_equal(pl_cache_entry_record(e, n, NULL, 0, &past), 0); /* the end */
 	for (uint64_t i = 0; i < n; i++) {
 		const uint8_t *d;
 		uint32_t l;
 		uint64_t off;
 		unsigned fl;
 
-		pl_cache_entry_record(e, i, &d, &l, &off, &fl);
+		get_rec(e, i, &d, &l, &off, &fl);
 		assert_int_equal(fl, 0);
 		assert_int_equal(l, len);
 		assert_int_equal(off, 100 + i * (len + 16));
@@ -79,10 +95,10 @@ static void test_roundtrip(void **state)
 
 	(void)state;
 	assert_int_equal(pl_cache_create(1 << 20, &c), 0);
-	assert_null(pl_cache_get(c, &k)); /* a miss */
+	assert_null(pl_cache_get(c, &k, NULL)); /* a miss */
 	assert_true(fill(c, k, 50, 100, 1000, NULL));
-	assert_null(pl_cache_fill_begin(c, &k, 1000)); /* there already */
-	e = pl_cache_get(c, &k);
+	assert_null(pl_cache_fill_begin(c, &k, 1000, NULL)); /* there already */
+	e = pl_cache_get(c, &k, NULL);
 	assert_non_null(e);
 	check_entry(e, 1, 50, 100);
 	assert_int_equal(pl_cache_entry_bytes(e), 50 * (100 + TFR_FOOTER_LEN));
@@ -95,8 +111,8 @@ static void test_roundtrip(void **state)
 	assert_true(st.bytes >= 50 * (100 + TFR_FOOTER_LEN) && st.bytes <= st.budget);
 	/* an empty file is an entry too */
 	assert_true(fill(c, key(2, 5), 0, 0, 0, NULL));
-	e = pl_cache_get(c,
-			 &(struct pl_cache_key){ .dev = 7, .ino = 2, .size = 1000, .mtime_ns = 5 });
+	e = pl_cache_get(
+		c, &(struct pl_cache_key){ .dev = 7, .ino = 2, .size = 1000, .mtime_ns = 5 }, NULL);
 	assert_non_null(e);
 	assert_int_equal(pl_cache_entry_records(e), 0);
 	pl_cache_put(e);
@@ -106,15 +122,15 @@ static void test_roundtrip(void **state)
 	 */
 	struct pl_cache_key kp = key(1, 5);
 	kp.proj = 77;
-	assert_null(pl_cache_get(c, &kp));
-	f = pl_cache_fill_begin(c, &kp, 100);
+	assert_null(pl_cache_get(c, &kp, NULL));
+	f = pl_cache_fill_begin(c, &kp, 100, NULL);
 	assert_non_null(f);
 	uint8_t rb[8 + TFR_FOOTER_LEN];
 	rec_bytes(rb, 8, 9, 0);
 	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, PL_CACHE_REC_CHECKED), 0);
 	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60, PL_CACHE_REC_DECOMPRESSED), 0);
 	pl_cache_fill_end(f, true);
-	e = pl_cache_get(c, &kp);
+	e = pl_cache_get(c, &kp, NULL);
 	assert_non_null(e);
 	assert_int_equal(pl_cache_entry_bytes(e), 8 + 8 + TFR_FOOTER_LEN);
 	{
@@ -123,26 +139,26 @@ static void test_roundtrip(void **state)
 		uint64_t off;
 		unsigned fl;
 
-		pl_cache_entry_record(e, 0, &d, &l, &off, &fl);
+		get_rec(e, 0, &d, &l, &off, &fl);
 		assert_int_equal(fl, PL_CACHE_REC_CHECKED);
 		assert_int_equal(off, 40);
 		assert_memory_equal(d, rb, 8);
-		pl_cache_entry_record(e, 1, &d, &l, &off, &fl);
+		get_rec(e, 1, &d, &l, &off, &fl);
 		assert_int_equal(fl, PL_CACHE_REC_DECOMPRESSED);
 		assert_memory_equal(d, rb, 8 + TFR_FOOTER_LEN);
 	}
 	pl_cache_put(e);
-	e = pl_cache_get(c, &k); /* the whole records of the same file are still there */
+	e = pl_cache_get(c, &k, NULL); /* the whole records of the same file are still there */
 	assert_non_null(e);
 	check_entry(e, 1, 50, 100);
 	pl_cache_put(e);
 
 	/* a fill given up leaves nothing */
 	struct pl_cache_key k3 = key(3, 5);
-	f = pl_cache_fill_begin(c, &k3, 100);
+	f = pl_cache_fill_begin(c, &k3, 100, NULL);
 	assert_non_null(f);
 	pl_cache_fill_end(f, false);
-	assert_null(pl_cache_get(c, &k3));
+	assert_null(pl_cache_get(c, &k3, NULL));
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.fill_aborts, 1);
 	assert_int_equal(st.entries, 3);
@@ -164,19 +180,20 @@ static void test_budget_lru(void **state)
 	assert_int_equal(pl_cache_create(40000, &c), 0);	/* page-granular entries */
 	assert_true(fill(c, key(1, 0), 10, 1000, 10100, NULL)); /* ~10 KB each */
 	assert_true(fill(c, key(2, 0), 10, 1000, 10100, NULL));
-	a = pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 1, .size = 1000 });
+	a = pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 1, .size = 1000 }, NULL);
 	assert_non_null(a); /* 1 is read now, and more recently used than 2 */
 	assert_true(fill(c, key(3, 0), 10, 1000, 10100, NULL)); /* evicts 2 */
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.evictions, 1);
 	assert_true(st.bytes <= st.budget);
-	assert_null(pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 2, .size = 1000 }));
-	b = pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 3, .size = 1000 });
+	assert_null(
+		pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 2, .size = 1000 }, NULL));
+	b = pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 3, .size = 1000 }, NULL);
 	assert_non_null(b);
 	/* both read: a third cannot fit, and its fill is given up midway */
 	assert_false(fill(c, key(4, 0), 20, 1000, 1000, &add));
 	assert_int_equal(add, -ENOSPC);
-	assert_null(pl_cache_fill_begin(c, &(struct pl_cache_key){ .ino = 5 }, 40000));
+	assert_null(pl_cache_fill_begin(c, &(struct pl_cache_key){ .ino = 5 }, 40000, NULL));
 	check_entry(a, 1, 10, 1000); /* untouched */
 	check_entry(b, 3, 10, 1000);
 	pl_cache_put(a);
@@ -208,24 +225,25 @@ static void test_invalidation(void **state)
 	assert_int_equal(pl_cache_create(1 << 20, &c), 0);
 	assert_true(fill(c, key(1, 10), 5, 10, 100, NULL));
 	old = pl_cache_get(
-		c, &(struct pl_cache_key){ .dev = 7, .ino = 1, .size = 1000, .mtime_ns = 10 });
+		c, &(struct pl_cache_key){ .dev = 7, .ino = 1, .size = 1000, .mtime_ns = 10 },
+		NULL);
 	assert_non_null(old);
 	struct pl_cache_key k11 = key(1, 11);
-	assert_null(pl_cache_get(c, &k11)); /* touched: a miss, and the old entry goes */
-	check_entry(old, 1, 5, 10);	    /* still readable by whoever reads it */
-	pl_cache_put(old);		    /* freed now */
+	assert_null(pl_cache_get(c, &k11, NULL)); /* touched: a miss, and the old entry goes */
+	check_entry(old, 1, 5, 10);		  /* still readable by whoever reads it */
+	pl_cache_put(old);			  /* freed now */
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.invalidations, 1);
 	assert_int_equal(st.entries, 0);
 	/* a fill of version 11, then the file changes again before it ends */
-	f = pl_cache_fill_begin(c, &k11, 100);
+	f = pl_cache_fill_begin(c, &k11, 100, NULL);
 	assert_non_null(f);
 	rec_bytes(buf, 10, 1, 0);
 	assert_int_equal(pl_cache_fill_add(f, buf, 10, 100, 0), 0);
 	struct pl_cache_key k12 = key(1, 12);
-	assert_null(pl_cache_get(c, &k12));
+	assert_null(pl_cache_get(c, &k12, NULL));
 	pl_cache_fill_end(f, true); /* complete, but stale: not an entry */
-	assert_null(pl_cache_get(c, &k11));
+	assert_null(pl_cache_get(c, &k11, NULL));
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.entries, 0);
 	assert_int_equal(st.bytes, 0);
@@ -247,7 +265,7 @@ static void *reader(void *p)
 	for (int it = 0; it < 4000; it++) {
 		a->seed = a->seed * 1103515245u + 12345u;
 		struct pl_cache_key k = key(1 + (a->seed >> 16) % 8, 0);
-		struct pl_cache_entry *e = pl_cache_get(a->c, &k);
+		struct pl_cache_entry *e = pl_cache_get(a->c, &k, NULL);
 
 		if (!e)
 			continue;
@@ -262,7 +280,7 @@ static void *reader(void *p)
 			uint64_t off;
 			unsigned fl;
 
-			pl_cache_entry_record(e, i, &d, &l, &off, &fl);
+			get_rec(e, i, &d, &l, &off, &fl);
 			rec_bytes(want, 200, k.ino, i);
 			if (l != 200 || memcmp(d, want, 200 + TFR_FOOTER_LEN) != 0)
 				fail_msg("entry %llu record %llu differs",
@@ -302,13 +320,171 @@ static void test_threads(void **state)
 	pl_cache_destroy(c);
 }
 
+/* A reader of a file being filled: reads each record once published, to the end or the give-up. */
+struct follower {
+	struct pl_cache_entry *e;
+	struct pl_cache_user u;
+	uint64_t tag;
+	uint64_t n; /* records read */
+	int end;    /* what came after the last: 0 (the file's end) or -ECANCELED */
+};
+
+static uint32_t follow_len(uint64_t i)
+{
+	return 50 + (uint32_t)(i % 200);
+}
+
+static void *follow_thread(void *p)
+{
+	struct follower *f = p;
+	uint8_t want[300 + TFR_FOOTER_LEN];
+
+	for (uint64_t i = 0;; i++) {
+		struct pl_cache_rec r;
+		int x;
+
+		while ((x = pl_cache_entry_record(f->e, i, &f->u, 100, &r)) == -EAGAIN)
+			;
+		if (x != 1) {
+			f->n = i;
+			f->end = x;
+			return NULL;
+		}
+		rec_bytes(want, follow_len(i), f->tag, i);
+		if (r.len != follow_len(i) || r.offset != i ||
+		    memcmp(r.data, want, r.len + TFR_FOOTER_LEN) != 0)
+			fail_msg("record %llu differs", (unsigned long long)i);
+	}
+}
+
+static int fill_n(struct pl_cache_entry *e, uint64_t tag, uint64_t from, uint64_t to)
+{
+	uint8_t buf[300 + TFR_FOOTER_LEN];
+
+	for (uint64_t i = from; i < to; i++) {
+		rec_bytes(buf, follow_len(i), tag, i);
+		int r = pl_cache_fill_add(e, buf, follow_len(i), i, 0);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * Another pipeline reads a file while it is being filled: every record as it comes, across
+ * segments and index blocks, then the end; or, when the fill is given up, -ECANCELED at the
+ * record where it stopped. The filler's own lookup is a miss; a lookup without a user sees only
+ * ready entries; a reader that cannot wait is told at once.
+ */
+static void test_follow(void **state)
+{
+	struct pl_cache *c;
+	struct pl_cache_user filler = { 0 };
+	struct pl_cache_stats st;
+	struct pl_cache_rec r;
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(pl_cache_create(1 << 24, &c), 0);
+	struct pl_cache_key k = key(1, 0);
+	struct pl_cache_entry *e = pl_cache_fill_begin(c, &k, 1000, &filler);
+	assert_non_null(e);
+	assert_null(pl_cache_get(c, &k, &filler)); /* it would wait for itself */
+	assert_null(pl_cache_get(c, &k, NULL));
+	struct follower f = { .tag = 1 };
+	f.e = pl_cache_get(c, &k, &f.u);
+	assert_non_null(f.e);
+	assert_false(pl_cache_entry_ready(f.e));
+	assert_int_equal(pl_cache_entry_record(f.e, 0, &f.u, 0, &r), -EAGAIN);
+	assert_int_equal(pl_cache_entry_record(f.e, 0, NULL, 10, &r), -EDEADLK);
+	assert_int_equal(pthread_create(&t, NULL, follow_thread, &f), 0);
+	assert_int_equal(fill_n(e, 1, 0, 5000), 0); /* about 750 KB: many segments */
+	pl_cache_fill_end(e, true);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(f.end, 0);
+	assert_int_equal(f.n, 5000);
+	assert_true(pl_cache_entry_ready(f.e));
+	pl_cache_put(f.e);
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.follows, 1);
+	assert_int_equal(st.fills, 1);
+
+	/* given up midway: its reader learns where, and the entry goes with it (ASan) */
+	struct pl_cache_key k2 = key(2, 0);
+	e = pl_cache_fill_begin(c, &k2, 1000, &filler);
+	assert_non_null(e);
+	struct follower g = { .tag = 2 };
+	g.e = pl_cache_get(c, &k2, &g.u);
+	assert_non_null(g.e);
+	assert_int_equal(pthread_create(&t, NULL, follow_thread, &g), 0);
+	assert_int_equal(fill_n(e, 2, 0, 300), 0);
+	pl_cache_fill_end(e, false);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(g.end, -ECANCELED);
+	assert_int_equal(g.n, 300);
+	pl_cache_put(g.e);
+	assert_null(pl_cache_get(c, &k2, &g.u));
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.fill_aborts, 1);
+	pl_cache_destroy(c);
+}
+
+/* Two pipelines each filling a file the other reads: one waits, the other is refused at once. */
+struct waiter {
+	struct pl_cache_entry *e;
+	struct pl_cache_user *u;
+	int r;
+};
+
+static void *wait_thread(void *p)
+{
+	struct waiter *w = p;
+	struct pl_cache_rec r;
+
+	w->r = pl_cache_entry_record(w->e, 0, w->u, 20000, &r);
+	return NULL;
+}
+
+static void test_follow_cycle(void **state)
+{
+	struct pl_cache *c;
+	struct pl_cache_user a = { 0 }, b = { 0 };
+	struct pl_cache_rec r;
+	pthread_t t;
+	int x = -EAGAIN;
+
+	(void)state;
+	assert_int_equal(pl_cache_create(1 << 24, &c), 0);
+	struct pl_cache_key kx = key(1, 0), ky = key(2, 0);
+	struct pl_cache_entry *fx = pl_cache_fill_begin(c, &kx, 1000, &a);
+	struct pl_cache_entry *fy = pl_cache_fill_begin(c, &ky, 1000, &b);
+	struct pl_cache_entry *bx = pl_cache_get(c, &kx, &b), *ay = pl_cache_get(c, &ky, &a);
+	assert_non_null(bx);
+	assert_non_null(ay);
+	struct waiter w = { .e = bx, .u = &b };
+	assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+	/* once b waits for a's file, a may not wait for b's (synchronized on the refusal) */
+	for (long i = 0; i < 100000000 && x == -EAGAIN; i++) {
+		x = pl_cache_entry_record(ay, 0, &a, 0, &r); /* a polls: it waits for nobody */
+		sched_yield();
+	}
+	assert_int_equal(x, -EDEADLK);
+	assert_int_equal(fill_n(fx, 1, 0, 1), 0); /* b's wait ends */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.r, 1);
+	pl_cache_fill_end(fx, true);
+	pl_cache_fill_end(fy, true);
+	pl_cache_put(bx);
+	pl_cache_put(ay);
+	pl_cache_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_budget_lru),
-		cmocka_unit_test(test_invalidation),
-		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_roundtrip),    cmocka_unit_test(test_budget_lru),
+		cmocka_unit_test(test_invalidation), cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_follow),	     cmocka_unit_test(test_follow_cycle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
