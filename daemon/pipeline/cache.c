@@ -21,8 +21,9 @@
 #define FIRST_CAP                                                              \
 	(1u << 20) /* a fill starts here (projected records are often far less \
 		      than the file); each new segment doubles what the entry holds */
-#define MAX_SEGS   48u
-#define IX_FIRST   64u /* records in the index's first block; block b holds IX_FIRST << b */
+#define MAX_SEGS   64u
+#define SMALL_SEG  (64u << 10) /* past a record: a segment near the budget's end */
+#define IX_FIRST   64u	       /* records in the index's first block; block b holds IX_FIRST << b */
 #define IX_BLOCKS  40u
 #define WAKE_EVERY 64u /* a waiting reader is woken once this many more records are there */
 
@@ -65,6 +66,7 @@ struct pl_cache_entry {
 	uint64_t last_use;
 	unsigned users; /* readers (pl_cache_get) */
 	bool linked;
+	bool no_evict; /* its fill takes free room only (PL_CACHE_FILL_NO_EVICT) */
 	struct pl_cache_entry *next;
 };
 
@@ -176,7 +178,7 @@ static bool evict_one(struct pl_cache *c)
 static int charge(struct pl_cache *c, struct pl_cache_entry *e, uint64_t delta)
 {
 	while (c->st.bytes + delta > c->st.budget)
-		if (!evict_one(c))
+		if (e->no_evict || !evict_one(c))
 			return -ENOSPC;
 	c->st.bytes += delta;
 	e->charged += delta;
@@ -261,10 +263,15 @@ static void trim_seg(struct pl_cache *c, struct pl_cache_entry *e, struct seg *s
 }
 
 struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_cache_key *key,
-					   uint64_t size_hint, struct pl_cache_user *user)
+					   uint64_t size_hint, struct pl_cache_user *user,
+					   unsigned flags)
 {
 	struct pl_cache_entry *e = NULL;
+	/* a small budget starts small: segments grow */
+	uint64_t most = c->st.budget / 4 / PAGE * PAGE;
 	uint64_t cap = page_up(size_hint < FIRST_CAP ? (size_hint ? size_hint : 1) : FIRST_CAP);
+	if (cap > most)
+		cap = most > PAGE ? most : PAGE;
 	pthread_mutex_lock(&c->lock);
 	for (struct pl_cache_entry *x = c->head; x; x = x->next)
 		if (same_key(&x->key, key))
@@ -282,6 +289,7 @@ struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_c
 	e->c = c;
 	e->key = *key;
 	e->filler = user;
+	e->no_evict = flags & PL_CACHE_FILL_NO_EVICT;
 	atomic_init(&e->published, 0);
 	atomic_init(&e->state, FILLING);
 	atomic_init(&e->wake_at, UINT64_MAX);
@@ -319,7 +327,10 @@ static int grow(struct pl_cache *c, struct pl_cache_entry *e, uint64_t n, unsign
 		for (unsigned i = 0; i < e->n_seg; i++)
 			held += e->seg[i].cap;
 		trim_seg(c, e, s);
+		/* as much again as it holds; near the budget's end, what the record needs */
 		int r = add_seg(c, e, page_up(n > held ? n : held));
+		if (r == -ENOSPC && n < held)
+			r = add_seg(c, e, page_up(n + SMALL_SEG));
 		if (r < 0)
 			return r;
 	}
@@ -381,9 +392,10 @@ int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t le
 	return 0;
 }
 
-void pl_cache_fill_end(struct pl_cache_entry *e, bool complete)
+uint64_t pl_cache_fill_end(struct pl_cache_entry *e, bool complete)
 {
 	struct pl_cache *c = e->c;
+	uint64_t held = 0;
 	pthread_mutex_lock(&c->lock);
 	e->filler = NULL;
 	if (!complete || !e->linked) {
@@ -402,8 +414,10 @@ void pl_cache_fill_end(struct pl_cache_entry *e, bool complete)
 		e->last_use = ++c->tick;
 		c->st.entries++;
 		c->st.fills++;
+		held = e->charged;
 	}
 	pthread_mutex_unlock(&c->lock);
+	return held;
 }
 
 uint64_t pl_cache_entry_records(const struct pl_cache_entry *e)
@@ -497,9 +511,22 @@ uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e)
 	return e->bytes;
 }
 
+uint64_t pl_cache_entry_held(const struct pl_cache_entry *e)
+{
+	pthread_mutex_lock(&e->c->lock);
+	uint64_t n = e->charged; /* 0 once it was dropped (its file changed) */
+	pthread_mutex_unlock(&e->c->lock);
+	return n;
+}
+
 void pl_cache_get_stats(struct pl_cache *c, struct pl_cache_stats *ret)
 {
 	pthread_mutex_lock(&c->lock);
 	*ret = c->st;
 	pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t pl_cache_budget(const struct pl_cache *c)
+{
+	return c->st.budget; /* set once by pl_cache_create */
 }

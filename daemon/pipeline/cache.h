@@ -97,14 +97,26 @@ struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_ke
 /* Drop a reference from pl_cache_get. */
 void pl_cache_put(struct pl_cache_entry *e);
 
+/* pl_cache_fill_begin's flags. */
+enum {
+	/*
+	 * Take only free room, evict nothing (a dataset larger than the budget: what fits stays,
+	 * instead of each file pushing out the one read before it).
+	 */
+	PL_CACHE_FILL_NO_EVICT = 1u << 0,
+};
+
 /*
  * Start caching the file of key as it is framed, by user (may be NULL): an entry being filled
  * (the caller's until pl_cache_fill_end), or NULL when the file is cached or being cached
- * already, or when size_hint bytes (the file's size: an uncompressed file's records take about
- * that much) do not fit the budget even after evicting every unused entry.
+ * already, or when its first segment does not fit the budget even after evicting every unused
+ * entry (or, with PL_CACHE_FILL_NO_EVICT, in the free room). size_hint (the file's size: an
+ * uncompressed file's records take about that much) sizes that segment, up to 1 MiB and a
+ * quarter of the budget; the entry grows as records come.
  */
 struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_cache_key *key,
-					   uint64_t size_hint, struct pl_cache_user *user);
+					   uint64_t size_hint, struct pl_cache_user *user,
+					   unsigned flags);
 /*
  * Append the next record: len bytes of data, followed by its 4-byte footer at data + len unless
  * flags has PL_CACHE_REC_CHECKED; its header's offset in the (decompressed) file. Readers may
@@ -115,9 +127,11 @@ int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t le
 		      unsigned flags);
 /*
  * Finish a fill: complete (every record of the file, in order, to its end) makes it ready;
- * else its readers are told (-ECANCELED) and it goes with the last of them.
+ * else its readers are told (-ECANCELED) and it goes with the last of them. The bytes the
+ * entry holds (counted against the budget: pages and index) once ready, else 0. e is not the
+ * caller's any more.
  */
-void pl_cache_fill_end(struct pl_cache_entry *e, bool complete);
+uint64_t pl_cache_fill_end(struct pl_cache_entry *e, bool complete);
 
 /*
  * Record i of e: 1 and *ret. 0 when the file ends before record i. Of an entry still being
@@ -134,7 +148,11 @@ uint64_t pl_cache_entry_records(const struct pl_cache_entry *e);
 bool pl_cache_entry_ready(const struct pl_cache_entry *e);
 /* Bytes of a ready entry's records (data and footers). */
 uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e);
+/* Bytes it holds against the budget (pages and index). */
+uint64_t pl_cache_entry_held(const struct pl_cache_entry *e);
 
 void pl_cache_get_stats(struct pl_cache *c, struct pl_cache_stats *ret);
+/* Its budget in bytes (fixed). */
+uint64_t pl_cache_budget(const struct pl_cache *c);
 
 #endif

@@ -255,6 +255,15 @@ out:
  * saves their inflate), and for uncompressed ones only when asked (reading them again from the
  * page cache costs less than the copy into the record cache).
  */
+/* The bytes of the files the pipeline reads (its shard's). */
+static uint64_t dataset_bytes(const struct pl_plan *plan)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < plan->n_files; i++)
+		n += plan->ds->files[plan->files[i]].size;
+	return n;
+}
+
 static bool use_cache(const struct pl_chain *c)
 {
 	return c->o.cache && (c->o.cache_uncompressed ||
@@ -302,6 +311,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.project = project,
 		.project_ctx = c,
 		.proj_key = c->plan->proj_fp,
+		.dataset_bytes = dataset_bytes(c->plan),
 		.st = &c->st[PL_STAGE_FRAME],
 		.tot = &c->frame_tot,
 		.prof = c->o.prof,
@@ -449,6 +459,9 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 	ret->cache_filled = c->frame_tot.cache_filled;
 	ret->cache_followed = c->frame_tot.cache_followed;
 	ret->cache_fallbacks = c->frame_tot.cache_fallbacks;
+	ret->cache_need =
+		use_cache(c) ? pl_frame_cache_need(&c->frame_tot, dataset_bytes(c->plan)) : 0;
+	ret->cache_fits = !use_cache(c) || ret->cache_need <= pl_cache_budget(c->o.cache);
 	ret->copied_bytes = c->store.copied_bytes;
 }
 

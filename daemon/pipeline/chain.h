@@ -39,6 +39,8 @@ struct pl_chain_totals {
 	uint64_t copied_bytes;
 	/* struct pl_frame_totals' */
 	uint64_t cache_files, cache_bytes, cache_filled, cache_followed, cache_fallbacks;
+	uint64_t cache_need;  /* pl_frame_cache_need of its dataset */
+	bool cache_fits;      /* cache_need within the budget (or not known yet) */
 	unsigned cache_level; /* struct pl_stats' */
 };
 

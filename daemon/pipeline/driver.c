@@ -444,6 +444,8 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->cache_bytes = tot.cache_bytes;
 	ret->cache_followed = tot.cache_followed;
 	ret->cache_fallbacks = tot.cache_fallbacks;
+	ret->cache_need = tot.cache_need;
+	ret->cache_fits = tot.cache_fits;
 	ret->cache_filled = tot.cache_filled;
 	ret->evacuations = tot.read.evacuations;
 	ret->parse_ns = pl_asm_task_ns(&d->ax, true);

@@ -63,12 +63,29 @@ static void release_chunk(struct pl_frame *fr)
 	fr->cur = NULL;
 }
 
+/* A whole file's entry (held bytes), as a sample of what the dataset takes in the cache. */
+static void sample(struct pl_frame *fr, uint64_t held)
+{
+	if (!held)
+		return; /* dropped meanwhile */
+	fr->o.tot->sample_bytes += held;
+	fr->o.tot->sample_file_bytes += fr->size;
+}
+
+uint64_t pl_frame_cache_need(const struct pl_frame_totals *tot, uint64_t dataset_bytes)
+{
+	if (!tot->sample_file_bytes)
+		return 0;
+	return (uint64_t)((double)tot->sample_bytes / (double)tot->sample_file_bytes *
+			  (double)dataset_bytes);
+}
+
 /* The fill in progress ends: complete (the file framed to its end) makes it an entry. */
 static void fill_end(struct pl_frame *fr, bool complete)
 {
 	if (!fr->fill)
 		return;
-	pl_cache_fill_end(fr->fill, complete);
+	sample(fr, pl_cache_fill_end(fr->fill, complete));
 	fr->fill = NULL;
 	if (complete)
 		fr->o.tot->cache_filled++;
@@ -148,6 +165,8 @@ int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path, u
 	}
 	if (!pl_cache_entry_ready(e))
 		fr->o.tot->cache_followed++;
+	else
+		sample(fr, pl_cache_entry_held(e));
 	cb->e = e;
 	cb->blk.put = cached_put;
 	cb->blk.pin = true;
@@ -174,8 +193,13 @@ static int start(struct pl_frame *fr, uint32_t file, const char *path, uint64_t 
 	fr->path = path;
 	fr->size = size;
 	fr->skip_to = 0;
-	if (fill && fr->o.cache && fr->have_key)
-		fr->fill = pl_cache_fill_begin(fr->o.cache, &fr->key, size, fr->o.cache_user);
+	if (fill && fr->o.cache && fr->have_key) {
+		/* a dataset that does not fit keeps what fits (Plumber's rule, per file) */
+		bool fits = pl_frame_cache_need(fr->o.tot, fr->o.dataset_bytes) <=
+			    pl_cache_budget(fr->o.cache);
+		fr->fill = pl_cache_fill_begin(fr->o.cache, &fr->key, size, fr->o.cache_user,
+					       fits ? 0 : PL_CACHE_FILL_NO_EVICT);
+	}
 	return 0;
 }
 

@@ -22,6 +22,8 @@ struct pl_frame_totals {
 	uint64_t cache_filled;	  /* files this pipeline put in it */
 	uint64_t cache_followed;  /* files framed from it while another pipeline filled them */
 	uint64_t cache_fallbacks; /* of those, files read after all from where the fill stopped */
+	/* the files it filled or read whole from the cache: what their entries hold, their sizes */
+	uint64_t sample_bytes, sample_file_bytes;
 };
 
 struct pl_frame_opts {
@@ -59,6 +61,8 @@ struct pl_frame_opts {
 	int (*project)(void *ctx, struct pl_rec *rec, const uint8_t **ret_data, uint32_t *ret_len);
 	void *project_ctx;
 	uint64_t proj_key;
+	/* the sizes of the dataset's files: what it would take in the cache is estimated from it */
+	uint64_t dataset_bytes;
 	struct pl_stage_stats *st;
 	struct pl_frame_totals *tot;
 	struct pl_prof *prof;
@@ -88,5 +92,12 @@ uint32_t pl_frame_file(const struct pl_frame *fr);
 int pl_frame_next(struct pl_frame *fr, bool wait, struct pl_rec *ret_rec, struct io_error *err);
 /* Give the open file up (a new epoch starts): its chunk goes, its reads are abandoned. */
 void pl_frame_abandon(struct pl_frame *fr);
+
+/*
+ * The bytes a dataset of dataset_bytes would take in the cache, from the entries sampled in tot
+ * (bytes per file byte): 0 until one was. A pipeline whose dataset does not fit the cache's
+ * budget fills only free room (PL_CACHE_FILL_NO_EVICT).
+ */
+uint64_t pl_frame_cache_need(const struct pl_frame_totals *tot, uint64_t dataset_bytes);
 
 #endif

@@ -170,10 +170,17 @@ struct pl_stats {
 	uint64_t cache_filled;	  /* files this pipeline put in it */
 	uint64_t cache_followed;  /* of cache_files, those another pipeline was putting there */
 	uint64_t cache_fallbacks; /* of those, files read after all from where that fill stopped */
-	uint64_t evacuations;	  /* pinned read buffers emptied to let reading go on */
-	uint64_t driver_cpu_ns;	  /* read, frame, interleave, shuffle, assemble */
-	uint64_t parse_ns;	  /* time running parse tasks (monotonic clock around each) */
-	uint64_t read_wait_ns;	  /* time the driver was blocked waiting for reads */
+	/*
+	 * What its dataset would take in the cache (estimated from the files it filled or read
+	 * there; 0 until one was), and whether that fits the budget: a dataset that does not fit
+	 * keeps what fits, evicting nothing for the rest
+	 */
+	uint64_t cache_need;
+	bool cache_fits;
+	uint64_t evacuations;	 /* pinned read buffers emptied to let reading go on */
+	uint64_t driver_cpu_ns;	 /* read, frame, interleave, shuffle, assemble */
+	uint64_t parse_ns;	 /* time running parse tasks (monotonic clock around each) */
+	uint64_t read_wait_ns;	 /* time the driver was blocked waiting for reads */
 	uint64_t lazy_fills;	 /* fill passes that woke no worker: the driver had time to spare */
 	uint64_t next_wait_ns;	 /* time pl_pipeline_next() waited */
 	const char *io_engine;	 /* "io_uring" or "pread" */

@@ -817,6 +817,34 @@ def test_cache_used(tmp, ds):
           int(t.get("cache_files", -1)) == files - 1,
           "cache: a file skipped at a bad record (d.tfrecords) is not cached, the %d others are "
           "(%s)" % (files - 1, t))
+    # a dataset larger than the budget keeps what fits (Plumber's rule) instead of each file
+    # evicting the one before it (in a fixed file order that would leave no hit at all)
+    ctr = os.path.join(tmp, "ctr-gz")
+    g = subprocess.run([SLUICECTL, "gen", "ctr", ctr, "--files", "4", "--records", "20000",
+                        "--seed", "3", "--compression", "gzip"], capture_output=True, text=True)
+    check(g.returncode == 0, "cache: sluicectl gen ctr (%s)" % g.stderr.strip())
+    big = {"type": "independent", "args": {
+        "dataset": {"type": "dir", "args": {"data_dir": ctr}}, "target_batch_size": 500,
+        "drop_remainder": False, "epochs": 3, "num_parallel_reads": 1,
+        "num_read_buffer_bytes": 65536, "num_prefetch": 2,
+        "primary_features": [{"from_name": f, "to_name": f} for f in ("dense0", "label")]}}
+    write_json(path, big)
+    rc, t = totals(["--cache-memory", str(64 << 20)])
+    one = int(t.get("cache_need_bytes", 0)) // 4  # what a file's entry holds
+    check(rc == 0 and t.get("cache_fits") == "1" and int(t.get("cache_filled", -1)) == 4 and one,
+          "cache: the 4 files fit 64 MiB (%s)" % t)
+    rc, t = totals(["--cache-memory", str(one * 3 // 2)])
+    check(rc == 0 and t.get("cache_fits") == "0" and int(t.get("cache_filled", -1)) == 1 and
+          int(t.get("cache_files", -1)) == 2,
+          "cache: in a budget of 1.5 files one file is kept and read in epochs 2 and 3, the "
+          "others read from their files (%s)" % t)
+
+    def digests(extra):
+        p = subprocess.run([SLUICECTL, "run", path, "--json"] + extra, capture_output=True,
+                           text=True, timeout=120)
+        return p.returncode, p.stdout
+    check(digests(["--cache-memory", str(one * 3 // 2)]) == digests([]),
+          "cache: the batches of a dataset the cache holds in part are those without it")
 
 
 def main():

@@ -465,10 +465,10 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 		       st.records, st.skipped_records, st.skipped_files);
 		printf(" record_bytes=%" PRIu64 " copied_bytes=%" PRIu64 " evacuations=%" PRIu64,
 		       st.record_bytes, st.copied_bytes, st.evacuations);
-		printf(" cache_level=%u cache_files=%" PRIu64 " cache_bytes=%" PRIu64 " cache_"
-		       "filled="
-		       "%" PRIu64,
-		       st.cache_level, st.cache_files, st.cache_bytes, st.cache_filled);
+		printf(" cache_level=%u cache_files=%" PRIu64 " cache_bytes=%" PRIu64,
+		       st.cache_level, st.cache_files, st.cache_bytes);
+		printf(" cache_filled=%" PRIu64 " cache_need_bytes=%" PRIu64 " cache_fits=%d",
+		       st.cache_filled, st.cache_need, st.cache_fits);
 		printf(" io_engine=%s%s%s\n", st.io_engine ? st.io_engine : "?",
 		       st.io_fallback ? " fallback=" : "", st.io_fallback ? st.io_fallback : "");
 	}

@@ -33,7 +33,7 @@ static bool fill(struct pl_cache *c, struct pl_cache_key k, uint64_t n, uint32_t
 		 int *ret_add)
 {
 	uint8_t buf[4096 + TFR_FOOTER_LEN];
-	struct pl_cache_entry *e = pl_cache_fill_begin(c, &k, hint, NULL);
+	struct pl_cache_entry *e = pl_cache_fill_begin(c, &k, hint, NULL, 0);
 	int r = 0;
 
 	if (ret_add)
@@ -97,7 +97,7 @@ static void test_roundtrip(void **state)
 	assert_int_equal(pl_cache_create(1 << 20, &c), 0);
 	assert_null(pl_cache_get(c, &k, NULL)); /* a miss */
 	assert_true(fill(c, k, 50, 100, 1000, NULL));
-	assert_null(pl_cache_fill_begin(c, &k, 1000, NULL)); /* there already */
+	assert_null(pl_cache_fill_begin(c, &k, 1000, NULL, 0)); /* there already */
 	e = pl_cache_get(c, &k, NULL);
 	assert_non_null(e);
 	check_entry(e, 1, 50, 100);
@@ -123,7 +123,7 @@ static void test_roundtrip(void **state)
 	struct pl_cache_key kp = key(1, 5);
 	kp.proj = 77;
 	assert_null(pl_cache_get(c, &kp, NULL));
-	f = pl_cache_fill_begin(c, &kp, 100, NULL);
+	f = pl_cache_fill_begin(c, &kp, 100, NULL, 0);
 	assert_non_null(f);
 	uint8_t rb[8 + TFR_FOOTER_LEN];
 	rec_bytes(rb, 8, 9, 0);
@@ -155,7 +155,7 @@ static void test_roundtrip(void **state)
 
 	/* a fill given up leaves nothing */
 	struct pl_cache_key k3 = key(3, 5);
-	f = pl_cache_fill_begin(c, &k3, 100, NULL);
+	f = pl_cache_fill_begin(c, &k3, 100, NULL, 0);
 	assert_non_null(f);
 	pl_cache_fill_end(f, false);
 	assert_null(pl_cache_get(c, &k3, NULL));
@@ -193,7 +193,6 @@ static void test_budget_lru(void **state)
 	/* both read: a third cannot fit, and its fill is given up midway */
 	assert_false(fill(c, key(4, 0), 20, 1000, 1000, &add));
 	assert_int_equal(add, -ENOSPC);
-	assert_null(pl_cache_fill_begin(c, &(struct pl_cache_key){ .ino = 5 }, 40000, NULL));
 	check_entry(a, 1, 10, 1000); /* untouched */
 	check_entry(b, 3, 10, 1000);
 	pl_cache_put(a);
@@ -206,6 +205,28 @@ static void test_budget_lru(void **state)
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.evictions, 3);
 	assert_int_equal(st.entries, 1);
+	/* a fill that takes free room only: given up when the room runs out, made where it fits;
+	   nothing is evicted */
+	struct pl_cache_key k7 = key(7, 0), k8 = key(8, 0);
+	struct pl_cache_entry *f = pl_cache_fill_begin(c, &k7, 1000, NULL, PL_CACHE_FILL_NO_EVICT);
+	assert_non_null(f);
+	uint8_t rb[1000 + TFR_FOOTER_LEN];
+	int r = 0;
+	for (int i = 0; i < 30 && r == 0; i++) {
+		rec_bytes(rb, 1000, 7, (uint64_t)i);
+		r = pl_cache_fill_add(f, rb, 1000, 100, 0);
+	}
+	assert_int_equal(r, -ENOSPC);
+	pl_cache_fill_end(f, false);
+	f = pl_cache_fill_begin(c, &k8, 1000, NULL, PL_CACHE_FILL_NO_EVICT);
+	assert_non_null(f);
+	rec_bytes(rb, 1000, 8, 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 1000, 100, 0), 0);
+	pl_cache_fill_end(f, true);
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.evictions, 3);
+	assert_int_equal(st.entries, 2);
+	assert_true(st.bytes <= st.budget);
 	pl_cache_destroy(c);
 }
 
@@ -236,7 +257,7 @@ static void test_invalidation(void **state)
 	assert_int_equal(st.invalidations, 1);
 	assert_int_equal(st.entries, 0);
 	/* a fill of version 11, then the file changes again before it ends */
-	f = pl_cache_fill_begin(c, &k11, 100, NULL);
+	f = pl_cache_fill_begin(c, &k11, 100, NULL, 0);
 	assert_non_null(f);
 	rec_bytes(buf, 10, 1, 0);
 	assert_int_equal(pl_cache_fill_add(f, buf, 10, 100, 0), 0);
@@ -387,7 +408,7 @@ static void test_follow(void **state)
 	(void)state;
 	assert_int_equal(pl_cache_create(1 << 24, &c), 0);
 	struct pl_cache_key k = key(1, 0);
-	struct pl_cache_entry *e = pl_cache_fill_begin(c, &k, 1000, &filler);
+	struct pl_cache_entry *e = pl_cache_fill_begin(c, &k, 1000, &filler, 0);
 	assert_non_null(e);
 	assert_null(pl_cache_get(c, &k, &filler)); /* it would wait for itself */
 	assert_null(pl_cache_get(c, &k, NULL));
@@ -411,7 +432,7 @@ static void test_follow(void **state)
 
 	/* given up midway: its reader learns where, and the entry goes with it (ASan) */
 	struct pl_cache_key k2 = key(2, 0);
-	e = pl_cache_fill_begin(c, &k2, 1000, &filler);
+	e = pl_cache_fill_begin(c, &k2, 1000, &filler, 0);
 	assert_non_null(e);
 	struct follower g = { .tag = 2 };
 	g.e = pl_cache_get(c, &k2, &g.u);
@@ -456,8 +477,8 @@ static void test_follow_cycle(void **state)
 	(void)state;
 	assert_int_equal(pl_cache_create(1 << 24, &c), 0);
 	struct pl_cache_key kx = key(1, 0), ky = key(2, 0);
-	struct pl_cache_entry *fx = pl_cache_fill_begin(c, &kx, 1000, &a);
-	struct pl_cache_entry *fy = pl_cache_fill_begin(c, &ky, 1000, &b);
+	struct pl_cache_entry *fx = pl_cache_fill_begin(c, &kx, 1000, &a, 0);
+	struct pl_cache_entry *fy = pl_cache_fill_begin(c, &ky, 1000, &b, 0);
 	struct pl_cache_entry *bx = pl_cache_get(c, &kx, &b), *ay = pl_cache_get(c, &ky, &a);
 	assert_non_null(bx);
 	assert_non_null(ay);
