@@ -37,7 +37,7 @@ static void usage(FILE *f)
 		   "               [--pipeline-memory BYTES] [--memory BYTES]\n"
 		   "               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
 		   "               [--ring-commit BYTES|all] [--direct-io] [--cache-memory BYTES]\n"
-		   "               [--cache-uncompressed] [--help] [--version]\n"
+		   "               [--cache-uncompressed] [--lease SECONDS] [--help] [--version]\n"
 		   "\n"
 		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
 		   "  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
@@ -68,6 +68,9 @@ static void usage(FILE *f)
 		   "  --cache-uncompressed cache uncompressed files too (slow or remote storage:\n"
 		   "                       local ones are cheaper to read again from the page "
 		   "cache)\n"
+		   "  --lease S            a split or rank reader that holds a batch (handed to\n"
+		   "                       it, taken or not) longer than S seconds is removed and\n"
+		   "                       its batches go to its group (default 600; 0: never)\n"
 		   "  --help, --version    this text, the version\n"
 		   "Options take their value as --opt VALUE or --opt=VALUE.\n");
 }
@@ -111,6 +114,7 @@ enum {
 	OPT_DIRECT_IO,
 	OPT_CACHE_UNCOMPRESSED,
 	OPT_RING_COMMIT,
+	OPT_LEASE,
 	OPT_VERSION,
 };
 
@@ -127,6 +131,7 @@ static const struct option options[] = {
 	{ "direct-io", no_argument, NULL, OPT_DIRECT_IO },
 	{ "cache-uncompressed", no_argument, NULL, OPT_CACHE_UNCOMPRESSED },
 	{ "ring-commit", required_argument, NULL, OPT_RING_COMMIT },
+	{ "lease", required_argument, NULL, OPT_LEASE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -195,6 +200,14 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 			break;
 		case OPT_CACHE_UNCOMPRESSED:
 			cfg->cache_uncompressed = true;
+			break;
+		case OPT_LEASE:
+			if (parse_size(optarg, &n) < 0 || n > UINT64_MAX / 1000000000) {
+				fprintf(stderr, "sluiced: --lease: not a number of seconds: %s\n",
+					optarg);
+				return -EINVAL;
+			}
+			cfg->lease_ns = n * 1000000000;
 			break;
 		case OPT_RING_COMMIT:
 			if (strcmp(optarg, "all") == 0) {
@@ -340,6 +353,7 @@ int main(int argc, char **argv)
 			.max_pipelines = 64,
 			.max_readers = IPC_RING_MAX_READERS,
 			.ring_slots = 64,
+			.lease_ns = 600 * 1000000000ull,
 			.ring_commit = IPC_RING_COMMIT_DEFAULT,
 		},
 		.listen_fd = -1,

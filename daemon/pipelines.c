@@ -982,12 +982,14 @@ int dmn_load_config_dir(struct dmn_registry *d, char *msg, size_t msg_cap)
 	return 0;
 }
 
-uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl)
+uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl, uint64_t lease_ns)
 {
 	uint64_t bad = 0;
 	pthread_mutex_lock(&pl->lock);
-	if (pl->ring)
+	if (pl->ring) {
 		ipc_ring_collect(pl->ring, &bad);
+		ipc_ring_lease_check(pl->ring, now_ns(), lease_ns, &bad);
+	}
 	pthread_mutex_unlock(&pl->lock);
 	return bad;
 }

@@ -33,6 +33,7 @@ struct dmn_config {
 	bool direct_io;		 /* every pipeline reads with O_DIRECT (no page cache) */
 	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none) */
 	bool cache_uncompressed; /* ... for uncompressed files too */
+	uint64_t lease_ns;	 /* split/rank: a batch held longer goes to the group (0: never) */
 };
 
 /* Why a pipeline stopped producing. */
@@ -221,10 +222,11 @@ int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigne
 void dmn_pipeline_leave(struct dmn_pipeline *pl, unsigned ring_id, int group);
 #define DMN_GROUP_GRACE_NS 2000000000ull
 /*
- * Take in releases. Returns the ring ids (a bit each) of readers whose control block is corrupt:
- * the caller evicts them. Server thread.
+ * Take in releases, and check split/rank readers' leases (lease_ns, 0: none;
+ * ipc_ring_lease_check). Returns the ring ids (a bit each) of readers whose control block is
+ * corrupt or who held a batch past the lease: the caller evicts them. Server thread.
  */
-uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl);
+uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl, uint64_t lease_ns);
 int dmn_load_config_dir(struct dmn_registry *d, char *msg, size_t msg_cap);
 
 #endif

@@ -709,7 +709,7 @@ void dmn_server_collect(struct dmn *d)
 {
 	for (struct dmn_pipeline *pl = d->reg.pipelines, *next; pl; pl = next) {
 		next = pl->next; /* evicting a private pipeline's last reader drops it */
-		uint64_t bad = dmn_pipeline_collect(pl);
+		uint64_t bad = dmn_pipeline_collect(pl, d->reg.cfg.lease_ns);
 		for (struct dmn_conn *c = d->conns; bad && c; c = c->next) {
 			for (struct dmn_reader *r = c->readers, *rn; r; r = rn) {
 				rn = r->next;

@@ -179,7 +179,8 @@ int ipc_ring_group_mode(const struct ipc_ring *ring, unsigned gid);
  * Remove a reader (it exited, was killed, or is evicted): every batch it held is released at
  * once; in split and rank mode the batches handed to it that it never released, taken or not,
  * go back to be handed to another reader (split) or to the next reader of its rank, so nothing
- * is lost. Its control block is marked evicted (a live client sees -ECONNABORTED), unmapped
+ * is lost. Its control block is marked evicted (a live client sees -ECONNABORTED, or -ETIME
+ * when ipc_ring_lease_check marked it), unmapped
  * and closed. 0, or -ENOENT.
  */
 int ipc_ring_remove_reader(struct ipc_ring *ring, unsigned id);
@@ -191,6 +192,16 @@ int ipc_ring_remove_reader(struct ipc_ring *ring, unsigned id);
  * Hands pending batches to split/rank readers. Returns the number of releases taken in.
  */
 int ipc_ring_collect(struct ipc_ring *ring, uint64_t *ret_bad);
+/*
+ * Leases (split and rank readers): a reader that has held the same batch (handed to it, taken
+ * or not, not released) for more than lease_ns since a check first saw it hold it is marked bad
+ * (its problem says which batch, for how long), so that the caller removes it and its batches
+ * go to its group, as a Kafka consumer past max.poll.interval.ms loses its partitions. Call
+ * with the monotonic time, after ipc_ring_collect; lease_ns 0 checks nothing. The readers marked
+ * bad (ipc_ring_collect's *ret_bad) in *ret_bad; returns how many this call marked.
+ */
+int ipc_ring_lease_check(struct ipc_ring *ring, uint64_t now_ns, uint64_t lease_ns,
+			 uint64_t *ret_bad);
 /* Why reader id was marked bad ("" when it is not, NULL when there is no such reader). */
 const char *ipc_ring_reader_problem(const struct ipc_ring *ring, unsigned id);
 
@@ -292,7 +303,8 @@ void ipc_ring_client_detach(struct ipc_ring_client *c);
  * The next batch for this reader, in order. No system call when one is already published: it
  * spins briefly, then sleeps on the control block's wake word. timeout_ns: 0 try once, < 0 no
  * limit. Returns 0 and *ret_batch, -EAGAIN (timeout 0, nothing yet), -ETIMEDOUT, -ENODATA (end
- * of stream: every batch was taken), -ECONNABORTED (the daemon removed this reader), -EXDEV
+ * of stream: every batch was taken), -ECONNABORTED (the daemon removed this reader), -ETIME (it
+ * removed this split or rank reader for holding a batch past the lease), -EXDEV
  * (moved off the shared stream by the lag policy: no batch after the last one taken), the ring's
  * error (ipc_ring_set_error), -EBADMSG (shared memory holds an impossible value).
  */

@@ -58,6 +58,7 @@ enum {
 	IPC_RING_CB_EVICTED = 1u << 1,
 	IPC_RING_CB_MOVED = 1u << 2,	 /* broadcast: being moved off the shared stream */
 	IPC_RING_CB_MOVED_END = 1u << 3, /* ... and end says where its stream here ends */
+	IPC_RING_CB_LEASE = 1u << 4,	 /* with EVICTED: it held a batch past the lease */
 };
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "shared words must be "
@@ -228,7 +229,10 @@ struct reader {
 	uint32_t *asg_slot;	 /* split/rank: the slot of asg[k] (the daemon's own copy) */
 	uint64_t max_lag;   /* broadcast: moved off past this lag; 0: it holds the others back */
 	uint64_t moved_end; /* once moved: where its stream here ended */
-	bool bad, eos_sent;
+	/* split/rank leases (ipc_ring_lease_check): the oldest batch it held at the last check,
+	   plus 1 (0: none), and since when */
+	uint64_t lease_seq1, lease_since_ns;
+	bool bad, late, eos_sent; /* late: marked bad for its lease */
 	char problem[160];
 };
 

@@ -26,21 +26,40 @@
 static void mark_bad(struct ipc_ring *r, unsigned id, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static void mark_bad(struct ipc_ring *r, unsigned id, const char *fmt, ...)
+/* Mark reader id bad (the caller removes it), why: a prefix, then fmt. */
+static void vmark(struct ipc_ring *r, unsigned id, const char *prefix, const char *fmt, va_list ap)
 {
 	struct reader *rd = &r->rd[id];
 	int n;
-	va_list ap;
 
 	if (rd->bad)
 		return;
 	rd->bad = true;
 	r->bad_mask |= 1ull << id;
-	n = snprintf(rd->problem, sizeof(rd->problem), "reader %u control block: ", id);
+	n = snprintf(rd->problem, sizeof(rd->problem), "reader %u %s", id, prefix);
 	if (n < 0 || (size_t)n >= sizeof(rd->problem))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(rd->problem + n, sizeof(rd->problem) - (size_t)n, fmt, ap);
+}
+
+static void mark_bad(struct ipc_ring *r, unsigned id, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmark(r, id, "control block: ", fmt, ap);
+	va_end(ap);
+}
+
+static void mark_late(struct ipc_ring *r, unsigned id, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void mark_late(struct ipc_ring *r, unsigned id, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmark(r, id, "", fmt, ap);
 	va_end(ap);
 }
 
@@ -481,7 +500,9 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 	}
 	free(rd->asg_slot);
 	/* Pairs with the client's acquire load of flags in try_next. */
-	atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_EVICTED, memory_order_release);
+	atomic_fetch_or_explicit(&rd->cb->flags,
+				 IPC_RING_CB_EVICTED | (rd->late ? IPC_RING_CB_LEASE : 0),
+				 memory_order_release);
 	ipc_ring_kick_(r, id);
 	munmap(rd->cb, rd->cb_size);
 	close(rd->fd);
@@ -549,6 +570,41 @@ int ipc_ring_collect(struct ipc_ring *r, uint64_t *ret_bad)
 	}
 	ipc_ring_wake_waiting_(r, ipc_ring_assign_pass_(r));
 	ipc_ring_eos_pass_(r);
+	if (ret_bad)
+		*ret_bad = r->bad_mask;
+	return n;
+}
+
+int ipc_ring_lease_check(struct ipc_ring *r, uint64_t now_ns, uint64_t lease_ns, uint64_t *ret_bad)
+{
+	int n = 0;
+
+	for (unsigned id = 0; lease_ns && id < IPC_RING_MAX_READERS; id++) {
+		struct reader *rd = &r->rd[id];
+		uint64_t bit = 1ull << id, oldest = UINT64_MAX;
+
+		if (!(good_readers(r) & bit) || rd->mode == IPC_RING_BROADCAST)
+			continue;
+		for (uint32_t i = 0; i < r->n_slots; i++)
+			if (r->sp[i].state == SL_LIVE && (r->sp[i].holders & bit) &&
+			    r->sp[i].seq < oldest)
+				oldest = r->sp[i].seq;
+		if (oldest == UINT64_MAX) {
+			rd->lease_seq1 = 0; /* holds nothing */
+		} else if (rd->lease_seq1 != oldest + 1) {
+			rd->lease_seq1 = oldest + 1; /* the lease of this batch starts now */
+			rd->lease_since_ns = now_ns;
+		} else if (now_ns - rd->lease_since_ns > lease_ns) {
+			rd->late = !rd->bad;
+			mark_late(r, id,
+				  "held batch %llu for %llu s, longer than the lease of %llu s: "
+				  "its batches go to its group",
+				  (unsigned long long)oldest,
+				  (unsigned long long)((now_ns - rd->lease_since_ns) / 1000000000),
+				  (unsigned long long)(lease_ns / 1000000000));
+			n++;
+		}
+	}
 	if (ret_bad)
 		*ret_bad = r->bad_mask;
 	return n;

@@ -170,6 +170,8 @@ const char *sluice_strerror(int code)
 		return "sluiced is not listening (is it running?)";
 	case ECONNABORTED:
 		return "sluiced removed this reader";
+	case ETIME:
+		return "sluiced removed this reader: it held a batch past the lease";
 	case EPROTONOSUPPORT:
 		return "sluiced speaks another protocol version";
 	case ETIMEDOUT:

@@ -698,6 +698,16 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 					       timeout_ms);
 			continue;
 		}
+		if (rc == -ETIME) {
+			reader_what(r, "next", what, sizeof(what));
+			return lc_fail(err, rc,
+				       "%s: sluiced removed this reader: it held a batch longer "
+				       "than "
+				       "the lease (sluiced --lease), and its batches went to the "
+				       "other "
+				       "members of its group",
+				       what);
+		}
 		if (rc == -ECONNABORTED) {
 			/* Removed: because the daemon is going away (re-attach), or for good. */
 			if (!conn_ok(r, LC_ABORT_GRACE_MS)) {

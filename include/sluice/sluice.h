@@ -134,7 +134,9 @@ struct sluice_batch;
  * and *ret_batch, 0 at the end of the stream, -ETIMEDOUT, or the pipeline's error (with the
  * daemon's message: the file, record and feature that broke it). No system call when a batch is
  * already published. After a daemon restart, it reconnects and re-attaches (from the last
- * saved state if one was given to attach) within reconnect_tries.
+ * saved state if one was given to attach) within reconnect_tries. -ETIME: a split or rank
+ * reader that held a batch longer than the daemon's lease (sluiced --lease) was removed and its
+ * batches went to the other members of its group (its later releases do nothing).
  */
 int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **ret_batch,
 		struct sluice_error *err);

@@ -6,7 +6,9 @@
 Attaches to pipeline NAME, prints {"attached": reader name} and waits for a line on stdin; then
 prints one JSON line per batch ({"seq", "epoch", "labels", "redelivered"}) and {"end": true}.
 With --hold-after K it takes K batches (releasing them), then takes one more, prints
-{"holding": seq, "labels": [...]} and keeps it until it is killed.
+{"holding": seq, "labels": [...]} and keeps it until it is killed or a line comes on stdin;
+then it releases it, asks for the next batch and prints {"error": errno, "message": ...} (a
+member removed for holding it past the daemon's lease) or carries on.
 """
 
 import argparse
@@ -47,7 +49,16 @@ def main():
         labels = b["label"].reshape(-1).tolist()
         if a.hold_after is not None and taken == a.hold_after:
             out({"holding": b.seq, "labels": labels})
-            sys.stdin.read()  # killed here, holding b (nothing more comes on stdin)
+            sys.stdin.readline()  # killed here, holding b, or told to go on
+            b.release()
+            try:
+                b = r.next(60)
+            except sluice.SluiceError as e:
+                out({"error": e.errno, "message": e.strerror})
+                return
+            if b is None:
+                break
+            labels = b["label"].reshape(-1).tolist()
         out({"seq": b.seq, "epoch": b.epoch, "labels": labels,
              "redelivered": b.redelivered})
         b.release()

@@ -17,6 +17,7 @@ import threading
 import pytest
 
 import sluice
+import test_daemon
 from conftest import RECORDS, image_spec, run_reference, shuffled
 
 try:
@@ -92,6 +93,43 @@ def test_ranks_of_a_job_and_broadcast_jobs_share_one_computation(fresh_daemon, t
         assert all(b["seq"] % 8 == k and not b["redelivered"] for b in got)
     st = sluice.stats(name, socket=fresh_daemon.sock)
     assert st["batches_published"] == len(ref)  # one computation for all ten readers
+
+
+def test_member_past_its_lease_loses_its_batches(tmp_path, data):
+    """sluiced --lease 1: a split member that keeps a batch (alive, not reading) is removed once
+    it has held it past the lease; the batch goes to the group's other member, marked
+    re-delivered, the group reads every record, the daemon logs why, and the slow member's next
+    call says it was removed for its lease (ETIME), not that the daemon failed."""
+    conf = str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(str(tmp_path), conf, ["--lease", "1"])
+    assert d.ready
+    try:
+        spec = image_spec(data, name="leased", batch=4, epochs=1)
+        ref = _labels([{"labels": b["tensors"]["label"]["values"]}
+                       for b in run_reference(tmp_path, spec, "label")])
+        name = sluice.register(spec, socket=d.sock)
+        slow = Proc(d.sock, name, "split", "--group", "workers", "--hold-after", 2)
+        other = Proc(d.sock, name, "split", "--group", "workers")
+        slow.go()
+        before = [slow.line() for _ in range(2)]
+        held = slow.line()
+        assert "holding" in held
+        other.go()
+        got = other.batches()  # ends once the held batch came back to the group
+        redelivered = [b for b in got if b["redelivered"]]
+        assert [b["seq"] for b in redelivered] == [held["holding"]]
+        assert redelivered[0]["labels"] == held["labels"]
+        assert sorted(b["seq"] for b in before + got) == list(range(len(ref)))
+        with open(os.path.join(str(tmp_path), "sluiced.log")) as f:
+            log = f.read()
+        assert ("held batch %d for" % held["holding"]) in log and "lease of 1 s" in log, log
+        slow.go()
+        err = slow.line()
+        assert err["error"] == errno.ETIME and "lease" in err["message"], err
+        assert slow.p.wait(30) == 0
+    finally:
+        assert d.stop() == 0
 
 
 def test_killed_split_member_batch_is_redelivered_marked(fresh_daemon, tmp_path):

@@ -218,6 +218,64 @@ static void test_group_redelivery(void **state)
 }
 
 /*
+ * Leases: a split member that keeps a batch (taken or only handed to it) past the lease is
+ * marked, with the batch and the lease in its problem; removed, its batch goes to the other
+ * member marked re-delivered. A member that moves on, a broadcast reader holding a batch as
+ * long, and a lease of 0 are left alone.
+ */
+static void test_group_lease(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	struct ipc_ring_client *bc = add(r, 0, NULL), *a, *b;
+	struct ipc_ring_batch x, y;
+	unsigned g, ida, idb, idbc = 0;
+	uint64_t bad = 0;
+	const uint64_t s = 1000000000, lease = 10 * s;
+
+	assert_int_equal(ipc_ring_group_open(r, IPC_RING_SPLIT, 0, 1, 0, &g), 0);
+	a = add_to(r, g, 0, &ida);
+	b = add_to(r, g, 0, &idb);
+	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
+		if (i != ida && i != idb && ipc_ring_reader_problem(r, i))
+			idbc = i;
+	put(r, 100); /* a */
+	put(r, 100); /* b */
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), 0);
+	assert_int_equal(ipc_ring_client_next(bc, 0, &y), 0); /* held as long: broadcast */
+	assert_int_equal(ipc_ring_lease_check(r, 1 * s, lease, &bad), 0);	  /* leases start */
+	assert_int_equal(ipc_ring_lease_check(r, 30 * s, 0, &bad), 0);		  /* no lease */
+	assert_int_equal(ipc_ring_lease_check(r, 1 * s + lease, lease, &bad), 0); /* not past */
+	/* b takes and releases its batch: it moved on */
+	take_release(b, 1);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_lease_check(r, 2 * s + lease, lease, &bad), 1);
+	assert_int_equal(bad, 1ull << ida);
+	assert_non_null(strstr(ipc_ring_reader_problem(r, ida), "held batch 0 for 11 s"));
+	assert_non_null(strstr(ipc_ring_reader_problem(r, ida), "lease of 10 s"));
+	assert_string_equal(ipc_ring_reader_problem(r, idb), "");
+	assert_string_equal(ipc_ring_reader_problem(r, idbc), "");
+	assert_int_equal(ipc_ring_remove_reader(r, ida), 0);
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -ETIME); /* not -ECONNABORTED: why */
+	assert_int_equal(ipc_ring_client_next(b, 0, &x), 0);
+	assert_int_equal(x.seq, 0);
+	assert_true(x.flags & IPC_RING_BATCH_REDELIVERED);
+	assert_int_equal(ipc_ring_client_release(b, &x), 0);
+	assert_int_equal(ipc_ring_client_release(bc, &y), 0);
+	take_release(bc, 1);
+	ipc_ring_collect(r, NULL);
+	/* a batch handed to b and never taken counts too (b does not call next: not polling) */
+	put(r, 100);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_lease_check(r, 100 * s, lease, &bad), 0);
+	assert_int_equal(ipc_ring_lease_check(r, 111 * s, lease, &bad), 1);
+	assert_int_equal(bad, 1ull << idb);
+	ipc_ring_client_detach(a);
+	ipc_ring_client_detach(b);
+	ipc_ring_client_detach(bc);
+	ipc_ring_destroy(r);
+}
+
+/*
  * A group opened late starts at `from` when the ring still holds it, at low when not: its
  * split member gets batches 2.. (from 2), a broadcast group's member the same; a group from 0
  * after seq 0 and 1 were reclaimed starts at low.
@@ -310,6 +368,7 @@ int main(void)
 		cmocka_unit_test(test_groups_mixed),
 		cmocka_unit_test(test_group_holds_until_handed),
 		cmocka_unit_test(test_group_redelivery),
+		cmocka_unit_test(test_group_lease),
 		cmocka_unit_test(test_group_from),
 		cmocka_unit_test(test_group_refusals),
 	};
