@@ -352,9 +352,9 @@ static int scan_entry_values(struct dctx *c, struct fscan *fs, const uint8_t *q,
  * The common layout (key first, then at most one value that ends the entry) is read without
  * a walk; *ret_value is then that value's bounds, else NULL.
  */
-static int entry_key(struct dctx *c, const char *label, const uint8_t *q, const uint8_t *e,
-		     const uint8_t **ret_key, uint32_t *ret_klen, const uint8_t **ret_v,
-		     const uint8_t **ret_ve)
+int pbex_entry_key(struct dctx *c, const char *label, const uint8_t *q, const uint8_t *e,
+		   const uint8_t **ret_key, uint32_t *ret_klen, const uint8_t **ret_v,
+		   const uint8_t **ret_ve)
 {
 	const uint8_t *p = q, *tp, *key = q;
 	uint32_t f, l, klen = 0, vl;
@@ -461,84 +461,6 @@ const char *pbex_kind_name(enum pbex_kind k)
 
 /* ---- Example decoding ---------------------------------------------------------------- */
 
-/* A map entry of a Features or FeatureLists message, as next_entry() finds it. */
-struct map_entry {
-	const uint8_t *q, *e; /* the entry */
-	const uint8_t *key;
-	uint32_t klen;
-	const uint8_t *v, *ve; /* its value when entry_key() found the common layout, else NULL */
-	long idx;	       /* its index in the schema; -1 without a schema */
-};
-
-/*
- * Read the field at *pp of a Features or FeatureLists message (where) ending at end, and move
- * *pp past it. Returns 1 and the entry in *ret, with c naming it (label and key) for the errors
- * of its decode, when it is a map entry to decode: with a schema, one the schema names; without,
- * every one. Returns 0 when the field was skipped (not a map entry, or a key nobody asked for),
- * or -EBADMSG.
- */
-static inline int next_entry(struct dctx *c, const struct pbex_schema *s, const char *where,
-			     const char *label, const uint8_t **pp, const uint8_t *end,
-			     struct map_entry *ret)
-{
-	const uint8_t *p = *pp, *tp = p;
-	uint32_t f, l;
-	unsigned wt;
-	int rc;
-
-	c->where = where;
-	c->label = NULL;
-	rc = get_tag(c, &p, end, &f, &wt);
-	if (rc < 0)
-		return rc;
-	if (f != 1 || wt != WT_LEN) {
-		rc = pbex_skip_field(c, &p, end, tp, f, wt, D_FEATURES);
-		*pp = p;
-		return rc;
-	}
-	rc = get_len(c, &p, end, tp, &l);
-	if (rc < 0)
-		return rc;
-	c->where = "map entry";
-	rc = entry_key(c, label, p, p + l, &ret->key, &ret->klen, &ret->v, &ret->ve);
-	if (rc < 0)
-		return rc;
-	ret->q = p;
-	ret->e = p + l;
-	*pp = p + l;
-	ret->idx = -1;
-	if (s) {
-		ret->idx = schema_lookup(s, ret->key, ret->klen);
-		if (ret->idx < 0)
-			return 0;
-	}
-	c->label = label;
-	c->name = ret->key;
-	c->name_len = ret->klen;
-	return 1;
-}
-
-/*
- * Whether the field at p (before end) is a Features map entry laid out as TensorFlow writes a
- * short one: tag, 1-byte length, {key tag, 1-byte key length, key, value tag, 1-byte value
- * length, value}. Then *ret_q is the entry's content, *ret_kl the key's length (the key at
- * *ret_q + 2, the value at *ret_q + 4 + kl) and *ret_e the entry's end.
- */
-static inline bool short_entry(const uint8_t *p, const uint8_t *end, const uint8_t **ret_q,
-			       uint32_t *ret_kl, const uint8_t **ret_e)
-{
-	if (p[0] != 0x0a || end - p < 6 || p[1] < 4 || p[1] >= 0x80 || p[1] > end - p - 2)
-		return false;
-	const uint8_t *q = p + 2;
-	uint32_t kl = q[1];
-	if (q[0] != 0x0a || kl + 4 > p[1] || q[2 + kl] != 0x12 || q[3 + kl] != p[1] - 4 - kl)
-		return false;
-	*ret_q = q;
-	*ret_kl = kl;
-	*ret_e = q + p[1];
-	return true;
-}
-
 /*
  * Walk a Features message [p, end): with a schema, decode the entries it names into out and
  * skip the rest; without (fn set), validate every entry and call fn on it.
@@ -579,13 +501,6 @@ static int walk_features(struct dctx *c, const struct pbex_schema *s, const uint
 				return rc;
 		}
 	}
-	return 0;
-}
-
-static int check_len(struct dctx *c, size_t len)
-{
-	if (len > UINT32_MAX)
-		return fail(c, c->rec, "record of %zu bytes is larger than 4 GiB", len);
 	return 0;
 }
 
@@ -813,18 +728,18 @@ static int walk_sequence(const struct pbex_schema *ctx, const struct pbex_schema
 
 /* An empty schema: decode validates the framing of a part nobody asked for, no entry. */
 static const struct pbex_slot empty_slots[1];
-static const struct pbex_schema empty_schema = { .n = 0,
-						 .mask = 0,
-						 .slots = (struct pbex_slot *)empty_slots };
+const struct pbex_schema pbex_empty_schema = { .n = 0,
+					       .mask = 0,
+					       .slots = (struct pbex_slot *)empty_slots };
 
 int pbex_decode_sequence_example(const struct pbex_schema *ctx, const struct pbex_schema *lists,
 				 const uint8_t *rec, size_t len, struct pbex_feature *ret_ctx,
 				 struct pbex_feature_list *ret_lists, struct io_error *err)
 {
 	if (!ctx)
-		ctx = &empty_schema;
+		ctx = &pbex_empty_schema;
 	if (!lists)
-		lists = &empty_schema;
+		lists = &pbex_empty_schema;
 	if (ctx->n)
 		memset(ret_ctx, 0, ctx->n * sizeof(*ret_ctx));
 	if (lists->n)
@@ -837,109 +752,4 @@ int pbex_sequence_example_foreach(const uint8_t *rec, size_t len, pbex_feature_f
 				  pbex_list_fn list_fn, void *ctx, struct io_error *err)
 {
 	return walk_sequence(NULL, NULL, rec, len, NULL, NULL, true, ctx_fn, list_fn, ctx, err);
-}
-
-/* ---- projection ------------------------------------------------------------------------ */
-
-/* Write varint v at p; returns the bytes written (at most 5 for v < 2^35). */
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
-/*
- * Copy the named map entries (each field as it is on the wire: tag, length, bytes) of every
- * message of field `field` of the record into out + o, as the content of one such message
- * (tag and length first). Returns the new end of out, or -ENOSPC / -EBADMSG.
- */
-static long project_maps(struct dctx *c, const struct pbex_schema *s, uint32_t field,
-			 const char *where, const char *label, const uint8_t *rec, size_t len,
-			 uint8_t *out, size_t cap, size_t o)
-{
-	const uint8_t *p = rec, *end = rec + len, *tp;
-	size_t body = o + 6, w = body; /* room for the tag and a 5-byte length */
-	uint32_t f, l;
-	unsigned wt;
-	int rc;
-
-	while (p < end) {
-		tp = p;
-		rc = get_tag(c, &p, end, &f, &wt);
-		if (rc < 0)
-			return rc;
-		if (f != field || wt != WT_LEN) {
-			rc = pbex_skip_field(c, &p, end, tp, f, wt, 0);
-			if (rc < 0)
-				return rc;
-			continue;
-		}
-		rc = get_len(c, &p, end, tp, &l);
-		if (rc < 0)
-			return rc;
-		const uint8_t *q = p, *qe = p + l;
-		while (q < qe) {
-			const uint8_t *etp = q;
-			struct map_entry me = { 0 };
-
-			/* walk_features' fast path: a short entry looked up without parsing it
-			   further (as decode does) */
-			const uint8_t *k, *e;
-			uint32_t kl;
-			if (short_entry(q, qe, &k, &kl, &e)) {
-				if (schema_lookup(s, k + 2, kl) >= 0) {
-					if (w + (size_t)(e - q) > cap)
-						return -ENOSPC;
-					memcpy(out + w, q, (size_t)(e - q));
-					w += (size_t)(e - q);
-				}
-				q = e;
-				continue;
-			}
-			rc = next_entry(c, s, where, label, &q, qe, &me);
-			if (rc < 0)
-				return rc;
-			if (rc == 0)
-				continue;
-			if (w + (size_t)(me.e - etp) > cap)
-				return -ENOSPC;
-			memcpy(out + w, etp, (size_t)(me.e - etp));
-			w += (size_t)(me.e - etp);
-		}
-		p = qe;
-	}
-	if (w == body)
-		return (long)o; /* nothing named: no message at all (the same to a decoder) */
-	uint8_t hdr[6];
-	size_t h = 0;
-	hdr[h++] = (uint8_t)(field << 3 | WT_LEN);
-	h += put_varint(hdr + h, w - body);
-	memcpy(out + o, hdr, h);
-	memmove(out + o + h, out + body, w - body);
-	return (long)(o + h + (w - body));
-}
-
-long pbex_project(const struct pbex_schema *ctx, const struct pbex_schema *lists, bool sequence,
-		  const uint8_t *rec, size_t len, uint8_t *out, size_t cap)
-{
-	struct dctx c;
-	long o;
-
-	dctx_init(&c, rec, NULL, sequence ? "SequenceExample" : "Example");
-	if (check_len(&c, len) < 0)
-		return -EBADMSG;
-	if (!ctx)
-		ctx = &empty_schema;
-	o = project_maps(&c, ctx, 1, "Features", sequence ? "context feature" : "feature", rec, len,
-			 out, cap, 0);
-	if (o >= 0 && sequence && lists)
-		o = project_maps(&c, lists, 2, "FeatureLists", "feature_list", rec, len, out, cap,
-				 (size_t)o);
-	return o;
 }

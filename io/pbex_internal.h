@@ -12,10 +12,12 @@
 #include "pbex.h"
 
 /*
- * Who does what. pbex.c walks records (validation, projection, the foreach visits), pbex_schema.c
+ * Who does what. pbex.c walks records (validation, decode, the foreach visits), pbex_project.c
+ * copies the map entries a schema names into a smaller record (pbex_project), pbex_schema.c
  * builds the schema's hash index, pbex_access.c reads the values of decoded features. What more
- * than one of them needs lives here: the hot wire readers and the schema lookup are static
- * inline so that the decode walk keeps them inlined, as when everything was one file.
+ * than one of them needs lives here: the hot wire readers, the schema lookup and the map entry
+ * walk are static inline so that the decode walk keeps them inlined, as when everything was one
+ * file.
  */
 
 #define PBEX_MAX_DEPTH 100
@@ -75,6 +77,14 @@ void pbex_fail_msg(const struct dctx *c, const uint8_t *at, const char *fmt, ...
 
 /* The error return: the constant is visible to the callers' flow analysis. */
 #define fail(c, at, ...) (pbex_fail_msg((c), (at), __VA_ARGS__), -EBADMSG)
+
+/* The record's length: offsets into it are 32 bits. */
+static inline int check_len(struct dctx *c, size_t len)
+{
+	if (len > UINT32_MAX)
+		return fail(c, c->rec, "record of %zu bytes is larger than 4 GiB", len);
+	return 0;
+}
 
 /* ---- wire primitives --------------------------------------------------------------------- */
 
@@ -385,6 +395,97 @@ static inline long schema_lookup(const struct pbex_schema *s, const uint8_t *nam
 			return sl->idx;
 		i = (i + 1) & s->mask;
 	}
+}
+
+/* The schema of no features (pbex.c): what a NULL schema stands for. */
+extern const struct pbex_schema pbex_empty_schema;
+
+/* ---- map entries (decode, and the projection: pbex_project.c) -------------------------- */
+
+/*
+ * Find the key of a map entry [q, e) (pbex.c says which field it is); *ret_v, *ret_ve: its value's
+ * bounds when the entry has the common layout, else NULL.
+ */
+int pbex_entry_key(struct dctx *c, const char *label, const uint8_t *q, const uint8_t *e,
+		   const uint8_t **ret_key, uint32_t *ret_klen, const uint8_t **ret_v,
+		   const uint8_t **ret_ve);
+
+/* A map entry of a Features or FeatureLists message, as next_entry() finds it. */
+struct map_entry {
+	const uint8_t *q, *e; /* the entry */
+	const uint8_t *key;
+	uint32_t klen;
+	const uint8_t *v, *ve; /* its value in the common layout (pbex_entry_key()), else NULL */
+	long idx;	       /* its index in the schema; -1 without a schema */
+};
+
+/*
+ * Read the field at *pp of a Features or FeatureLists message (where) ending at end, and move
+ * *pp past it. Returns 1 and the entry in *ret, with c naming it (label and key) for the errors
+ * of its decode, when it is a map entry to decode: with a schema, one the schema names; without,
+ * every one. Returns 0 when the field was skipped (not a map entry, or a key nobody asked for),
+ * or -EBADMSG.
+ */
+static inline int next_entry(struct dctx *c, const struct pbex_schema *s, const char *where,
+			     const char *label, const uint8_t **pp, const uint8_t *end,
+			     struct map_entry *ret)
+{
+	const uint8_t *p = *pp, *tp = p;
+	uint32_t f, l;
+	unsigned wt;
+	int rc;
+
+	c->where = where;
+	c->label = NULL;
+	rc = get_tag(c, &p, end, &f, &wt);
+	if (rc < 0)
+		return rc;
+	if (f != 1 || wt != WT_LEN) {
+		rc = pbex_skip_field(c, &p, end, tp, f, wt, D_FEATURES);
+		*pp = p;
+		return rc;
+	}
+	rc = get_len(c, &p, end, tp, &l);
+	if (rc < 0)
+		return rc;
+	c->where = "map entry";
+	rc = pbex_entry_key(c, label, p, p + l, &ret->key, &ret->klen, &ret->v, &ret->ve);
+	if (rc < 0)
+		return rc;
+	ret->q = p;
+	ret->e = p + l;
+	*pp = p + l;
+	ret->idx = -1;
+	if (s) {
+		ret->idx = schema_lookup(s, ret->key, ret->klen);
+		if (ret->idx < 0)
+			return 0;
+	}
+	c->label = label;
+	c->name = ret->key;
+	c->name_len = ret->klen;
+	return 1;
+}
+
+/*
+ * Whether the field at p (before end) is a Features map entry laid out as TensorFlow writes a
+ * short one: tag, 1-byte length, {key tag, 1-byte key length, key, value tag, 1-byte value
+ * length, value}. Then *ret_q is the entry's content, *ret_kl the key's length (the key at
+ * *ret_q + 2, the value at *ret_q + 4 + kl) and *ret_e the entry's end.
+ */
+static inline bool short_entry(const uint8_t *p, const uint8_t *end, const uint8_t **ret_q,
+			       uint32_t *ret_kl, const uint8_t **ret_e)
+{
+	if (p[0] != 0x0a || end - p < 6 || p[1] < 4 || p[1] >= 0x80 || p[1] > end - p - 2)
+		return false;
+	const uint8_t *q = p + 2;
+	uint32_t kl = q[1];
+	if (q[0] != 0x0a || kl + 4 > p[1] || q[2 + kl] != 0x12 || q[3 + kl] != p[1] - 4 - kl)
+		return false;
+	*ret_q = q;
+	*ret_kl = kl;
+	*ret_e = q + p[1];
+	return true;
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Batch assembly's job records, shared by assemble.c (the tasks) and assemble_layout.c. */
+/* Batch assembly's job records, shared by assemble.c (the tasks) and its assemble_*.c. */
 #ifndef SLUICE_PIPELINE_ASSEMBLE_INTERNAL_H
 #define SLUICE_PIPELINE_ASSEMBLE_INTERNAL_H
 
@@ -88,6 +88,21 @@ int pl_asm_layout(struct pl_bjob *job, struct io_error *err);
 void pl_asm_squeeze(struct pl_bjob *job);
 /* The batch header and tensor table, last. */
 void pl_asm_write_header(struct pl_bjob *job);
+
+/* ---- a parse task's work on one row (assemble_row.c) ---- */
+
+/*
+ * The measuring pass: decode row and note its shapes and string bytes in job (a record's decoded
+ * views too, so that the fill pass does not decode it again). 0, or an error (err names the row).
+ */
+int pl_asm_measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
+		       struct io_error *err);
+/*
+ * The fill pass: write row into its place in the extent (job->outpos[row]), checking a record's
+ * data CRC on the way. 0, or an error (err names the row; a wrong CRC comes first).
+ */
+int pl_asm_fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
+		    struct io_error *err);
 
 /* ---- an output's image steps (assemble_image.c) ---- */
 

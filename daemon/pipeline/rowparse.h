@@ -14,7 +14,7 @@
 #include "record.h"
 
 /*
- * Used by the parse tasks (assemble.c), each with the scratch of the worker it runs on. The
+ * Used by the parse tasks (assemble_row.c), each with the scratch of the worker it runs on. The
  * order per row: pl_row_decode, pl_row_shapes, then per tensor pl_row_view and pl_row_source.
  * What they return points into the record or into the scratch, valid until the next row.
  */
