@@ -748,7 +748,7 @@ uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl, uint64_t lease_ns)
 	pthread_mutex_lock(&pl->lock);
 	if (pl->ring) {
 		ipc_ring_collect(pl->ring, &bad);
-		ipc_ring_lease_check(pl->ring, now_ns(), lease_ns, &bad);
+		ipc_ring_lease_check(pl->ring, dmn_now_ns(), lease_ns, &bad);
 	}
 	pthread_mutex_unlock(&pl->lock);
 	return bad;
