@@ -79,10 +79,11 @@ def test_a_job_reads_the_records_another_is_caching(cached_daemon, ctr, tmp_path
     s2 = ctr_spec(ctr, "second", 24, shuffle=True, seed=7, num_shuffle_buffer_elements=64,
                   num_filenames_shuffle_buffer=2, num_mix_files=2)
     ref1, ref2 = reference(tmp_path, s1), reference(tmp_path, s2)
-    n1, n2 = sluice.register(s1, socket=sock), sluice.register(s2, socket=sock)
+    n1 = sluice.register(s1, socket=sock)  # a registered pipeline starts at once
     j1 = Proc(sock, n1, "broadcast")
     j1.go()
     first = j1.line()  # job 1 has opened both files (its interleave cycle is 2)
+    n2 = sluice.register(s2, socket=sock)
     j2 = Proc(sock, n2, "broadcast")
     j2.go()
     assert _labels(j2.batches()) == ref2
@@ -103,7 +104,7 @@ def test_a_job_reads_on_from_the_file_when_the_caching_job_stalls(cached_daemon,
     s2 = ctr_spec(ctr, "onward", 24, shuffle=True, seed=7, num_shuffle_buffer_elements=64,
                   num_filenames_shuffle_buffer=2, num_mix_files=2)
     ref2 = reference(tmp_path, s2)
-    n1, n2 = sluice.register(s1, socket=sock), sluice.register(s2, socket=sock)
+    n1 = sluice.register(s1, socket=sock)  # a registered pipeline starts at once
     holder = Proc(sock, n1, "broadcast", "--hold-after", 2)
     holder.go()
     assert [holder.line() for _ in range(2)] and "holding" in holder.line()
@@ -111,6 +112,7 @@ def test_a_job_reads_on_from_the_file_when_the_caching_job_stalls(cached_daemon,
                    lambda: (lambda s: s if s["producer_waits"] > 0 else None)(
                        cache_stats(sock, n1)))
     assert st1["cache_filled"] == 0, st1  # mid-file: neither file is cached whole
+    n2 = sluice.register(s2, socket=sock)
     j2 = Proc(sock, n2, "broadcast")
     j2.go()
     assert _labels(j2.batches()) == ref2
