@@ -37,7 +37,8 @@ static void usage(FILE *f)
 		   "               [--pipeline-memory BYTES] [--memory BYTES]\n"
 		   "               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
 		   "               [--ring-commit BYTES|all] [--direct-io] [--cache-memory BYTES]\n"
-		   "               [--cache-uncompressed] [--lease SECONDS] [--help] [--version]\n"
+		   "               [--cache-uncompressed] [--lease SECONDS] [--linger SECONDS]\n"
+		   "               [--help] [--version]\n"
 		   "\n"
 		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
 		   "  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
@@ -71,6 +72,10 @@ static void usage(FILE *f)
 		   "  --lease S            a split or rank reader that holds a batch (handed to\n"
 		   "                       it, taken or not) longer than S seconds is removed and\n"
 		   "                       its batches go to its group (default 600; 0: never)\n"
+		   "  --linger S           a pipeline that ended (finished or failed) is dropped\n"
+		   "                       once it has had no reader for S seconds, and at once\n"
+		   "                       when --memory needs its room (default 60; the config\n"
+		   "                       dir's stay)\n"
 		   "  --help, --version    this text, the version\n"
 		   "Options take their value as --opt VALUE or --opt=VALUE.\n");
 }
@@ -115,6 +120,7 @@ enum {
 	OPT_CACHE_UNCOMPRESSED,
 	OPT_RING_COMMIT,
 	OPT_LEASE,
+	OPT_LINGER,
 	OPT_VERSION,
 };
 
@@ -132,6 +138,7 @@ static const struct option options[] = {
 	{ "cache-uncompressed", no_argument, NULL, OPT_CACHE_UNCOMPRESSED },
 	{ "ring-commit", required_argument, NULL, OPT_RING_COMMIT },
 	{ "lease", required_argument, NULL, OPT_LEASE },
+	{ "linger", required_argument, NULL, OPT_LINGER },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -202,12 +209,13 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 			cfg->cache_uncompressed = true;
 			break;
 		case OPT_LEASE:
+		case OPT_LINGER:
 			if (parse_size(optarg, &n) < 0 || n > UINT64_MAX / 1000000000) {
-				fprintf(stderr, "sluiced: --lease: not a number of seconds: %s\n",
-					optarg);
+				fprintf(stderr, "sluiced: --%s: not a number of seconds: %s\n",
+					options[idx].name, optarg);
 				return -EINVAL;
 			}
-			cfg->lease_ns = n * 1000000000;
+			*(o == OPT_LEASE ? &cfg->lease_ns : &cfg->linger_ns) = n * 1000000000;
 			break;
 		case OPT_RING_COMMIT:
 			if (strcmp(optarg, "all") == 0) {
@@ -354,6 +362,7 @@ int main(int argc, char **argv)
 			.max_readers = IPC_RING_MAX_READERS,
 			.ring_slots = 64,
 			.lease_ns = 600 * 1000000000ull,
+			.linger_ns = 60 * 1000000000ull,
 			.ring_commit = IPC_RING_COMMIT_DEFAULT,
 		},
 		.listen_fd = -1,

@@ -349,13 +349,14 @@ struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name)
 	return NULL;
 }
 
-void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl)
+/* Take pl off the registry and destroy it (why: for the log). */
+static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *why)
 {
 	for (struct dmn_pipeline **pp = &d->pipelines; *pp; pp = &(*pp)->next) {
 		if (*pp == pl) {
 			*pp = pl->next;
 			d->n_pipelines--;
-			dmn_log("private pipeline %s stopped: its reader is gone", pl->name);
+			dmn_log("%spipeline %s %s", pl->private_ ? "private " : "", pl->name, why);
 			/* a group that had moved to it is gone with it */
 			for (struct dmn_pipeline *o = d->pipelines; o; o = o->next) {
 				pthread_mutex_lock(&o->lock);
@@ -368,6 +369,58 @@ void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl)
 			return;
 		}
 	}
+}
+
+void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl)
+{
+	drop(d, pl, "stopped: its reader is gone");
+}
+
+/* Whether pl ended and nobody reads it (the config dir's never count). Server thread. */
+static bool ended_idle(struct dmn_pipeline *pl)
+{
+	if (pl->from_config || pl->n_readers)
+		return false;
+	pthread_mutex_lock(&pl->lock);
+	bool ended = pl->status != DMN_RUNNING;
+	pthread_mutex_unlock(&pl->lock);
+	return ended;
+}
+
+void dmn_pipelines_expire(struct dmn_registry *d)
+{
+	uint64_t now = dmn_now_ns();
+	for (struct dmn_pipeline *pl = d->pipelines, *next; pl; pl = next) {
+		next = pl->next;
+		if (!ended_idle(pl)) {
+			pl->idle_since = 0;
+		} else if (!pl->idle_since) {
+			pl->idle_since = now;
+		} else if (now - pl->idle_since >= d->cfg.linger_ns) {
+			char why[96];
+			snprintf(why, sizeof(why), "dropped: it ended and had no reader for %llu s",
+				 (unsigned long long)((now - pl->idle_since) / 1000000000));
+			drop(d, pl, why);
+		}
+	}
+}
+
+/*
+ * Room for need more ring bytes under --memory: drop ended pipelines without readers, the
+ * least recently used first, until there is. Whether there is.
+ */
+static bool reclaim_idle(struct dmn_registry *d, uint64_t need)
+{
+	while (d->bytes_used + need > d->cfg.total_bytes) {
+		struct dmn_pipeline *oldest = NULL;
+		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
+			if (ended_idle(pl) && (!oldest || pl->last_used < oldest->last_used))
+				oldest = pl;
+		if (!oldest)
+			return false;
+		drop(d, oldest, "dropped for memory: it ended and has no reader");
+	}
+	return true;
 }
 
 /*
@@ -520,7 +573,7 @@ static int check_room(struct dmn_registry *d, struct get_ctx *g)
 			 d->cfg.max_pipelines);
 		return -EUSERS;
 	}
-	if (d->bytes_used + d->cfg.pipeline_bytes > d->cfg.total_bytes) {
+	if (!reclaim_idle(d, d->cfg.pipeline_bytes)) {
 		snprintf(g->msg, g->msg_cap,
 			 "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
 			 "(--memory, --pipeline-memory)",
@@ -556,6 +609,7 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 			 q->group ? q->group : "");
 	}
 	pl->private_ = g->private_;
+	pl->last_used = dmn_now_ns();
 	pthread_mutex_init(&pl->lock, NULL);
 	pthread_cond_init(&pl->attach_cond, NULL);
 	atomic_init(&pl->stop, false);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
 
 #include "daemon/pipeline/pipeline.h"
@@ -17,6 +18,14 @@
 struct sched_pool;
 
 #define DMN_HIST IPC_RING_MAX_SLOTS /* a reader is never further behind than the ring holds */
+
+/* CLOCK_MONOTONIC in ns: the allocator's waits, when a group or pipeline was left idle. */
+static inline uint64_t dmn_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Daemon-wide settings (command line). */
 struct dmn_config {
@@ -34,6 +43,7 @@ struct dmn_config {
 	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none) */
 	bool cache_uncompressed; /* ... for uncompressed files too */
 	uint64_t lease_ns;	 /* split/rank: a batch held longer goes to the group (0: never) */
+	uint64_t linger_ns;	 /* an ended pipeline without readers is dropped after this */
 };
 
 /* Why a pipeline stopped producing. */
@@ -87,6 +97,9 @@ struct dmn_pipeline {
 	bool grow_failed;	/* the ring's last growth failed (logged) */
 	uint64_t wait_ns;	/* time it waited */
 	unsigned n_readers;
+	/* server thread: since when it has ended (finished or failed) with no reader, or 0; when
+	   it was made or a reader last attached or left (which one --memory drops first) */
+	uint64_t idle_since, last_used;
 	/*
 	 * Consumer groups (DESIGN.md §5): split and rank groups by name ("" is the default one),
 	 * each a group of the ring; broadcast readers share one broadcast ring group (bcast_gid).
@@ -170,6 +183,11 @@ struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name)
 void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl);
 /* Unlink a private pipeline that lost its last reader and destroy it. Server thread. */
 void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl);
+/*
+ * Drop the pipelines that ended (finished or failed) and have had no reader for the config's
+ * linger_ns (logged; the config dir's stay: the administrator's). Server thread, each tick.
+ */
+void dmn_pipelines_expire(struct dmn_registry *d);
 /*
  * A broadcast reader's position as a pipeline state (what pl_pipeline_save() writes): right after
  * the last batch it took (the caller checks that it reads in broadcast mode: a split or rank

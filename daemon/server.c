@@ -88,6 +88,7 @@ static void remove_reader(struct dmn *d, struct dmn_reader *r)
 			dmn_pipeline_leave(pl, r->ring_id, r->group);
 			pl->n_readers--;
 			pthread_mutex_unlock(&pl->lock);
+			pl->last_used = dmn_now_ns();
 			free(r);
 			if (pl->private_ && pl->n_readers == 0)
 				dmn_pipeline_drop_private(&d->reg, pl);
@@ -360,6 +361,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	}
 	if (r == 0) {
 		pl->n_readers++;
+		pl->last_used = dmn_now_ns();
 		pthread_cond_broadcast(
 			&pl->attach_cond); /* a producer holding for readers goes on */
 	}
@@ -726,4 +728,5 @@ void dmn_server_collect(struct dmn *d)
 			}
 		}
 	}
+	dmn_pipelines_expire(&d->reg);
 }

@@ -294,6 +294,49 @@ def test_budget(tmp, data):
     d.stop()
 
 
+def test_ended_dropped(tmp, data):
+    """Ended pipelines do not hold memory for ever (issue 19): with --memory for two rings, a
+    third one-epoch pipeline after two finished ones is served, the longest idle dropped for its
+    room; with --linger 1 a finished pipeline whose reader left is dropped by itself."""
+    conf = os.path.join(tmp, "conf-ended")
+    os.makedirs(conf)
+    paths = {}
+    for k, n in enumerate(("first", "second", "third")):
+        paths[n] = os.path.join(tmp, "ended-%s.json" % n)
+        with open(paths[n], "w") as f:  # three computations (batch sizes), not one shared
+            json.dump(spec(data, name=n, epochs=1, batch=10 + k), f)
+    d = Daemon(tmp, conf, ["--memory", "16M", "--linger", "600"])
+    try:
+        for n in ("first", "second", "third"):
+            r, lines = drain_json(d, paths[n])
+            check(r.returncode == 0 and len(ids_of(lines)) == N_FILES * PER_FILE,
+                  "ended: %s served in a budget of two rings (rc %d, %d rows, %s)" % (
+                      n, r.returncode, len(ids_of(lines)), r.stderr.strip()[-200:]))
+        names = [x.split()[0] for x in ctl(d, "list").stdout.splitlines()[1:]]
+        check(names and "first" not in names and "second" in names and "third" in names,
+              "ended: the longest idle finished pipeline made room (%s)" % names)
+    finally:
+        d.stop()
+    with open(os.path.join(tmp, "sluiced.log")) as f:
+        check("pipeline first dropped for memory" in f.read(), "ended: the drop is logged")
+    d = Daemon(tmp, conf, ["--linger", "1"])
+    try:
+        r, _ = drain_json(d, paths["first"])
+        check(r.returncode == 0, "linger: drained")
+        deadline = time.monotonic() + 30
+        log = ""
+        while "pipeline first dropped: it ended and had no reader" not in log and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)  # polls the log line itself
+            with open(os.path.join(tmp, "sluiced.log")) as f:
+                log = f.read()
+        names = [x.split()[0] for x in ctl(d, "list").stdout.splitlines()[1:]]
+        check("first" not in names and "dropped: it ended" in log,
+              "linger: a finished pipeline without readers is dropped after --linger (%s)" % names)
+    finally:
+        d.stop()
+
+
 def stats_of(d, name):
     """`sluicectl stats NAME --json`: the finished process and its stats ({} if not JSON)."""
     st = ctl(d, "stats", name, "--json")
@@ -707,6 +750,7 @@ def main():
             rc = d.stop()
         check(rc == 0, "sluiced stops cleanly (exit %s)" % rc)
         test_budget(tmp, data)
+        test_ended_dropped(tmp, data)
         test_state_resume(tmp, data)
         test_resume_by_name(tmp, data)
         test_io_options(tmp, data)
