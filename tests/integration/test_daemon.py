@@ -12,6 +12,7 @@ import os
 import pwd
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -488,6 +489,136 @@ def check_stage_stats(flat, records, files, batches):
           "stats --json: \"stages\" nests the same counters by stage (%s)" % sorted(nested))
 
 
+def write_one_file(d, contents, compression=None):
+    """A dataset of one file of these bytes, and its manifest (an int64 "id" per record)."""
+    os.makedirs(d)
+    with open(os.path.join(d, "part-0.tfrecords"), "wb") as f:
+        f.write(contents)
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump({"compression": compression, "allow_var_len": False, "features": [
+            {"name": "id", "dtype": "int64", "shape": [], "deserialize_type": "int"}]}, f)
+
+
+def bad_inputs():
+    """(name, compression, the file's bytes, what its error says): files a pipeline fails on
+    under on_corrupt "fail"; most fail at their first record, before the engine's first batch."""
+    ex_pb2, _ = common.protos()
+    good = []
+    for i in range(5):
+        ex = ex_pb2.Example()
+        ex.features.feature["id"].int64_list.value.append(i)
+        good.append(common.frame(ex.SerializeToString()))
+    head = b"".join(good)
+    huge = struct.pack("<Q", 3000000000)  # over the 256 MiB limit, its length CRC right
+    huge += struct.pack("<I", common.masked_crc(huge)) + b"\0" * 1000
+    bad_len_crc = bytearray(good[0])
+    bad_len_crc[8] ^= 0xff
+    bad_data_crc = bytearray(good[0])
+    bad_data_crc[-1] ^= 0xff
+    gz = lambda b: common.compress(b, "gzip")  # noqa: E731
+    return [
+        ("huge-gzip", "gzip", gz(huge), "length 3000000000 exceeds the limit"),
+        ("huge", None, huge, "length 3000000000 exceeds the limit"),
+        ("huge-late", "gzip", gz(head + huge), "length 3000000000 exceeds the limit"),
+        ("truncated", None, good[0][:-6], "runs past the end of the file"),
+        ("truncated-gzip", "gzip", gz(head)[:-30], "truncated"),
+        ("length-crc", None, bytes(bad_len_crc), "header CRC mismatch"),
+        ("data-crc", "gzip", gz(bytes(bad_data_crc)), "data CRC mismatch"),
+        ("undecodable", None, common.frame(b"\xff" * 6),  # a tag varint of 6 bytes
+         "tag varint longer than 5 bytes"),
+    ]
+
+
+def reader_loadable():
+    """Whether libsluice.so loads into this python (a sanitizer build's does not)."""
+    lib = os.path.join(os.environ["SLUICE_BUILD_DIR"], "libclient", "libsluice.so")
+    return os.path.exists(lib) and subprocess.run(
+        [sys.executable, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", lib],
+        capture_output=True).returncode == 0
+
+
+PY_READER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import sluice
+try:
+    n = sum(1 for _ in sluice.attach(spec=sys.argv[3], socket=sys.argv[2]))
+    print("END after %d batches" % n)
+except sluice.SluiceError as e:
+    print("ERROR %s" % e.strerror)
+"""
+
+
+def test_errors_reach_readers(tmp, data):
+    """Issue 19: every error that fails a pipeline under the daemon reaches each of its readers
+    (sluicectl drain, over libsluice's sluice_next, and Python's sluice) with the message
+    `sluicectl run` gives, the pipeline is listed as failed, and the daemon and its other
+    pipelines go on. A first record that fails came before the engine's first batch: the
+    engine used to end before its ring was made, and nobody was told (the reader hung, list
+    said running). Rings allocated whole at their start (--ring-commit all) take longer to make
+    than such an engine takes to fail: that race was lost every time."""
+    conf = os.path.join(tmp, "conf-errors")
+    os.makedirs(conf)
+    d = Daemon(tmp, conf, ["--pipeline-memory", "16M", "--ring-commit", "all"])
+    py = reader_loadable()
+    if not py:
+        print("SKIP the Python readers of failed pipelines: libsluice.so cannot be loaded here")
+    pkg = os.path.join(os.environ.get("SLUICE_SRC_DIR", os.path.join(HERE, "..", "..")),
+                       "libclient", "python")
+    names = []
+    try:
+        for name, comp, contents, cause in bad_inputs():
+            data_dir = os.path.join(tmp, "bad-" + name)
+            write_one_file(data_dir, contents, comp)
+            paths = []
+            for who, seed in (("c", 1), ("py", 2)):  # a pipeline each: each starts its own
+                s = spec(data_dir, name="bad-%s-%s" % (name, who), batch=2, seed=seed,
+                         on_corrupt="fail", primary_features=[{"from_name": "id",
+                                                               "to_name": "id"}])
+                paths.append(os.path.join(tmp, "bad-%s-%s.json" % (name, who)))
+                with open(paths[-1], "w") as f:
+                    json.dump(s, f)
+                names.append(s["name"])
+            ref = ctl(d, "run", paths[0])
+            want = ref.stderr.strip().split("sluicectl: run: ", 1)[-1]
+            check(ref.returncode == 1 and data_dir in want and cause in want,
+                  "%s: sluicectl run fails naming the file and the cause (%s)" % (name, want))
+            try:
+                r = ctl(d, "drain", paths[0], timeout=30)
+                got, rc = r.stderr.strip(), r.returncode
+            except subprocess.TimeoutExpired:
+                got, rc = "no error within 30 s", None
+            check(rc == 1 and want in got,
+                  "%s: sluicectl drain gets the pipeline's error, as run gives it (%s)" % (
+                      name, got[-300:]))
+            if py:
+                try:
+                    r = subprocess.run([sys.executable, "-c", PY_READER, pkg, d.sock, paths[1]],
+                                       capture_output=True, text=True, timeout=30)
+                    got = (r.stdout + r.stderr).strip()
+                except subprocess.TimeoutExpired:
+                    got = "no error within 30 s"
+                want_py = want.replace("bad-%s-c" % name, "bad-%s-py" % name)
+                check(got.startswith("ERROR ") and want_py in got,
+                      "%s: a Python reader gets it too (%s)" % (name, got[-300:]))
+        listed = ctl(d, "list", timeout=30)
+        rows = {ln.split()[0]: ln.split()[1] for ln in listed.stdout.splitlines()[1:]
+                if len(ln.split()) > 1}
+        check(listed.returncode == 0 and all(rows.get(n) == "failed" for n in names),
+              "every pipeline that failed is listed as failed: %s" % {
+                  n: rows.get(n) for n in names if rows.get(n) != "failed"})
+        hp = os.path.join(tmp, "healthy.json")
+        with open(hp, "w") as f:
+            json.dump(spec(data, name="healthy", epochs=1, seed=77), f)
+        r, lines = drain_json(d, hp)
+        check(r.returncode == 0 and sorted(ids_of(lines)) == list(range(N_FILES * PER_FILE)),
+              "... and a healthy pipeline on the same daemon delivers every record (%s)" %
+              r.stderr.strip()[-200:])
+    finally:
+        rc = d.stop()
+    check(rc == 0, "sluiced with failed pipelines stops cleanly (exit %s)" % rc)
+
+
 def test_command_line(tmp):
     """sluiced's options: --version, --help, an unknown option, --opt=VALUE."""
     def run(*a):
@@ -712,6 +843,7 @@ def main():
         test_io_options(tmp, data)
         test_record_cache(tmp, data)
         test_ring_memory(tmp, data)
+        test_errors_reach_readers(tmp, data)
         test_command_line(tmp)
         test_relative_paths(tmp, data)
         test_restart(tmp, conf)
