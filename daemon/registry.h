@@ -33,6 +33,10 @@ struct dmn_config {
 	bool direct_io;		 /* every pipeline reads with O_DIRECT (no page cache) */
 	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none) */
 	bool cache_uncompressed; /* ... for uncompressed files too */
+	/* connections (server.c): one without readers that sends nothing for this long is
+	   closed (0: never); a uid other than root may hold at most this many (0: no cap) */
+	unsigned idle_timeout_s;
+	unsigned user_connections;
 };
 
 /* Why a pipeline stopped producing. */
