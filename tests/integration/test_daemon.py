@@ -10,6 +10,7 @@ import ctypes
 import json
 import os
 import pwd
+import resource
 import signal
 import socket
 import struct
@@ -68,7 +69,7 @@ def spec(data, name=None, epochs=1, batch=10, **args):
 
 
 class Daemon:
-    def __init__(self, tmp, conf, extra=(), env=None, cwd=None):
+    def __init__(self, tmp, conf, extra=(), env=None, cwd=None, preexec_fn=None):
         self.sock = os.path.join(tmp, "sluice.sock")
         self.notify = os.path.join(tmp, "notify")
         self.ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -80,7 +81,7 @@ class Daemon:
         self.log = open(os.path.join(tmp, "sluiced.log"), "a")
         self.p = subprocess.Popen([os.environ["SLUICED"], "--socket", self.sock, "--config-dir",
                                    conf, "--workers", "2", "--pipeline-memory", "8M"] + list(extra),
-                                  env=env, stderr=self.log, cwd=cwd)
+                                  env=env, stderr=self.log, cwd=cwd, preexec_fn=preexec_fn)
         self.ready = b"READY=1" in self.ns.recv(4096)
 
     def stop(self, sig=signal.SIGTERM):
@@ -619,6 +620,214 @@ def test_errors_reach_readers(tmp, data):
     check(rc == 0, "sluiced with failed pipelines stops cleanly (exit %s)" % rc)
 
 
+def cpu_seconds(pid):
+    """A process's user + system CPU time so far (/proc/PID/stat), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def open_idle(path, n):
+    """n connections to the socket that never say a word."""
+    conns = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(path)
+        conns.append(s)
+    return conns
+
+
+def log_since(before):
+    with open(os.path.join(before[0], "sluiced.log")) as f:
+        f.seek(before[1])
+        return f.read().splitlines()
+
+
+def log_mark(tmp):
+    log = os.path.join(tmp, "sluiced.log")
+    return (tmp, os.path.getsize(log) if os.path.exists(log) else 0)
+
+
+def test_fd_limit(tmp):
+    """Issue 19, item 4: at its file-descriptor limit (64 here, 100 idle connections) sluiced
+    used to spin on the readable listening socket (a core's worth of CPU, nothing logged) and
+    never answer a new client. Now it takes each new connection: the connection silent longest
+    (a second or more) makes room for it, else it is closed at once with the reason; the log
+    says so once. `sluicectl list` is polled until it answers (its first tries come before any
+    idle connection has been silent a second: refused, saying why)."""
+    conf = os.path.join(tmp, "conf-fds")
+    os.makedirs(conf)
+    mark = log_mark(tmp)
+    d = Daemon(tmp, conf, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                                  (64, 64)))
+    conns = []
+    try:
+        cpu0, t0 = cpu_seconds(d.p.pid), time.monotonic()
+        conns = open_idle(d.sock, 100)
+        refusals, answered, why = [], False, ""
+        while not answered and time.monotonic() - t0 < 20:  # the condition itself, polled
+            try:
+                r = ctl(d, "list", timeout=10)
+            except subprocess.TimeoutExpired:
+                why = "no answer within 10 s"
+                break
+            answered, why = r.returncode == 0, r.stderr.strip()
+            if not answered:
+                refusals.append(why)
+                time.sleep(0.05)
+        wall, cpu = time.monotonic() - t0, cpu_seconds(d.p.pid) - cpu0
+        alive = d.p.poll() is None
+    finally:
+        for c in conns:
+            c.close()
+        rc = d.stop()
+    check(answered and wall < 10,
+          "at its fd limit with 100 idle connections, sluiced answers sluicectl list (after "
+          "%.1f s, %d refusals; %s)" % (wall, len(refusals), why[-200:]))
+    check(all("at its limit of 64 open files" in x for x in refusals),
+          "a connection refused at the limit is told why (%s)" % refusals[:1])
+    check(cpu < 0.25 * wall,
+          "... without spinning: %.2f s of CPU in %.2f s" % (cpu, wall))
+    said = [x for x in log_since(mark) if "limit of 64 open files" in x]
+    check(len(said) == 1, "the limit is logged once: %s" % said)
+    check(alive and rc == 0, "... and sluiced goes on, and stops cleanly (exit %s)" % rc)
+
+
+HOLDER = r"""
+import socket, sys
+conns = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(sys.argv[1])
+    conns.append(s)
+print("OPEN", len(conns), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_user_connections(tmp):
+    """--user-connections: a uid other than root holds at most N connections; one more is
+    refused with a message that says so, root is not counted, and the uid connects again once
+    its connections are gone."""
+    try:
+        pw = pwd.getpwnam("nobody")
+    except KeyError:
+        print("SKIP --user-connections: no user nobody")
+        return
+    if os.geteuid() != 0:
+        print("SKIP --user-connections: needs root to run clients as nobody")
+        return
+    conf = os.path.join(tmp, "conf-cap")
+    os.makedirs(conf)
+    os.chmod(tmp, 0o755)
+    mark = log_mark(tmp)
+    d = Daemon(tmp, conf, ["--user-connections", "3"])
+    holder = None
+    try:
+        # three connections of nobody's, taken before the fourth (the listen queue is FIFO)
+        holder = subprocess.Popen(["setpriv", "--reuid", str(pw.pw_uid), "--regid",
+                                   str(pw.pw_gid), "--clear-groups", sys.executable, "-c",
+                                   HOLDER, d.sock, "3"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        line = holder.stdout.readline()
+        check(line.startswith("OPEN 3"), "cap: nobody holds 3 connections (%r)" % line)
+        over = ctl(d, "list", user="nobody")
+        root = ctl(d, "list")
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(30)
+        t0 = time.monotonic()
+        while True:  # its connections are closed when the daemon has seen them go
+            again = ctl(d, "list", user="nobody")
+            if again.returncode == 0 or time.monotonic() - t0 > 20:
+                break
+            time.sleep(0.05)
+    finally:
+        if holder and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        rc = d.stop()
+    want = "uid %d has its limit of 3 connections to sluiced (--user-connections)" % pw.pw_uid
+    check(over.returncode == 1 and want in over.stderr,
+          "cap: nobody's fourth connection is refused, saying why (%s)" % over.stderr.strip())
+    check(root.returncode == 0, "cap: root's connections are not counted (%s)" %
+          root.stderr.strip())
+    check(again.returncode == 0, "cap: once its connections are gone, nobody connects again "
+          "(%s)" % again.stderr.strip())
+    said = [x for x in log_since(mark) if "--user-connections" in x]
+    check(len(said) == 1, "cap: the log says it (once): %s" % said)
+    check(rc == 0, "cap: sluiced stops cleanly (exit %s)" % rc)
+
+
+IDLE_READER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import sluice
+r = sluice.attach(sys.argv[3], socket=sys.argv[2])
+print("ATTACHED", flush=True)
+sys.stdin.readline()
+print("ROWS", sum(len(b["id"]) for b in r), flush=True)
+"""
+
+
+def test_idle_timeout(tmp, data):
+    """--idle-timeout: a connection that never sends a request is closed (it gets a SHUTDOWN
+    notice that says why, then EOF), while a reader attached for longer, silent on the socket
+    as readers are, stays attached and reads on."""
+    conf = os.path.join(tmp, "conf-idle")
+    os.makedirs(conf)
+    with open(os.path.join(conf, "idle.json"), "w") as f:
+        json.dump(spec(data, name="idle", epochs=1), f)
+    mark = log_mark(tmp)
+    d = Daemon(tmp, conf, ["--idle-timeout", "1"])
+    reader = None
+    try:
+        if reader_loadable():
+            pkg = os.path.join(os.environ.get("SLUICE_SRC_DIR", os.path.join(HERE, "..", "..")),
+                               "libclient", "python")
+            reader = subprocess.Popen([sys.executable, "-c", IDLE_READER, pkg, d.sock, "idle"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            line = reader.stdout.readline()
+            check(line.startswith("ATTACHED"), "idle: a reader attaches (%r)" % line)
+        else:
+            print("SKIP the attached reader: libsluice.so cannot be loaded here")
+        s = open_idle(d.sock, 1)[0]
+        s.settimeout(30)
+        got, closed = b"", False
+        try:
+            while True:  # the notice, then EOF
+                b = s.recv(4096)
+                if not b:
+                    closed = True
+                    break
+                got += b
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            pass
+        s.close()
+        check(closed and b"--idle-timeout" in got,
+              "idle: a connection that never speaks is closed after --idle-timeout, told why "
+              "(%r)" % got[-120:])
+        if reader:
+            _, flat = stats_of(d, "idle")
+            check(flat.get("readers") == 1, "idle: the reader silent for longer is still "
+                  "attached (readers %s)" % flat.get("readers"))
+            reader.stdin.write("\n")
+            reader.stdin.flush()
+            out = reader.communicate(timeout=60)[0]
+            check(reader.returncode == 0 and "ROWS %d" % (N_FILES * PER_FILE) in out,
+                  "idle: ... and reads every record (%s)" % out.strip()[-200:])
+    finally:
+        if reader and reader.poll() is None:
+            reader.kill()
+            reader.wait()
+        rc = d.stop()
+    said = [x for x in log_since(mark) if "--idle-timeout" in x]
+    check(len(said) == 1, "idle: the log says it: %s" % said)
+    check(rc == 0, "idle: sluiced stops cleanly (exit %s)" % rc)
+
+
 def test_command_line(tmp):
     """sluiced's options: --version, --help, an unknown option, --opt=VALUE."""
     def run(*a):
@@ -844,6 +1053,9 @@ def main():
         test_record_cache(tmp, data)
         test_ring_memory(tmp, data)
         test_errors_reach_readers(tmp, data)
+        test_fd_limit(tmp)
+        test_user_connections(tmp)
+        test_idle_timeout(tmp, data)
         test_command_line(tmp)
         test_relative_paths(tmp, data)
         test_restart(tmp, conf)
