@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon/pipeline/cache.h"
@@ -39,6 +38,8 @@ static void usage(FILE *f)
 		   "               [--ring-commit BYTES|all] [--direct-io] [--cache-memory BYTES]\n"
 		   "               [--cache-uncompressed] [--lease SECONDS] [--linger SECONDS]\n"
 		   "               [--help] [--version]\n"
+		   "               [--cache-uncompressed] [--idle-timeout SECONDS]\n"
+		   "               [--user-connections N] [--help] [--version]\n"
 		   "\n"
 		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
 		   "  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
@@ -76,6 +77,11 @@ static void usage(FILE *f)
 		   "                       once it has had no reader for S seconds, and at once\n"
 		   "                       when --memory needs its room (default 60; the config\n"
 		   "                       dir's stay)\n"
+		   "  --idle-timeout S     close a connection without readers that sends no\n"
+		   "                       request for S seconds (default 60; 0: never;\n"
+		   "                       libsluice reconnects when it next asks)\n"
+		   "  --user-connections N connections one uid may hold, root's not counted\n"
+		   "                       (default 256; 0: no cap)\n"
 		   "  --help, --version    this text, the version\n"
 		   "Options take their value as --opt VALUE or --opt=VALUE.\n");
 }
@@ -116,6 +122,8 @@ enum {
 	OPT_MAX_READERS,
 	OPT_CACHE_MEMORY,
 	OPT_RING_SLOTS,
+	OPT_IDLE_TIMEOUT,
+	OPT_USER_CONNECTIONS,
 	OPT_DIRECT_IO,
 	OPT_CACHE_UNCOMPRESSED,
 	OPT_RING_COMMIT,
@@ -139,6 +147,8 @@ static const struct option options[] = {
 	{ "ring-commit", required_argument, NULL, OPT_RING_COMMIT },
 	{ "lease", required_argument, NULL, OPT_LEASE },
 	{ "linger", required_argument, NULL, OPT_LINGER },
+	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
+	{ "user-connections", required_argument, NULL, OPT_USER_CONNECTIONS },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -168,7 +178,7 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 				o == ':' ? "needs a value" : "is not an option");
 			return -EINVAL;
 		}
-		if (o >= OPT_WORKERS && o <= OPT_RING_SLOTS && parse_size(optarg, &n) < 0) {
+		if (o >= OPT_WORKERS && o <= OPT_USER_CONNECTIONS && parse_size(optarg, &n) < 0) {
 			fprintf(stderr, "sluiced: --%s: not a number: %s\n", options[idx].name,
 				optarg);
 			return -EINVAL;
@@ -201,6 +211,12 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 			break;
 		case OPT_CACHE_MEMORY:
 			cfg->cache_bytes = n;
+			break;
+		case OPT_IDLE_TIMEOUT:
+			cfg->idle_timeout_s = (unsigned)(n > 86400 * 365 ? 86400 * 365 : n);
+			break;
+		case OPT_USER_CONNECTIONS:
+			cfg->user_connections = (unsigned)(n > UINT32_MAX ? UINT32_MAX : n);
 			break;
 		case OPT_DIRECT_IO:
 			cfg->direct_io = true;
@@ -332,24 +348,12 @@ static void notify(const char *state)
 	close(fd);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void shutdown_clients(struct dmn *d, const char *why)
 {
-	struct ipc_ctl_shutdown m = { .flags = 0 };
-	snprintf(m.reason, sizeof(m.reason), "%s", why);
-	uint8_t buf[IPC_CTL_HDR_SIZE + IPC_CTL_TEXT_MAX + 64];
-	size_t len;
-	if (ipc_ctl_encode_shutdown(buf, sizeof(buf), &m, &len) == 0)
-		for (struct dmn_conn *c = d->conns; c; c = c->next)
-			ipc_ctl_send(c->fd, buf, len, NULL, 0);
-	while (d->conns)
+	while (d->conns) {
+		dmn_conn_say_bye(d->conns->fd, why);
 		dmn_conn_close(d, d->conns);
+	}
 }
 
 int main(int argc, char **argv)
@@ -364,8 +368,11 @@ int main(int argc, char **argv)
 			.lease_ns = 600 * 1000000000ull,
 			.linger_ns = 60 * 1000000000ull,
 			.ring_commit = IPC_RING_COMMIT_DEFAULT,
+			.idle_timeout_s = 60,
+			.user_connections = 256,
 		},
 		.listen_fd = -1,
+		.spare_fd = -1,
 		.epoll_fd = -1,
 		.signal_fd = -1,
 	};
@@ -415,6 +422,7 @@ int main(int argc, char **argv)
 		pl_cache_destroy(d.reg.cache);
 		return 1;
 	}
+	dmn_server_init(&d);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &d.listen_fd };
 	epoll_ctl(d.epoll_fd, EPOLL_CTL_ADD, d.listen_fd, &ev);
 	ev.data.ptr = &d.signal_fd;
@@ -443,7 +451,7 @@ int main(int argc, char **argv)
 		sched_pool_workers(d.reg.pool));
 	notify("READY=1\nSTATUS=serving");
 
-	uint64_t last_tick = now_ms(), last_watchdog = 0;
+	uint64_t last_tick = dmn_now_ms(), last_watchdog = 0;
 	const char *wd = getenv("WATCHDOG_USEC");
 	uint64_t watchdog_ms = wd ? strtoull(wd, NULL, 10) / 2000 : 0;
 	while (!d.stopping) {
@@ -466,10 +474,11 @@ int main(int argc, char **argv)
 					dmn_conn_close(&d, c);
 			}
 		}
-		uint64_t t = now_ms();
+		uint64_t t = dmn_now_ms();
 		if (t - last_tick >= DMN_TICK_MS) {
 			last_tick = t;
 			dmn_server_collect(&d);
+			dmn_server_tick(&d, t);
 		}
 		if (watchdog_ms && t - last_watchdog >= watchdog_ms) {
 			last_watchdog = t;
@@ -488,6 +497,7 @@ int main(int argc, char **argv)
 	close(d.listen_fd);
 	close(d.signal_fd);
 	close(d.epoll_fd);
+	dmn_server_fini(&d);
 	sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
 	pl_cache_destroy(d.reg.cache); /* every pipeline that read it is gone */
 	dmn_log("stopped");

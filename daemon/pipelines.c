@@ -31,12 +31,6 @@
 #define DMN_WAIT_NS	   2000000     /* how long the allocator sleeps on the ring per try */
 #define DMN_MAX_SPEC_BYTES (64u << 20) /* a spec in the config dir */
 
-static void sleep_ns(long ns)
-{
-	struct timespec ts = { 0, ns };
-	nanosleep(&ts, NULL);
-}
-
 /* ---- the engine's batch memory: extents of the ring ---- */
 
 /*
@@ -68,11 +62,6 @@ static void *ring_alloc(void *ctx, size_t len)
 		if (atomic_load(&pl->stop))
 			return NULL;
 		pthread_mutex_lock(&pl->lock);
-		if (!pl->ring) { /* still being set up */
-			pthread_mutex_unlock(&pl->lock);
-			sleep_ns(DMN_WAIT_NS);
-			continue;
-		}
 		struct ipc_ring_info info;
 		ipc_ring_get_info(pl->ring, &info);
 		/*
@@ -324,8 +313,8 @@ static void pub_end(void *ctx, int rc, const struct io_error *err)
 {
 	struct dmn_pipeline *pl = ctx;
 	pthread_mutex_lock(&pl->lock);
-	if (!pl->ring || atomic_load(&pl->stop)) {
-		/* stopped (or never set up): nobody is told */
+	if (atomic_load(&pl->stop)) {
+		/* stopped: nobody is told */
 	} else if (rc == 0) {
 		ipc_ring_set_eos(pl->ring);
 		pl->status = DMN_FINISHED;
@@ -627,8 +616,13 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 	return pl;
 }
 
-/* Start the engine, its batches published into pl's ring (made next) from its driver thread. */
-static int start_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipeline *pl)
+/*
+ * Make the engine, its batches to be published into pl's ring from its driver thread. It starts
+ * once the ring exists (run_engine): its allocator and its end callback need the ring, and an
+ * error before its first batch (a bad first record) would otherwise end it before there is a
+ * ring to tell the readers in.
+ */
+static int make_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipeline *pl)
 {
 	const struct dmn_get_req *q = g->req;
 	struct pl_pipeline_opts po;
@@ -645,10 +639,20 @@ static int start_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pi
 	po.deliver_ctx = pl;
 	po.state = q->state;
 	po.state_len = q->state_len;
+	po.defer_start = true;
 	struct io_error e;
 	int r = pl_pipeline_create(g->spec, &po, &pl->pl, &e);
 	if (r < 0)
 		snprintf(g->msg, g->msg_cap, "%s: %s", q->origin, e.msg);
+	return r;
+}
+
+static int run_engine(struct get_ctx *g, struct dmn_pipeline *pl)
+{
+	struct io_error e;
+	int r = pl_pipeline_start(pl->pl, &e);
+	if (r < 0)
+		snprintf(g->msg, g->msg_cap, "%s: %s", g->req->origin, e.msg);
 	return r;
 }
 
@@ -674,7 +678,7 @@ static uint64_t ring_bytes(const struct dmn_registry *d, const struct dmn_pipeli
 	return want;
 }
 
-/* The ring the engine's allocator has been waiting for: the schema, the budget's bytes. */
+/* The ring the engine publishes into, made before it starts: the schema, the budget's bytes. */
 static int make_ring(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipeline *pl)
 {
 	uint64_t data_bytes = ring_bytes(d, pl);
@@ -724,10 +728,12 @@ int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
 		r = -ENOMEM;
 	}
 	if (r == 0)
-		r = start_engine(d, &g, pl);
+		r = make_engine(d, &g, pl);
 	pl_spec_destroy(g.spec);
 	if (r == 0)
 		r = make_ring(d, &g, pl);
+	if (r == 0)
+		r = run_engine(&g, pl);
 	if (r < 0) {
 		dmn_pipeline_destroy(NULL, pl);
 		return r;

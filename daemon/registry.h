@@ -27,6 +27,11 @@ static inline uint64_t dmn_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static inline uint64_t dmn_now_ms(void)
+{
+	return dmn_now_ns() / 1000000;
+}
+
 /* Daemon-wide settings (command line). */
 struct dmn_config {
 	const char *socket_path;
@@ -44,6 +49,10 @@ struct dmn_config {
 	bool cache_uncompressed; /* ... for uncompressed files too */
 	uint64_t lease_ns;	 /* split/rank: a batch held longer goes to the group (0: never) */
 	uint64_t linger_ns;	 /* an ended pipeline without readers is dropped after this */
+	/* connections (server.c): one without readers that sends nothing for this long is
+	   closed (0: never); a uid other than root may hold at most this many (0: no cap) */
+	unsigned idle_timeout_s;
+	unsigned user_connections;
 };
 
 /* Why a pipeline stopped producing. */

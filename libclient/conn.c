@@ -115,6 +115,34 @@ static void take_shutdown(struct sluice_client *c, const struct ipc_ctl_msg *m)
 }
 
 /*
+ * The server closed the connection with a request of ours unread: Linux then fails the next
+ * receive with ECONNRESET, ahead of what the server had sent. Take a SHUTDOWN notice from that
+ * (why it closed: idle, over a limit), so that the error can say why.
+ */
+static void take_last_words(struct sluice_client *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+	for (int i = 0; i < 8 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN); i++) {
+		int fds[IPC_CTL_MAX_FDS];
+		size_t nfds = 0;
+		struct ipc_ctl_msg m;
+		char emsg[64];
+		int n = ipc_ctl_recv(c->fd, c->rbuf, IPC_CTL_MAX_MSG, fds, IPC_CTL_MAX_FDS, &nfds);
+
+		for (size_t k = 0; k < nfds; k++)
+			close(fds[k]);
+		if (n <= 0)
+			break;
+		if (ipc_ctl_msg_parse(c->rbuf, (size_t)n, &m, emsg, sizeof(emsg)) == 0 &&
+		    m.type == IPC_CTL_SHUTDOWN) {
+			take_shutdown(c, &m);
+			break;
+		}
+	}
+}
+
+/*
  * Receive one message into c->rbuf, waiting up to timeout_ms (< 0: no limit). 0 and *ret_msg,
  * -ECONNRESET (EOF: the socket is closed here), -ETIMEDOUT, -EPROTONOSUPPORT (the header of
  * another version; *ret_msg is filled), -EBADMSG / -EMSGSIZE (the socket is closed here).
@@ -138,6 +166,8 @@ static int recv_msg(struct sluice_client *c, int timeout_ms, struct ipc_ctl_msg 
 		return -ETIMEDOUT;
 	}
 	rc = ipc_ctl_recv(c->fd, c->rbuf, IPC_CTL_MAX_MSG, fds, max_fds, ret_nfds);
+	if (rc == -ECONNRESET)
+		take_last_words(c);
 	if (rc == 0 || rc == -ECONNRESET || rc == -EPIPE) {
 		lc_close_locked(c);
 		snprintf(emsg, cap, "sluiced closed the connection%s%.200s",
@@ -185,8 +215,13 @@ int lc_call_locked(struct sluice_client *c, size_t len, uint32_t req_id, uint16_
 	rc = ipc_ctl_send(c->fd, c->sbuf, len, NULL, 0);
 	if (rc < 0) {
 		if (rc == -EPIPE || rc == -ECONNRESET) {
+			/* it may have said why first (a SHUTDOWN notice: idle, over a limit) */
+			lc_poll_locked(c, 0);
 			lc_close_locked(c);
-			return lc_fail(err, -ECONNRESET, "%s: sluiced closed the connection", what);
+			return lc_fail(err, -ECONNRESET,
+				       "%s: sluiced closed the connection%s%.200s", what,
+				       c->shutdown_seen && c->shutdown_reason[0] ? ": " : "",
+				       c->shutdown_seen ? c->shutdown_reason : "");
 		}
 		return lc_fail(err, rc, "%s: sending: %s", what, strerror(-rc));
 	}

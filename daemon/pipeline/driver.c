@@ -362,6 +362,10 @@ fail_quiet:
 
 int pl_driver_start(struct pl_driver *d, struct io_error *err)
 {
+	if (d->started) {
+		io_error_set(err, "the pipeline's driver has started already");
+		return -EALREADY;
+	}
 	int r = -pthread_create(&d->thread, NULL, driver_main, d);
 	if (r < 0) {
 		io_error_set(err, "cannot start the pipeline's driver thread");

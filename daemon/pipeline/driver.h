@@ -34,7 +34,7 @@ struct pl_driver;
 /* Build the stages (nothing runs yet). The caller keeps plan, pool and dl alive past destroy. */
 int pl_driver_create(const struct pl_driver_opts *opts, struct pl_driver **ret,
 		     struct io_error *err);
-/* Start the driver thread. */
+/* Start the driver thread (once: -EALREADY after). */
 int pl_driver_start(struct pl_driver *d, struct io_error *err);
 /* Stop and join the thread (if started), free the stages. NULL ok. */
 void pl_driver_destroy(struct pl_driver *d);

@@ -128,7 +128,7 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 		.start = p->start,
 	};
 	r = pl_driver_create(&dro, &p->drv, err);
-	if (r == 0)
+	if (r == 0 && !o.defer_start)
 		r = pl_driver_start(p->drv, err);
 	if (r < 0)
 		goto fail;
@@ -139,6 +139,11 @@ fail:
 		io_error_set(err, "out of memory");
 	pl_pipeline_destroy(p);
 	return r;
+}
+
+int pl_pipeline_start(struct pl_pipeline *p, struct io_error *err)
+{
+	return pl_driver_start(p->drv, err);
 }
 
 void pl_pipeline_destroy(struct pl_pipeline *p)

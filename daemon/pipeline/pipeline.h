@@ -71,6 +71,12 @@ struct pl_pipeline_opts {
 	void (*deliver)(void *ctx, struct pl_batch *b);
 	void (*end)(void *ctx, int rc, const struct io_error *err);
 	void *deliver_ctx;
+	/*
+	 * Create without starting: nothing runs, and no callback is called, until
+	 * pl_pipeline_start(). For a caller whose deliver and end callbacks need what it makes
+	 * from the pipeline (its schema, its batch size) first: sluiced's ring.
+	 */
+	bool defer_start;
 };
 
 void pl_pipeline_opts_init(struct pl_pipeline_opts *opts);
@@ -82,6 +88,11 @@ void pl_pipeline_opts_init(struct pl_pipeline_opts *opts);
  */
 int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts *opts,
 		       struct pl_pipeline **ret_p, struct io_error *err);
+/*
+ * Start a pipeline created with defer_start. -EALREADY (it has started: without defer_start,
+ * or a second call), -EAGAIN (no thread); err says which.
+ */
+int pl_pipeline_start(struct pl_pipeline *p, struct io_error *err);
 /* Stops the driver and the pipeline's pool tasks, frees every batch not yet released. NULL ok. */
 void pl_pipeline_destroy(struct pl_pipeline *p);
 

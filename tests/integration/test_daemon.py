@@ -10,8 +10,10 @@ import ctypes
 import json
 import os
 import pwd
+import resource
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -67,7 +69,7 @@ def spec(data, name=None, epochs=1, batch=10, **args):
 
 
 class Daemon:
-    def __init__(self, tmp, conf, extra=(), env=None, cwd=None):
+    def __init__(self, tmp, conf, extra=(), env=None, cwd=None, preexec_fn=None):
         self.sock = os.path.join(tmp, "sluice.sock")
         self.notify = os.path.join(tmp, "notify")
         self.ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -79,7 +81,7 @@ class Daemon:
         self.log = open(os.path.join(tmp, "sluiced.log"), "a")
         self.p = subprocess.Popen([os.environ["SLUICED"], "--socket", self.sock, "--config-dir",
                                    conf, "--workers", "2", "--pipeline-memory", "8M"] + list(extra),
-                                  env=env, stderr=self.log, cwd=cwd)
+                                  env=env, stderr=self.log, cwd=cwd, preexec_fn=preexec_fn)
         self.ready = b"READY=1" in self.ns.recv(4096)
 
     def stop(self, sig=signal.SIGTERM):
@@ -531,6 +533,344 @@ def check_stage_stats(flat, records, files, batches):
           "stats --json: \"stages\" nests the same counters by stage (%s)" % sorted(nested))
 
 
+def write_one_file(d, contents, compression=None):
+    """A dataset of one file of these bytes, and its manifest (an int64 "id" per record)."""
+    os.makedirs(d)
+    with open(os.path.join(d, "part-0.tfrecords"), "wb") as f:
+        f.write(contents)
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump({"compression": compression, "allow_var_len": False, "features": [
+            {"name": "id", "dtype": "int64", "shape": [], "deserialize_type": "int"}]}, f)
+
+
+def bad_inputs():
+    """(name, compression, the file's bytes, what its error says): files a pipeline fails on
+    under on_corrupt "fail"; most fail at their first record, before the engine's first batch."""
+    ex_pb2, _ = common.protos()
+    good = []
+    for i in range(5):
+        ex = ex_pb2.Example()
+        ex.features.feature["id"].int64_list.value.append(i)
+        good.append(common.frame(ex.SerializeToString()))
+    head = b"".join(good)
+    huge = struct.pack("<Q", 3000000000)  # over the 256 MiB limit, its length CRC right
+    huge += struct.pack("<I", common.masked_crc(huge)) + b"\0" * 1000
+    bad_len_crc = bytearray(good[0])
+    bad_len_crc[8] ^= 0xff
+    bad_data_crc = bytearray(good[0])
+    bad_data_crc[-1] ^= 0xff
+    gz = lambda b: common.compress(b, "gzip")  # noqa: E731
+    return [
+        ("huge-gzip", "gzip", gz(huge), "length 3000000000 exceeds the limit"),
+        ("huge", None, huge, "length 3000000000 exceeds the limit"),
+        ("huge-late", "gzip", gz(head + huge), "length 3000000000 exceeds the limit"),
+        ("truncated", None, good[0][:-6], "runs past the end of the file"),
+        ("truncated-gzip", "gzip", gz(head)[:-30], "truncated"),
+        ("length-crc", None, bytes(bad_len_crc), "header CRC mismatch"),
+        ("data-crc", "gzip", gz(bytes(bad_data_crc)), "data CRC mismatch"),
+        ("undecodable", None, common.frame(b"\xff" * 6),  # a tag varint of 6 bytes
+         "tag varint longer than 5 bytes"),
+    ]
+
+
+def reader_loadable():
+    """Whether libsluice.so loads into this python (a sanitizer build's does not)."""
+    lib = os.path.join(os.environ["SLUICE_BUILD_DIR"], "libclient", "libsluice.so")
+    return os.path.exists(lib) and subprocess.run(
+        [sys.executable, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", lib],
+        capture_output=True).returncode == 0
+
+
+PY_READER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import sluice
+try:
+    n = sum(1 for _ in sluice.attach(spec=sys.argv[3], socket=sys.argv[2]))
+    print("END after %d batches" % n)
+except sluice.SluiceError as e:
+    print("ERROR %s" % e.strerror)
+"""
+
+
+def test_errors_reach_readers(tmp, data):
+    """Issue 19: every error that fails a pipeline under the daemon reaches each of its readers
+    (sluicectl drain, over libsluice's sluice_next, and Python's sluice) with the message
+    `sluicectl run` gives, the pipeline is listed as failed, and the daemon and its other
+    pipelines go on. A first record that fails came before the engine's first batch: the
+    engine used to end before its ring was made, and nobody was told (the reader hung, list
+    said running). Rings allocated whole at their start (--ring-commit all) take longer to make
+    than such an engine takes to fail: that race was lost every time."""
+    conf = os.path.join(tmp, "conf-errors")
+    os.makedirs(conf)
+    d = Daemon(tmp, conf, ["--pipeline-memory", "16M", "--ring-commit", "all"])
+    py = reader_loadable()
+    if not py:
+        print("SKIP the Python readers of failed pipelines: libsluice.so cannot be loaded here")
+    pkg = os.path.join(os.environ.get("SLUICE_SRC_DIR", os.path.join(HERE, "..", "..")),
+                       "libclient", "python")
+    names = []
+    try:
+        for name, comp, contents, cause in bad_inputs():
+            data_dir = os.path.join(tmp, "bad-" + name)
+            write_one_file(data_dir, contents, comp)
+            paths = []
+            for who, seed in (("c", 1), ("py", 2)):  # a pipeline each: each starts its own
+                s = spec(data_dir, name="bad-%s-%s" % (name, who), batch=2, seed=seed,
+                         on_corrupt="fail", primary_features=[{"from_name": "id",
+                                                               "to_name": "id"}])
+                paths.append(os.path.join(tmp, "bad-%s-%s.json" % (name, who)))
+                with open(paths[-1], "w") as f:
+                    json.dump(s, f)
+                names.append(s["name"])
+            ref = ctl(d, "run", paths[0])
+            want = ref.stderr.strip().split("sluicectl: run: ", 1)[-1]
+            check(ref.returncode == 1 and data_dir in want and cause in want,
+                  "%s: sluicectl run fails naming the file and the cause (%s)" % (name, want))
+            try:
+                r = ctl(d, "drain", paths[0], timeout=30)
+                got, rc = r.stderr.strip(), r.returncode
+            except subprocess.TimeoutExpired:
+                got, rc = "no error within 30 s", None
+            check(rc == 1 and want in got,
+                  "%s: sluicectl drain gets the pipeline's error, as run gives it (%s)" % (
+                      name, got[-300:]))
+            if py:
+                try:
+                    r = subprocess.run([sys.executable, "-c", PY_READER, pkg, d.sock, paths[1]],
+                                       capture_output=True, text=True, timeout=30)
+                    got = (r.stdout + r.stderr).strip()
+                except subprocess.TimeoutExpired:
+                    got = "no error within 30 s"
+                want_py = want.replace("bad-%s-c" % name, "bad-%s-py" % name)
+                check(got.startswith("ERROR ") and want_py in got,
+                      "%s: a Python reader gets it too (%s)" % (name, got[-300:]))
+        listed = ctl(d, "list", timeout=30)
+        rows = {ln.split()[0]: ln.split()[1] for ln in listed.stdout.splitlines()[1:]
+                if len(ln.split()) > 1}
+        check(listed.returncode == 0 and all(rows.get(n) == "failed" for n in names),
+              "every pipeline that failed is listed as failed: %s" % {
+                  n: rows.get(n) for n in names if rows.get(n) != "failed"})
+        hp = os.path.join(tmp, "healthy.json")
+        with open(hp, "w") as f:
+            json.dump(spec(data, name="healthy", epochs=1, seed=77), f)
+        r, lines = drain_json(d, hp)
+        check(r.returncode == 0 and sorted(ids_of(lines)) == list(range(N_FILES * PER_FILE)),
+              "... and a healthy pipeline on the same daemon delivers every record (%s)" %
+              r.stderr.strip()[-200:])
+    finally:
+        rc = d.stop()
+    check(rc == 0, "sluiced with failed pipelines stops cleanly (exit %s)" % rc)
+
+
+def cpu_seconds(pid):
+    """A process's user + system CPU time so far (/proc/PID/stat), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def open_idle(path, n):
+    """n connections to the socket that never say a word."""
+    conns = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(path)
+        conns.append(s)
+    return conns
+
+
+def log_since(before):
+    with open(os.path.join(before[0], "sluiced.log")) as f:
+        f.seek(before[1])
+        return f.read().splitlines()
+
+
+def log_mark(tmp):
+    log = os.path.join(tmp, "sluiced.log")
+    return (tmp, os.path.getsize(log) if os.path.exists(log) else 0)
+
+
+def test_fd_limit(tmp):
+    """Issue 19, item 4: at its file-descriptor limit (64 here, 100 idle connections) sluiced
+    used to spin on the readable listening socket (a core's worth of CPU, nothing logged) and
+    never answer a new client. Now it takes each new connection: the connection silent longest
+    (a second or more) makes room for it, else it is closed at once with the reason; the log
+    says so once. `sluicectl list` is polled until it answers (its first tries come before any
+    idle connection has been silent a second: refused, saying why)."""
+    conf = os.path.join(tmp, "conf-fds")
+    os.makedirs(conf)
+    mark = log_mark(tmp)
+    d = Daemon(tmp, conf, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                                  (64, 64)))
+    conns = []
+    try:
+        cpu0, t0 = cpu_seconds(d.p.pid), time.monotonic()
+        conns = open_idle(d.sock, 100)
+        refusals, answered, why = [], False, ""
+        while not answered and time.monotonic() - t0 < 20:  # the condition itself, polled
+            try:
+                r = ctl(d, "list", timeout=10)
+            except subprocess.TimeoutExpired:
+                why = "no answer within 10 s"
+                break
+            answered, why = r.returncode == 0, r.stderr.strip()
+            if not answered:
+                refusals.append(why)
+                time.sleep(0.05)
+        wall, cpu = time.monotonic() - t0, cpu_seconds(d.p.pid) - cpu0
+        alive = d.p.poll() is None
+    finally:
+        for c in conns:
+            c.close()
+        rc = d.stop()
+    check(answered and wall < 10,
+          "at its fd limit with 100 idle connections, sluiced answers sluicectl list (after "
+          "%.1f s, %d refusals; %s)" % (wall, len(refusals), why[-200:]))
+    check(all("at its limit of 64 open files" in x for x in refusals),
+          "a connection refused at the limit is told why (%s)" % refusals[:1])
+    check(cpu < 0.25 * wall,
+          "... without spinning: %.2f s of CPU in %.2f s" % (cpu, wall))
+    said = [x for x in log_since(mark) if "limit of 64 open files" in x]
+    check(len(said) == 1, "the limit is logged once: %s" % said)
+    check(alive and rc == 0, "... and sluiced goes on, and stops cleanly (exit %s)" % rc)
+
+
+HOLDER = r"""
+import socket, sys
+conns = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(sys.argv[1])
+    conns.append(s)
+print("OPEN", len(conns), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_user_connections(tmp):
+    """--user-connections: a uid other than root holds at most N connections; one more is
+    refused with a message that says so, root is not counted, and the uid connects again once
+    its connections are gone."""
+    try:
+        pw = pwd.getpwnam("nobody")
+    except KeyError:
+        print("SKIP --user-connections: no user nobody")
+        return
+    if os.geteuid() != 0:
+        print("SKIP --user-connections: needs root to run clients as nobody")
+        return
+    conf = os.path.join(tmp, "conf-cap")
+    os.makedirs(conf)
+    os.chmod(tmp, 0o755)
+    mark = log_mark(tmp)
+    d = Daemon(tmp, conf, ["--user-connections", "3"])
+    holder = None
+    try:
+        # three connections of nobody's, taken before the fourth (the listen queue is FIFO)
+        holder = subprocess.Popen(["setpriv", "--reuid", str(pw.pw_uid), "--regid",
+                                   str(pw.pw_gid), "--clear-groups", sys.executable, "-c",
+                                   HOLDER, d.sock, "3"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        line = holder.stdout.readline()
+        check(line.startswith("OPEN 3"), "cap: nobody holds 3 connections (%r)" % line)
+        over = ctl(d, "list", user="nobody")
+        root = ctl(d, "list")
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(30)
+        t0 = time.monotonic()
+        while True:  # its connections are closed when the daemon has seen them go
+            again = ctl(d, "list", user="nobody")
+            if again.returncode == 0 or time.monotonic() - t0 > 20:
+                break
+            time.sleep(0.05)
+    finally:
+        if holder and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        rc = d.stop()
+    want = "uid %d has its limit of 3 connections to sluiced (--user-connections)" % pw.pw_uid
+    check(over.returncode == 1 and want in over.stderr,
+          "cap: nobody's fourth connection is refused, saying why (%s)" % over.stderr.strip())
+    check(root.returncode == 0, "cap: root's connections are not counted (%s)" %
+          root.stderr.strip())
+    check(again.returncode == 0, "cap: once its connections are gone, nobody connects again "
+          "(%s)" % again.stderr.strip())
+    said = [x for x in log_since(mark) if "--user-connections" in x]
+    check(len(said) == 1, "cap: the log says it (once): %s" % said)
+    check(rc == 0, "cap: sluiced stops cleanly (exit %s)" % rc)
+
+
+IDLE_READER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import sluice
+r = sluice.attach(sys.argv[3], socket=sys.argv[2])
+print("ATTACHED", flush=True)
+sys.stdin.readline()
+print("ROWS", sum(len(b["id"]) for b in r), flush=True)
+"""
+
+
+def test_idle_timeout(tmp, data):
+    """--idle-timeout: a connection that never sends a request is closed (it gets a SHUTDOWN
+    notice that says why, then EOF), while a reader attached for longer, silent on the socket
+    as readers are, stays attached and reads on."""
+    conf = os.path.join(tmp, "conf-idle")
+    os.makedirs(conf)
+    with open(os.path.join(conf, "idle.json"), "w") as f:
+        json.dump(spec(data, name="idle", epochs=1), f)
+    mark = log_mark(tmp)
+    d = Daemon(tmp, conf, ["--idle-timeout", "1"])
+    reader = None
+    try:
+        if reader_loadable():
+            pkg = os.path.join(os.environ.get("SLUICE_SRC_DIR", os.path.join(HERE, "..", "..")),
+                               "libclient", "python")
+            reader = subprocess.Popen([sys.executable, "-c", IDLE_READER, pkg, d.sock, "idle"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            line = reader.stdout.readline()
+            check(line.startswith("ATTACHED"), "idle: a reader attaches (%r)" % line)
+        else:
+            print("SKIP the attached reader: libsluice.so cannot be loaded here")
+        s = open_idle(d.sock, 1)[0]
+        s.settimeout(30)
+        got, closed = b"", False
+        try:
+            while True:  # the notice, then EOF
+                b = s.recv(4096)
+                if not b:
+                    closed = True
+                    break
+                got += b
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            pass
+        s.close()
+        check(closed and b"--idle-timeout" in got,
+              "idle: a connection that never speaks is closed after --idle-timeout, told why "
+              "(%r)" % got[-120:])
+        if reader:
+            _, flat = stats_of(d, "idle")
+            check(flat.get("readers") == 1, "idle: the reader silent for longer is still "
+                  "attached (readers %s)" % flat.get("readers"))
+            reader.stdin.write("\n")
+            reader.stdin.flush()
+            out = reader.communicate(timeout=60)[0]
+            check(reader.returncode == 0 and "ROWS %d" % (N_FILES * PER_FILE) in out,
+                  "idle: ... and reads every record (%s)" % out.strip()[-200:])
+    finally:
+        if reader and reader.poll() is None:
+            reader.kill()
+            reader.wait()
+        rc = d.stop()
+    said = [x for x in log_since(mark) if "--idle-timeout" in x]
+    check(len(said) == 1, "idle: the log says it: %s" % said)
+    check(rc == 0, "idle: sluiced stops cleanly (exit %s)" % rc)
+
+
 def test_command_line(tmp):
     """sluiced's options: --version, --help, an unknown option, --opt=VALUE."""
     def run(*a):
@@ -756,6 +1096,10 @@ def main():
         test_io_options(tmp, data)
         test_record_cache(tmp, data)
         test_ring_memory(tmp, data)
+        test_errors_reach_readers(tmp, data)
+        test_fd_limit(tmp)
+        test_user_connections(tmp)
+        test_idle_timeout(tmp, data)
         test_command_line(tmp)
         test_relative_paths(tmp, data)
         test_restart(tmp, conf)

@@ -653,6 +653,52 @@ static void test_deliver_destroy(void **state)
 	pl_spec_destroy(spec);
 }
 
+/*
+ * defer_start: nothing runs until pl_pipeline_start (sluiced makes its ring in between): destroyed
+ * unstarted, the end callback never comes; started, the stream is whole; a second start is
+ * refused.
+ */
+static void test_deliver_deferred_start(void **state)
+{
+	struct spec_args a = spec_default();
+	a.batch = 50;
+	struct stream *want = run_all(&a, NULL, true);
+	struct pl_spec *spec = make_spec(&a);
+	for (int start = 0; start < 2; start++) {
+		struct dl d;
+		dl_init(&d);
+		struct pl_pipeline_opts o;
+		struct io_error err = { { 0 } };
+		pl_pipeline_opts_init(&o);
+		o.deliver = dl_deliver;
+		o.end = dl_end;
+		o.deliver_ctx = &d;
+		o.defer_start = true;
+		struct pl_pipeline *p;
+		assert_int_equal(pl_pipeline_create(spec, &o, &p, &err), 0);
+		pthread_mutex_lock(&d.lock);
+		d.p = p;
+		pthread_mutex_unlock(&d.lock);
+		if (start) {
+			assert_int_equal(pl_pipeline_start(p, &err), 0);
+			dl_wait(&d, 0);
+			assert_int_equal(pl_pipeline_start(p, &err), -EALREADY);
+		}
+		pl_pipeline_destroy(p);
+		assert_int_equal(d.ends, start); /* unstarted: not even -ECANCELED */
+		if (start) {
+			assert_int_equal(d.end_rc, 0);
+			assert_int_equal(d.s->n, want->n);
+			assert_same_batches_(want, 0, d.s, true);
+		} else {
+			assert_int_equal(d.s->n, 0);
+		}
+		dl_fini(&d);
+	}
+	pl_spec_destroy(spec);
+	stream_free(want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -670,6 +716,7 @@ int main(void)
 		cmocka_unit_test(test_deliver_stream),
 		cmocka_unit_test(test_deliver_error),
 		cmocka_unit_test(test_deliver_destroy),
+		cmocka_unit_test(test_deliver_deferred_start),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
