@@ -51,7 +51,13 @@ static void usage(FILE *f)
 		   "  --pipeline-memory B  the shared memory of one pipeline's ring (default\n"
 		   "                       256M; more for batches of a known size that need\n"
 		   "                       it: num_prefetch + 2 of them, within --memory)\n"
-		   "  --memory B           all rings' --pipeline-memory together (default 4G)\n"
+		   "  --memory B           all rings' --pipeline-memory together (default half\n"
+		   "                       the memory.max of sluiced's cgroup, else of the host's\n"
+		   "                       memory)\n"
+		   "  --user-pipelines N   pipelines one uid may run, root's not counted\n"
+		   "                       (default 16; 0: no cap)\n"
+		   "  --user-memory B      ring bytes one uid's pipelines may hold (default half\n"
+		   "                       of --memory; 0: no cap)\n"
 		   "  --ring-commit B|all  a ring's memory allocated at its start; it grows with\n"
 		   "                       the batches it holds (default 4M; all: the whole ring)\n"
 		   "  --max-pipelines N    (default 64)   --max-readers N  per pipeline (default "
@@ -108,6 +114,65 @@ static int parse_size(const char *s, uint64_t *ret)
 	return 0;
 }
 
+/* The number in a cgroup file such as memory.max ("max" and errors: UINT64_MAX). */
+static uint64_t read_limit(const char *path)
+{
+	char buf[64];
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return UINT64_MAX;
+	uint64_t v = UINT64_MAX;
+	if (fgets(buf, sizeof(buf), f) && buf[0] >= '0' && buf[0] <= '9')
+		v = strtoull(buf, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/*
+ * The default of --memory: half of the smallest memory.max on sluiced's cgroup v2 path (the
+ * cgroup and its parents: what it may use before the kernel's OOM killer ends it), else half
+ * of the host's memory; from says which. SLUICED_TEST_CGROUP_ROOT stands for /sys/fs/cgroup
+ * (tests).
+ */
+static uint64_t default_memory(char *from, size_t cap)
+{
+	const char *root = getenv("SLUICED_TEST_CGROUP_ROOT");
+	if (!root || !*root)
+		root = "/sys/fs/cgroup";
+	char line[512], path[1024];
+	uint64_t lim = UINT64_MAX;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "0::", 3) != 0)
+			continue; /* cgroup v1 controllers: not read */
+		line[strcspn(line, "\n")] = '\0';
+		for (char *end = line + strlen(line);; *end = '\0') {
+			snprintf(path, sizeof(path), "%s%s/memory.max", root, line + 3);
+			uint64_t v = read_limit(path);
+			if (v < lim)
+				lim = v;
+			end = strrchr(line + 3, '/');
+			if (!end || end == line + 3)
+				break;
+		}
+		snprintf(path, sizeof(path), "%s/memory.max", root);
+		uint64_t v = read_limit(path);
+		if (v < lim)
+			lim = v;
+	}
+	if (f)
+		fclose(f);
+	if (lim != UINT64_MAX) {
+		snprintf(from, cap, "half of the cgroup's memory.max, %llu KiB",
+			 (unsigned long long)(lim >> 10));
+		return lim / 2;
+	}
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t host = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 8ull << 30;
+	snprintf(from, cap, "half of the host's %llu KiB", (unsigned long long)(host >> 10));
+	return host / 2;
+}
+
 #ifndef SLUICE_VERSION
 #define SLUICE_VERSION "unknown"
 #endif
@@ -124,6 +189,8 @@ enum {
 	OPT_RING_SLOTS,
 	OPT_IDLE_TIMEOUT,
 	OPT_USER_CONNECTIONS,
+	OPT_USER_PIPELINES,
+	OPT_USER_MEMORY,
 	OPT_DIRECT_IO,
 	OPT_CACHE_UNCOMPRESSED,
 	OPT_RING_COMMIT,
@@ -149,6 +216,8 @@ static const struct option options[] = {
 	{ "linger", required_argument, NULL, OPT_LINGER },
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 	{ "user-connections", required_argument, NULL, OPT_USER_CONNECTIONS },
+	{ "user-pipelines", required_argument, NULL, OPT_USER_PIPELINES },
+	{ "user-memory", required_argument, NULL, OPT_USER_MEMORY },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -178,7 +247,7 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 				o == ':' ? "needs a value" : "is not an option");
 			return -EINVAL;
 		}
-		if (o >= OPT_WORKERS && o <= OPT_USER_CONNECTIONS && parse_size(optarg, &n) < 0) {
+		if (o >= OPT_WORKERS && o <= OPT_USER_MEMORY && parse_size(optarg, &n) < 0) {
 			fprintf(stderr, "sluiced: --%s: not a number: %s\n", options[idx].name,
 				optarg);
 			return -EINVAL;
@@ -217,6 +286,12 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 			break;
 		case OPT_USER_CONNECTIONS:
 			cfg->user_connections = (unsigned)(n > UINT32_MAX ? UINT32_MAX : n);
+			break;
+		case OPT_USER_PIPELINES:
+			cfg->user_pipelines = (unsigned)(n > UINT32_MAX ? UINT32_MAX : n);
+			break;
+		case OPT_USER_MEMORY:
+			cfg->user_bytes = n;
 			break;
 		case OPT_DIRECT_IO:
 			cfg->direct_io = true;
@@ -361,7 +436,9 @@ int main(int argc, char **argv)
 	struct dmn d = {
 		.reg.cfg = {
 			.pipeline_bytes = 256ull << 20,
-			.total_bytes = 4ull << 30,
+			.total_bytes = UINT64_MAX, /* default_memory() */
+			.user_pipelines = 16,
+			.user_bytes = UINT64_MAX, /* half of --memory */
 			.max_pipelines = 64,
 			.max_readers = IPC_RING_MAX_READERS,
 			.ring_slots = 64,
@@ -379,6 +456,15 @@ int main(int argc, char **argv)
 	int pa = parse_args(argc, argv, &d.reg.cfg);
 	if (pa != 0)
 		return pa < 0 ? 2 : 0;
+	char mem_from[160] = "--memory";
+	if (d.reg.cfg.total_bytes == UINT64_MAX)
+		d.reg.cfg.total_bytes = default_memory(mem_from, sizeof(mem_from));
+	if (d.reg.cfg.pipeline_bytes > d.reg.cfg.total_bytes) {
+		/* a small cgroup: rings grow by use, so a ring as large as the budget is fine */
+		d.reg.cfg.pipeline_bytes = d.reg.cfg.total_bytes;
+	}
+	if (d.reg.cfg.user_bytes == UINT64_MAX)
+		d.reg.cfg.user_bytes = d.reg.cfg.total_bytes / 2;
 	/* Fault injection for tests (daemon/README.md): rings cannot grow past this many bytes. */
 	const char *lim = getenv("SLUICED_TEST_COMMIT_LIMIT");
 	if (lim && *lim && parse_size(lim, &d.reg.cfg.ring_commit_limit) < 0) {
@@ -435,6 +521,10 @@ int main(int argc, char **argv)
 			"they hold more",
 			(unsigned long long)(d.reg.cfg.pipeline_bytes >> 10),
 			(unsigned long long)(d.reg.cfg.ring_commit >> 10));
+	dmn_log("memory: %llu KiB for rings (%s), %llu KiB and %u pipelines per uid other than "
+		"root",
+		(unsigned long long)(d.reg.cfg.total_bytes >> 10), mem_from,
+		(unsigned long long)(d.reg.cfg.user_bytes >> 10), d.reg.cfg.user_pipelines);
 	if (d.reg.cache)
 		dmn_log("record cache: up to %llu KiB of framed records of %s files, shared by "
 			"every "

@@ -562,6 +562,28 @@ static int check_room(struct dmn_registry *d, struct get_ctx *g)
 			 d->cfg.max_pipelines);
 		return -EUSERS;
 	}
+	if (g->req->owner != 0 && g->req->owner != (uid_t)-1 &&
+	    (d->cfg.user_pipelines || d->cfg.user_bytes)) {
+		unsigned n = 0;
+		uint64_t bytes = 0;
+		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
+			if (pl->owner == g->req->owner && !ended_idle(pl)) {
+				n++;
+				bytes += pl->data_bytes;
+			}
+		}
+		if ((d->cfg.user_pipelines && n >= d->cfg.user_pipelines) ||
+		    (d->cfg.user_bytes && bytes + d->cfg.pipeline_bytes > d->cfg.user_bytes)) {
+			snprintf(g->msg, g->msg_cap,
+				 "uid %u's quota: it runs %u pipelines of %u and holds %llu of "
+				 "%llu "
+				 "bytes, a pipeline takes %llu (--user-pipelines, --user-memory)",
+				 (unsigned)g->req->owner, n, d->cfg.user_pipelines,
+				 (unsigned long long)bytes, (unsigned long long)d->cfg.user_bytes,
+				 (unsigned long long)d->cfg.pipeline_bytes);
+			return -EDQUOT;
+		}
+	}
 	if (!reclaim_idle(d, d->cfg.pipeline_bytes)) {
 		snprintf(g->msg, g->msg_cap,
 			 "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "

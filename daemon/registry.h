@@ -49,6 +49,9 @@ struct dmn_config {
 	bool cache_uncompressed; /* ... for uncompressed files too */
 	uint64_t lease_ns;	 /* split/rank: a batch held longer goes to the group (0: never) */
 	uint64_t linger_ns;	 /* an ended pipeline without readers is dropped after this */
+	/* what one uid other than root may hold (0: no cap): pipelines, and their rings' bytes */
+	unsigned user_pipelines;
+	uint64_t user_bytes;
 	/* connections (server.c): one without readers that sends nothing for this long is
 	   closed (0: never); a uid other than root may hold at most this many (0: no cap) */
 	unsigned idle_timeout_s;

@@ -339,6 +339,55 @@ def test_ended_dropped(tmp, data):
         d.stop()
 
 
+def test_memory_and_quotas(tmp, data):
+    """Memory the daemon may use comes from its cgroup (issue 19): with memory.max 64 MiB on its
+    cgroup path (a fake tree: SLUICED_TEST_CGROUP_ROOT), --memory is 32 MiB, said in the log,
+    and a fifth 8 MiB ring is refused with the figures instead of the kernel killing the daemon;
+    a uid other than root runs at most --user-pipelines pipelines (EDQUOT, with its counts)."""
+    with open("/proc/self/cgroup") as f:
+        own = [x.strip()[3:] for x in f if x.startswith("0::")]
+    if not own:
+        print("ok   memory: no cgroup v2 path here (skipped)")
+        return
+    root = os.path.join(tmp, "cgroup")
+    os.makedirs(os.path.join(root, own[0].lstrip("/")), exist_ok=True)
+    with open(os.path.join(root, own[0].lstrip("/"), "memory.max"), "w") as f:
+        f.write("67108864\n")
+    conf = os.path.join(tmp, "conf-quota")
+    os.makedirs(conf)
+    d = Daemon(tmp, conf, ["--user-pipelines", "2"], env={"SLUICED_TEST_CGROUP_ROOT": root})
+    try:
+        outs = []
+        for k in range(5):
+            p = os.path.join(tmp, "quota-%d.json" % k)
+            with open(p, "w") as f:  # endless: they never end, so nothing is dropped
+                json.dump(spec(data, name="q%d" % k, epochs=None, batch=10 + k), f)
+            os.chmod(p, 0o644)
+            outs.append(ctl(d, "register", p))
+        check([r.returncode for r in outs] == [0, 0, 0, 0, 1] and
+              "memory budget: 33554432 of 33554432 bytes" in outs[4].stderr,
+              "memory: 4 rings of 8 MiB fit half of memory.max, the fifth is refused (%s)" %
+              outs[4].stderr.strip()[-200:])
+        with open(os.path.join(tmp, "sluiced.log")) as f:
+            check("memory: 32768 KiB for rings (half of the cgroup's memory.max, 65536 KiB)"
+                  in f.read(), "memory: the budget and where it comes from are logged")
+    finally:
+        d.stop()
+    d = Daemon(tmp, conf, ["--user-pipelines", "2"])
+    try:
+        outs = []
+        for k in range(3):
+            p = os.path.join(tmp, "quota-%d.json" % k)
+            outs.append(ctl(d, "register", p, user="nobody"))
+        check([r.returncode for r in outs] == [0, 0, 1] and "quota" in outs[2].stderr and
+              "runs 2 pipelines of 2" in outs[2].stderr,
+              "quota: nobody's third pipeline is refused (%s)" % outs[2].stderr.strip()[-200:])
+        r = ctl(d, "register", os.path.join(tmp, "quota-2.json"))
+        check(r.returncode == 0, "quota: root is not counted (%s)" % r.stderr.strip()[-200:])
+    finally:
+        d.stop()
+
+
 def stats_of(d, name):
     """`sluicectl stats NAME --json`: the finished process and its stats ({} if not JSON)."""
     st = ctl(d, "stats", name, "--json")
@@ -1091,6 +1140,7 @@ def main():
         check(rc == 0, "sluiced stops cleanly (exit %s)" % rc)
         test_budget(tmp, data)
         test_ended_dropped(tmp, data)
+        test_memory_and_quotas(tmp, data)
         test_state_resume(tmp, data)
         test_resume_by_name(tmp, data)
         test_io_options(tmp, data)
