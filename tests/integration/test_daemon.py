@@ -671,7 +671,8 @@ def test_errors_reach_readers(tmp, data):
                 paths.append(os.path.join(tmp, "bad-%s-%s.json" % (name, who)))
                 with open(paths[-1], "w") as f:
                     json.dump(s, f)
-                names.append(s["name"])
+                if who == "c" or py:  # the Python one runs only where it can load
+                    names.append(s["name"])
             ref = ctl(d, "run", paths[0])
             want = ref.stderr.strip().split("sluicectl: run: ", 1)[-1]
             check(ref.returncode == 1 and data_dir in want and cause in want,
