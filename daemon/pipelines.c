@@ -445,6 +445,8 @@ void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl)
 	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
 		free(pl->moved[i].state);
 	free(pl->resv);
+	free(pl->reader_uids);
+	free(pl->reader_gids);
 	free(pl->spec_json);
 	free(pl->spec_dir);
 	free(pl->start_state);
@@ -621,6 +623,25 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 	}
 	pl->private_ = g->private_;
 	pl->last_used = dmn_now_ns();
+	bool ids_ok = true;
+	if (g->spec->n_reader_uids) {
+		pl->reader_uids = calloc(g->spec->n_reader_uids, sizeof(uint32_t));
+		ids_ok = pl->reader_uids != NULL;
+		if (ids_ok) {
+			memcpy(pl->reader_uids, g->spec->reader_uids,
+			       g->spec->n_reader_uids * sizeof(uint32_t));
+			pl->n_reader_uids = g->spec->n_reader_uids;
+		}
+	}
+	if (ids_ok && g->spec->n_reader_gids) {
+		pl->reader_gids = calloc(g->spec->n_reader_gids, sizeof(uint32_t));
+		ids_ok = pl->reader_gids != NULL;
+		if (ids_ok) {
+			memcpy(pl->reader_gids, g->spec->reader_gids,
+			       g->spec->n_reader_gids * sizeof(uint32_t));
+			pl->n_reader_gids = g->spec->n_reader_gids;
+		}
+	}
 	pthread_mutex_init(&pl->lock, NULL);
 	pthread_cond_init(&pl->attach_cond, NULL);
 	atomic_init(&pl->stop, false);
@@ -630,7 +651,7 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 		memcpy(pl->start_state, q->state, q->state_len);
 		pl->start_state_len = q->state_len;
 	}
-	if (!pl->spec_json || (q->spec_dir && !pl->spec_dir) ||
+	if (!ids_ok || !pl->spec_json || (q->spec_dir && !pl->spec_dir) ||
 	    (q->state_len && !pl->start_state)) {
 		dmn_pipeline_destroy(NULL, pl);
 		return NULL;

@@ -75,6 +75,9 @@ struct dmn_pipeline {
 	char name[IPC_CTL_NAME_MAX + 1];
 	uint8_t fp[16];
 	uid_t owner; /* who registered it; (uid_t)-1: the host's config dir (anyone) */
+	/* who else may read it (the spec's "readers"): uids, and gids any of the caller's is in */
+	uint32_t *reader_uids, *reader_gids;
+	size_t n_reader_uids, n_reader_gids;
 	bool from_config;
 	bool private_; /* started at a reader's saved state: not shared by fingerprint, not
 			  found by name, stopped when its last reader goes */

@@ -346,9 +346,45 @@ void dmn_conn_close(struct dmn *d, struct dmn_conn *c)
 }
 
 /* Who may read a pipeline: its owner, root, and anyone for the host's config-dir pipelines. */
+/* Whether the caller is in group gid: its primary group or one of /proc/PID/status's Groups. */
+static bool in_group(const struct dmn_conn *c, uint32_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)c->pid);
+	FILE *f = fopen(path, "re");
+	bool in = false;
+	while (f && !in && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "Groups:", 7) != 0)
+			continue;
+		for (char *p = line + 7, *end; *p; p = end) {
+			unsigned long g = strtoul(p, &end, 10);
+			if (end == p)
+				break;
+			in = g == gid;
+			if (in)
+				break;
+		}
+		break;
+	}
+	if (f)
+		fclose(f);
+	return in;
+}
+
+/* Its owner, root, the config dir's (anyone), and whom its spec's "readers" names. */
 static bool may_read(const struct dmn_conn *c, const struct dmn_pipeline *pl)
 {
-	return c->uid == 0 || pl->owner == (uid_t)-1 || pl->owner == c->uid;
+	if (c->uid == 0 || pl->owner == (uid_t)-1 || pl->owner == c->uid)
+		return true;
+	for (size_t i = 0; i < pl->n_reader_uids; i++)
+		if (pl->reader_uids[i] == (uint32_t)c->uid)
+			return true;
+	for (size_t i = 0; i < pl->n_reader_gids; i++)
+		if (in_group(c, pl->reader_gids[i]))
+			return true;
+	return false;
 }
 
 static const char *mode_name(unsigned m)

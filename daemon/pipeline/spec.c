@@ -477,7 +477,50 @@ static int check_rules(const struct jsonmsg_ctx *c, const json_t *args, struct p
 
 /* ---- top level ---- */
 
-static const char *const top_keys[] = { "name", "type", "args" };
+static const char *const top_keys[] = { "name", "type", "args", "readers" };
+static const char *const readers_keys[] = { "uids", "gids" };
+#define MAX_READER_IDS 256
+
+/* "readers": {"uids": [N...], "gids": [N...]} */
+static int parse_readers(const struct jsonmsg_ctx *c, const json_t *o, struct pl_spec *s)
+{
+	const char *key;
+	const json_t *v;
+	char sub[PATH_LEN], el[PATH_LEN + 24];
+	int r = jsonmsg_get_object(c, o, "readers");
+	if (r < 0)
+		return r;
+	json_object_foreach ((json_t *)o, key, v) {
+		int k = jsonmsg_key_index(key, readers_keys, ARRAY_LEN(readers_keys));
+		if (k < 0)
+			return jsonmsg_unknown_key(c, "readers", key, "uids, gids");
+		jsonmsg_path_key(sub, sizeof(sub), "readers", key);
+		if (!json_is_array(v) || json_array_size(v) > MAX_READER_IDS) {
+			char buf[DESCRIBE_MAX + 8];
+			return jsonmsg_fail(c, sub, "expected a list of at most %d ids, got %s",
+					    MAX_READER_IDS, jsonmsg_describe(v, buf, sizeof(buf)));
+		}
+		uint32_t **ids = k == 0 ? &s->reader_uids : &s->reader_gids;
+		size_t *n = k == 0 ? &s->n_reader_uids : &s->n_reader_gids;
+		free(*ids);
+		*n = 0;
+		*ids = calloc(json_array_size(v) + 1, sizeof(**ids));
+		if (!*ids)
+			return jsonmsg_oom(c);
+		size_t i;
+		const json_t *x;
+		json_array_foreach (v, i, x) {
+			int64_t id;
+			snprintf(el, sizeof(el), "%s[%zu]", sub, i);
+			/* (uid_t)-1 is no one's */
+			r = pl_spec_get_int(c, x, el, 0, UINT32_MAX - 1, 0, &id);
+			if (r < 0)
+				return r;
+			(*ids)[(*n)++] = (uint32_t)id;
+		}
+	}
+	return 0;
+}
 
 static int parse_args(const struct jsonmsg_ctx *c, const json_t *args, struct pl_spec *s)
 {
@@ -543,8 +586,11 @@ static int parse_spec(const struct jsonmsg_ctx *c, const json_t *root, struct pl
 			r = jsonmsg_get_object(c, v, "args");
 			args = v;
 			break;
+		case 3:
+			r = parse_readers(c, v, s);
+			break;
 		default:
-			r = jsonmsg_unknown_key(c, "", key, "name, type, args");
+			r = jsonmsg_unknown_key(c, "", key, "name, type, args, readers");
 		}
 		if (r < 0)
 			return r;
@@ -668,6 +714,8 @@ void pl_spec_destroy(struct pl_spec *s)
 	if (!s)
 		return;
 	free(s->name);
+	free(s->reader_uids);
+	free(s->reader_gids);
 	free(s->data_dir);
 	free(s->pattern);
 	free(s->manifest_file);

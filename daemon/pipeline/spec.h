@@ -195,6 +195,13 @@ struct pl_padding {
 
 struct pl_spec {
 	char *name; /* NULL when absent */
+	/*
+	 * Who besides its owner and root may read it under sluiced ("readers": {"uids": [...],
+	 * "gids": [...]}: a team's jobs under different users share one pipeline). Not part of
+	 * the fingerprint: it changes no batch.
+	 */
+	uint32_t *reader_uids, *reader_gids;
+	size_t n_reader_uids, n_reader_gids;
 	enum pl_loader_type type;
 
 	enum pl_dataset_type dataset_type;

@@ -264,6 +264,25 @@ def test_access_and_garbage(d, tmp, data):
         r = ctl(d, "drain", "mine", "--batches", "1", user="nobody")
         check(r.returncode == 1 and "permission denied" in r.stderr.lower(),
               "another uid (nobody) gets EACCES: %s" % r.stderr.strip()[:200])
+        # the spec's "readers" lets a team's other users in: by uid, by group
+        nobody = pwd.getpwnam("nobody")
+        for k, (who, readers) in enumerate((("by-uid", {"uids": [nobody.pw_uid]}),
+                                            ("by-gid", {"gids": [nobody.pw_gid]}))):
+            p = os.path.join(tmp, "team-%s.json" % who)
+            with open(p, "w") as f:
+                json.dump(dict(spec(data, name="team-" + who, epochs=1, batch=23 + k),
+                               readers=readers), f)
+            r = ctl(d, "register", p)
+            check(r.returncode == 0, "readers %s: registered (%s)" % (who, r.stderr.strip()))
+            r = ctl(d, "drain", "team-" + who, "--batches", "1", user="nobody")
+            check(r.returncode == 0, "readers %s: nobody may read it (%s)" % (
+                who, r.stderr.strip()[:200]))
+        p = os.path.join(tmp, "team-bad.json")
+        with open(p, "w") as f:
+            json.dump(dict(spec(data, name="team-bad"), readers={"uids": ["nobody"]}), f)
+        r = ctl(d, "register", p)
+        check(r.returncode == 1 and "readers.uids[0]" in r.stderr,
+              "readers: a bad id is named by its JSON path (%s)" % r.stderr.strip()[:200])
     except (KeyError, FileNotFoundError, PermissionError) as e:
         print("SKIP access test: %s" % e)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
