@@ -144,21 +144,18 @@ static uint64_t default_memory(char *from, size_t cap)
 	FILE *f = fopen("/proc/self/cgroup", "re");
 	while (f && fgets(line, sizeof(line), f)) {
 		if (strncmp(line, "0::", 3) != 0)
-			continue; /* cgroup v1 controllers: not read */
-		line[strcspn(line, "\n")] = '\0';
-		for (char *end = line + strlen(line);; *end = '\0') {
-			snprintf(path, sizeof(path), "%s%s/memory.max", root, line + 3);
+			continue;    /* cgroup v1 controllers: not read */
+		char *cg = line + 3; /* "/system.slice/sluiced.service": it, then each parent */
+		cg[strcspn(cg, "\n")] = '\0';
+		for (char *slash;; *slash = '\0') {
+			snprintf(path, sizeof(path), "%s%s/memory.max", root, cg);
 			uint64_t v = read_limit(path);
 			if (v < lim)
 				lim = v;
-			end = strrchr(line + 3, '/');
-			if (!end || end == line + 3)
-				break;
+			slash = strrchr(cg, '/');
+			if (!slash || slash == cg)
+				break; /* the root cgroup has no memory.max */
 		}
-		snprintf(path, sizeof(path), "%s/memory.max", root);
-		uint64_t v = read_limit(path);
-		if (v < lim)
-			lim = v;
 	}
 	if (f)
 		fclose(f);

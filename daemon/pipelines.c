@@ -597,6 +597,19 @@ static int check_room(struct dmn_registry *d, struct get_ctx *g)
 	return 0;
 }
 
+/* A copy of the n ids (none: NULL); false when out of memory. */
+static bool ids_dup(const uint32_t *ids, size_t n, uint32_t **ret, size_t *ret_n)
+{
+	if (!n)
+		return true;
+	*ret = malloc(n * sizeof(*ids));
+	if (!*ret)
+		return false;
+	memcpy(*ret, ids, n * sizeof(*ids));
+	*ret_n = n;
+	return true;
+}
+
 /* A new struct dmn_pipeline for the request (not started), or NULL (out of memory). */
 static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 {
@@ -623,25 +636,10 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 	}
 	pl->private_ = g->private_;
 	pl->last_used = dmn_now_ns();
-	bool ids_ok = true;
-	if (g->spec->n_reader_uids) {
-		pl->reader_uids = calloc(g->spec->n_reader_uids, sizeof(uint32_t));
-		ids_ok = pl->reader_uids != NULL;
-		if (ids_ok) {
-			memcpy(pl->reader_uids, g->spec->reader_uids,
-			       g->spec->n_reader_uids * sizeof(uint32_t));
-			pl->n_reader_uids = g->spec->n_reader_uids;
-		}
-	}
-	if (ids_ok && g->spec->n_reader_gids) {
-		pl->reader_gids = calloc(g->spec->n_reader_gids, sizeof(uint32_t));
-		ids_ok = pl->reader_gids != NULL;
-		if (ids_ok) {
-			memcpy(pl->reader_gids, g->spec->reader_gids,
-			       g->spec->n_reader_gids * sizeof(uint32_t));
-			pl->n_reader_gids = g->spec->n_reader_gids;
-		}
-	}
+	bool ids_ok = ids_dup(g->spec->reader_uids, g->spec->n_reader_uids, &pl->reader_uids,
+			      &pl->n_reader_uids) &&
+		      ids_dup(g->spec->reader_gids, g->spec->n_reader_gids, &pl->reader_gids,
+			      &pl->n_reader_gids);
 	pthread_mutex_init(&pl->lock, NULL);
 	pthread_cond_init(&pl->attach_cond, NULL);
 	atomic_init(&pl->stop, false);

@@ -64,7 +64,8 @@ struct dmn {
 	struct dmn_notice fd_limit, accept_error, over_cap, idle;
 };
 
-/* The server's own descriptors (the spare one); call once before serving. */
+/* conns.c: admitting connections. The server's own descriptors (the spare one); call once
+   before serving. */
 void dmn_server_init(struct dmn *d);
 void dmn_server_fini(struct dmn *d);
 /*
@@ -74,12 +75,16 @@ void dmn_server_fini(struct dmn *d);
 int dmn_conn_accept(struct dmn *d);
 /* Tell the client why its connection is closed (a SHUTDOWN notice: libsluice reports it). */
 void dmn_conn_say_bye(int fd, const char *why);
+/* c goes: it no longer counts against its uid's --user-connections. */
+void dmn_conn_uncount(struct dmn *d, const struct dmn_conn *c);
+/* The clock's work (every tick): idle connections closed, paused accepting resumed. */
+void dmn_server_tick(struct dmn *d, uint64_t now_ms);
+
+/* server.c: requests and readers. */
 /* Handle what arrived on c; returns < 0 when the connection must be closed. */
 int dmn_conn_input(struct dmn *d, struct dmn_conn *c);
 void dmn_conn_close(struct dmn *d, struct dmn_conn *c);
 /* Every pipeline's releases taken in; readers whose control block is corrupt evicted. */
 void dmn_server_collect(struct dmn *d);
-/* The clock's work (every tick): idle connections closed, paused accepting resumed. */
-void dmn_server_tick(struct dmn *d, uint64_t now_ms);
 
 #endif

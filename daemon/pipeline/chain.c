@@ -33,6 +33,7 @@ struct pl_chain {
 	struct pl_store store;
 	struct pl_worker_scratch *ws; /* records decoded on the driver */
 	uint8_t *proj;		      /* a record projected for the cache */
+	uint64_t data_bytes;	      /* of the files it reads (its shard's) */
 	size_t proj_cap;
 	uint64_t epoch;
 	atomic_bool stop;
@@ -311,7 +312,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.project = project,
 		.project_ctx = c,
 		.proj_key = c->plan->proj_fp,
-		.dataset_bytes = dataset_bytes(c->plan),
+		.dataset_bytes = c->data_bytes,
 		.st = &c->st[PL_STAGE_FRAME],
 		.tot = &c->frame_tot,
 		.prof = c->o.prof,
@@ -345,6 +346,7 @@ int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, str
 		return -ENOMEM;
 	c->o = *opts;
 	c->plan = plan;
+	c->data_bytes = dataset_bytes(plan);
 	atomic_init(&c->stop, false);
 	struct pl_files_opts fo = {
 		.files = plan->files,
@@ -459,8 +461,7 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 	ret->cache_filled = c->frame_tot.cache_filled;
 	ret->cache_followed = c->frame_tot.cache_followed;
 	ret->cache_fallbacks = c->frame_tot.cache_fallbacks;
-	ret->cache_need =
-		use_cache(c) ? pl_frame_cache_need(&c->frame_tot, dataset_bytes(c->plan)) : 0;
+	ret->cache_need = use_cache(c) ? pl_frame_cache_need(&c->frame_tot, c->data_bytes) : 0;
 	ret->cache_fits = !use_cache(c) || ret->cache_need <= pl_cache_budget(c->o.cache);
 	ret->copied_bytes = c->store.copied_bytes;
 }
