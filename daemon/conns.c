@@ -234,7 +234,10 @@ int dmn_conn_accept(struct dmn *d)
 	}
 	c->fd = fd;
 	c->last_ms = dmn_now_ms();
-	if (ipc_ctl_peer_cred(fd, &c->uid, &c->gid, &c->pid) < 0) {
+	int gr = ipc_ctl_peer_cred(fd, &c->uid, &c->gid, &c->pid);
+	if (gr == 0) /* an older kernel: no supplementary groups, so no rights through them */
+		gr = ipc_ctl_peer_groups(fd, &c->groups, &c->n_groups) == -ENOMEM ? -ENOMEM : 0;
+	if (gr < 0) {
 		close(fd);
 		free(c);
 		return 1;
@@ -243,6 +246,7 @@ int dmn_conn_accept(struct dmn *d)
 	unsigned *n = c->uid != 0 && cap ? uid_conns(d, c->uid, true) : NULL;
 	if (c->uid != 0 && cap && !n) { /* out of memory: it could not be counted */
 		close(fd);
+		free(c->groups);
 		free(c);
 		return 1;
 	}
@@ -257,12 +261,14 @@ int dmn_conn_accept(struct dmn *d)
 				more_text(mb, sizeof(mb), more));
 		dmn_conn_say_bye(fd, bye);
 		close(fd);
+		free(c->groups);
 		free(c);
 		return 1;
 	}
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 	if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		close(fd);
+		free(c->groups);
 		free(c);
 		return 1;
 	}

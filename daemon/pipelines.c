@@ -330,12 +330,58 @@ static void pub_end(void *ctx, int rc, const struct io_error *err)
 
 /* ---- registry ---- */
 
-struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name)
+static bool in_group(const struct io_creds *who, uint32_t gid)
 {
-	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
-		if (!pl->private_ && strcmp(pl->name, name) == 0)
+	if (who->gid == gid)
+		return true;
+	for (size_t i = 0; i < who->n_groups; i++)
+		if (who->groups[i] == gid)
+			return true;
+	return false;
+}
+
+bool dmn_may_read(const struct dmn_pipeline *pl, const struct io_creds *who)
+{
+	if (!who || who->uid == 0 || pl->owner == (uid_t)-1 || pl->owner == who->uid)
+		return true;
+	for (size_t i = 0; i < pl->n_reader_uids; i++)
+		if (pl->reader_uids[i] == (uint32_t)who->uid)
+			return true;
+	for (size_t i = 0; i < pl->n_reader_gids; i++)
+		if (in_group(who, pl->reader_gids[i]))
+			return true;
+	return false;
+}
+
+/* Names belong to their owner: root's and the config dir's are the host's, one namespace. */
+static uid_t name_space(uid_t owner)
+{
+	return owner == 0 ? (uid_t)-1 : owner;
+}
+
+struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name,
+				       const struct io_creds *who, bool any_owner,
+				       bool *ret_hidden)
+{
+	uid_t mine = name_space(who ? who->uid : (uid_t)-1);
+	struct dmn_pipeline *host = NULL, *other = NULL;
+	bool hidden = false;
+	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
+		if (pl->private_ || strcmp(pl->name, name) != 0)
+			continue;
+		uid_t ns = name_space(pl->owner);
+		if (ns == mine)
 			return pl;
-	return NULL;
+		if (!dmn_may_read(pl, who))
+			hidden = true;
+		else if (ns == (uid_t)-1)
+			host = pl;
+		else if (!other && (any_owner || mine != (uid_t)-1))
+			other = pl; /* root never reaches a user's name by chance: no squatting */
+	}
+	if (ret_hidden)
+		*ret_hidden = !host && !other && hidden;
+	return host ? host : other;
 }
 
 /* Take pl off the registry and destroy it (why: for the log). */
@@ -447,6 +493,9 @@ void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl)
 	free(pl->resv);
 	free(pl->reader_uids);
 	free(pl->reader_gids);
+	if (pl->creds)
+		io_creds_clear(pl->creds);
+	free(pl->creds);
 	free(pl->spec_json);
 	free(pl->spec_dir);
 	free(pl->start_state);
@@ -503,7 +552,7 @@ static int parse_spec(struct get_ctx *g)
 		snprintf(g->msg, g->msg_cap, "out of memory");
 		return -ENOMEM;
 	}
-	r = pl_spec_fingerprint(g->spec, g->fp, &e);
+	r = pl_spec_fingerprint(g->spec, q->creds, g->fp, &e);
 	if (r < 0) {
 		snprintf(g->msg, g->msg_cap, "%s: %s", q->origin, e.msg);
 		return r;
@@ -529,6 +578,9 @@ static struct dmn_pipeline *find_shared(struct dmn_registry *d, struct get_ctx *
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
 		if (memcmp(pl->fp, g->fp, 16) != 0)
 			continue;
+		/* read with rights the asker has, or was granted: else one of its own */
+		if (q->owner == (uid_t)-1 ? pl->owner != (uid_t)-1 : !dmn_may_read(pl, q->creds))
+			continue;
 		if (!q->fresh &&
 		    (q->state_len ? shares_state(pl, q->state, q->state_len) : !pl->private_))
 			return pl;
@@ -551,8 +603,9 @@ static struct dmn_pipeline *find_shared(struct dmn_registry *d, struct get_ctx *
 static int check_room(struct dmn_registry *d, struct get_ctx *g)
 {
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
-		if (pl->private_ || memcmp(pl->fp, g->fp, 16) == 0)
-			continue;
+		if (pl->private_ || memcmp(pl->fp, g->fp, 16) == 0 ||
+		    name_space(pl->owner) != name_space(g->req->owner))
+			continue; /* another user's name is theirs: it takes nobody's */
 		if (strcmp(pl->name, g->name) == 0) {
 			snprintf(g->msg, g->msg_cap,
 				 "a different pipeline is already called \"%s\"", g->name);
@@ -620,6 +673,11 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 	snprintf(pl->name, sizeof(pl->name), "%s", g->name);
 	memcpy(pl->fp, g->fp, 16);
 	pl->owner = q->owner;
+	if (q->creds && (pl->creds = calloc(1, sizeof(*pl->creds))) != NULL &&
+	    io_creds_copy(pl->creds, q->creds) < 0) {
+		free(pl->creds);
+		pl->creds = NULL;
+	}
 	pl->mode = q->mode;
 	pl->rank_n = q->rank_n;
 	pl->epochs = g->spec->epochs == PL_NULL ? -1 : g->spec->epochs;
@@ -649,7 +707,7 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 		memcpy(pl->start_state, q->state, q->state_len);
 		pl->start_state_len = q->state_len;
 	}
-	if (!ids_ok || !pl->spec_json || (q->spec_dir && !pl->spec_dir) ||
+	if (!ids_ok || (q->creds && !pl->creds) || !pl->spec_json || (q->spec_dir && !pl->spec_dir) ||
 	    (q->state_len && !pl->start_state)) {
 		dmn_pipeline_destroy(NULL, pl);
 		return NULL;
@@ -678,6 +736,7 @@ static int make_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pip
 	po.deliver = pub_deliver;
 	po.end = pub_end;
 	po.deliver_ctx = pl;
+	po.creds = q->creds;
 	po.state = q->state;
 	po.state_len = q->state_len;
 	po.defer_start = true;

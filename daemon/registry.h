@@ -75,6 +75,9 @@ struct dmn_pipeline {
 	char name[IPC_CTL_NAME_MAX + 1];
 	uint8_t fp[16];
 	uid_t owner; /* who registered it; (uid_t)-1: the host's config dir (anyone) */
+	/* whose rights read its dataset (owned; the requester's, or its private origin's);
+	   NULL: the daemon's (the config dir's pipelines) */
+	struct io_creds *creds;
 	/* who else may read it (the spec's "readers"): uids, and gids any of the caller's is in */
 	uint32_t *reader_uids, *reader_gids;
 	size_t n_reader_uids, n_reader_gids;
@@ -174,6 +177,9 @@ struct dmn_get_req {
 	const char *origin;   /* names the text in messages */
 	const char *spec_dir; /* relative dataset paths are relative to it; NULL: as written */
 	uid_t owner;	      /* who asks; (uid_t)-1: the host's config dir */
+	/* whose rights read the dataset (copied): the asker's, or NULL: the daemon's (the
+	   config dir). Also who must be allowed to read a running pipeline to share it. */
+	const struct io_creds *creds;
 	enum ipc_ring_mode mode;
 	uint32_t rank_n;
 	const char *group; /* split/rank: the group the ring's group 0 is ("" or NULL: default) */
@@ -193,8 +199,21 @@ struct dmn_get_req {
  */
 int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
 		     struct dmn_pipeline **ret_pl, bool *ret_created, char *msg, size_t msg_cap);
-/* The shared (not private) pipeline called name, or NULL. */
-struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name);
+/*
+ * May who (NULL: the config dir, the administrator) read pl? Its owner, root, anyone for the
+ * config dir's, and the uids and groups (primary or supplementary) its spec's "readers" names.
+ */
+bool dmn_may_read(const struct dmn_pipeline *pl, const struct io_creds *who);
+/*
+ * The shared (not private) pipeline called name, as who sees names (docs/DECISIONS.md, "Names belong to their owners"):
+ * its own (root's and the config dir's are one namespace, the host's); else the host's, if
+ * who may read it; else (any_owner, or who is not root) another user's that who may read.
+ * NULL when none; *ret_hidden (may be NULL) is then true when one of that name exists that
+ * who may not read.
+ */
+struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name,
+				       const struct io_creds *who, bool any_owner,
+				       bool *ret_hidden);
 void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl);
 /* Unlink a private pipeline that lost its last reader and destroy it. Server thread. */
 void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl);

@@ -78,6 +78,7 @@ void dmn_conn_close(struct dmn *d, struct dmn_conn *c)
 	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	dmn_conn_uncount(d, c);
+	free(c->groups);
 	for (struct dmn_conn **pp = &d->conns; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
@@ -87,45 +88,18 @@ void dmn_conn_close(struct dmn *d, struct dmn_conn *c)
 	free(c);
 }
 
-/* Whether the caller is in group gid: its primary group or one of /proc/PID/status's Groups. */
-static bool in_group(const struct dmn_conn *c, uint32_t gid)
+/* The caller's rights (a view of c's: not owned). */
+static struct io_creds conn_creds(const struct dmn_conn *c)
 {
-	if (c->gid == gid)
-		return true;
-	char path[64], line[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)c->pid);
-	FILE *f = fopen(path, "re");
-	bool in = false;
-	while (f && !in && fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "Groups:", 7) != 0)
-			continue;
-		for (char *p = line + 7, *end; *p; p = end) {
-			unsigned long g = strtoul(p, &end, 10);
-			if (end == p)
-				break;
-			in = g == gid;
-			if (in)
-				break;
-		}
-		break;
-	}
-	if (f)
-		fclose(f);
-	return in;
+	return (struct io_creds){
+		.uid = c->uid, .gid = c->gid, .n_groups = c->n_groups, .groups = c->groups
+	};
 }
 
-/* Its owner, root, the config dir's (anyone), and whom its spec's "readers" names. */
 static bool may_read(const struct dmn_conn *c, const struct dmn_pipeline *pl)
 {
-	if (c->uid == 0 || pl->owner == (uid_t)-1 || pl->owner == c->uid)
-		return true;
-	for (size_t i = 0; i < pl->n_reader_uids; i++)
-		if (pl->reader_uids[i] == (uint32_t)c->uid)
-			return true;
-	for (size_t i = 0; i < pl->n_reader_gids; i++)
-		if (in_group(c, pl->reader_gids[i]))
-			return true;
-	return false;
+	struct io_creds who = conn_creds(c);
+	return dmn_may_read(pl, &who);
 }
 
 static const char *mode_name(unsigned m)
@@ -174,11 +148,13 @@ static int on_register(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_m
 	struct dmn_pipeline *pl;
 	bool created;
 	char dir[IPC_CTL_DIR_MAX + 1];
+	struct io_creds who = conn_creds(c);
 	struct dmn_get_req req = { .spec = m.spec,
 				   .spec_len = m.spec_len,
 				   .origin = "<spec>",
 				   .spec_dir = spec_dir(dir, m.spec_dir, m.spec_dir_len),
 				   .owner = c->uid,
+				   .creds = &who,
 				   .mode = IPC_RING_BROADCAST };
 	int r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
 	if (r < 0)
@@ -240,6 +216,7 @@ static int whole_epochs(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_
 				   .origin = pl->name,
 				   .spec_dir = pl->spec_dir,
 				   .owner = c->uid,
+				   .creds = pl->creds, /* what its owner granted, read as it */
 				   .mode = mode,
 				   .rank_n = m->rank_count,
 				   .group = m->group,
@@ -287,11 +264,13 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	if (m.spec) {
 		bool created;
 		char dir[IPC_CTL_DIR_MAX + 1];
+		struct io_creds who = conn_creds(c);
 		struct dmn_get_req req = { .spec = m.spec,
 					   .spec_len = m.spec_len,
 					   .origin = "<spec>",
 					   .spec_dir = spec_dir(dir, m.spec_dir, m.spec_dir_len),
 					   .owner = c->uid,
+					   .creds = &who,
 					   .mode = mode,
 					   .rank_n = m.rank_count,
 					   .group = m.group,
@@ -303,10 +282,12 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		if (created)
 			dmn_log("pipeline %s started for uid %u", pl->name, (unsigned)c->uid);
 	} else {
-		pl = dmn_pipeline_find(&d->reg, m.name);
-		if (!pl || !may_read(c, pl)) /* EACCES would tell that the name exists */
-			return reply_error(c, msg->req_id, pl ? -EACCES : -ENOENT,
-					   pl ? "permission denied" : "no pipeline named \"%s\"",
+		struct io_creds who = conn_creds(c);
+		bool hidden;
+		pl = dmn_pipeline_find(&d->reg, m.name, &who, false, &hidden);
+		if (!pl)
+			return reply_error(c, msg->req_id, hidden ? -EACCES : -ENOENT,
+					   hidden ? "permission denied" : "no pipeline named \"%s\"",
 					   m.name);
 	}
 	if (!may_read(c, pl))
@@ -324,6 +305,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 					   .origin = pl->name,
 					   .spec_dir = pl->spec_dir,
 					   .owner = c->uid,
+					   .creds = pl->creds, /* its owner's grant */
 					   .mode = mode,
 					   .rank_n = m.rank_count,
 					   .group = m.group,
@@ -534,10 +516,13 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	char emsg[256];
 	if (ipc_ctl_decode_stats(msg, &m, emsg, sizeof(emsg)) < 0)
 		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
-	struct dmn_pipeline *pl = dmn_pipeline_find(&d->reg, m.name);
-	if (!pl || !may_read(c, pl))
-		return reply_error(c, msg->req_id, pl ? -EACCES : -ENOENT,
-				   pl ? "permission denied" : "no pipeline named \"%s\"", m.name);
+	struct io_creds who = conn_creds(c);
+	bool hidden;
+	struct dmn_pipeline *pl = dmn_pipeline_find(&d->reg, m.name, &who, true, &hidden);
+	if (!pl)
+		return reply_error(c, msg->req_id, hidden ? -EACCES : -ENOENT,
+				   hidden ? "permission denied" : "no pipeline named \"%s\"",
+				   m.name);
 	struct pl_stats st;
 	pl_pipeline_get_stats(pl->pl, &st);
 	struct pl_cache_stats cs = { 0 };

@@ -22,6 +22,8 @@ struct dmn_conn {
 	int fd;
 	uid_t uid;
 	gid_t gid;
+	gid_t *groups; /* its supplementary groups (SO_PEERGROUPS), n_groups of them */
+	size_t n_groups;
 	pid_t pid;
 	bool hello;
 	uint64_t last_ms; /* CLOCK_MONOTONIC ms of its accept or of the last input it sent */

@@ -481,14 +481,14 @@ static void iox_file_open(struct iox *iox, uint32_t id)
 
 	f->opened = true;
 	f->direct = iox->opts.direct;
-	fd = open(f->path, flags | (f->direct ? O_DIRECT : 0));
-	if (fd < 0 && errno == EINVAL && f->direct) {
+	fd = io_creds_open(iox->opts.creds, f->path, flags | (f->direct ? O_DIRECT : 0));
+	if (fd == -EINVAL && f->direct) {
 		/* The file system does not take O_DIRECT (tmpfs on older kernels, some FUSE). */
 		f->direct = false;
-		fd = open(f->path, flags);
+		fd = io_creds_open(iox->opts.creds, f->path, flags);
 	}
 	if (fd < 0) {
-		iox_file_end(iox, f, 0, true, -errno, "open", 0);
+		iox_file_end(iox, f, 0, true, fd, "open", 0);
 		f->closed = true;
 		iox_file_update(iox, id);
 		return;

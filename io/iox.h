@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "creds.h"
 #include "ioerr.h"
 
 /*
@@ -46,6 +47,9 @@ struct iox_opts {
 	 * may keep it for O_DIRECT only.
 	 */
 	bool fixed_buffers;
+	/* files are opened with these rights (io/creds.h), NULL: the process's; kept by the
+	   caller for the iox's life */
+	const struct io_creds *creds;
 };
 
 void iox_opts_init(struct iox_opts *opts);

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -542,6 +543,33 @@ int ipc_ctl_recv(int fd, void *buf, size_t cap, int *fds, size_t max_fds, size_t
 	if (ret_nfds)
 		*ret_nfds = keep;
 	return (int)n;
+}
+
+int ipc_ctl_peer_groups(int fd, gid_t **ret_groups, size_t *ret_n)
+{
+	socklen_t len = 16 * sizeof(gid_t);
+	*ret_groups = NULL;
+	*ret_n = 0;
+	for (int tries = 0; tries < 4; tries++) { /* ERANGE says how much it needs */
+		gid_t *g = malloc(len ? len : sizeof(gid_t));
+		if (!g)
+			return -ENOMEM;
+		socklen_t got = len;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &got) == 0) {
+			if (got == 0)
+				free(g);
+			else
+				*ret_groups = g;
+			*ret_n = got / sizeof(gid_t);
+			return 0;
+		}
+		int e = errno;
+		free(g);
+		if (e != ERANGE || got <= len)
+			return -e;
+		len = got;
+	}
+	return -ERANGE;
 }
 
 int ipc_ctl_peer_cred(int fd, uid_t *ret_uid, gid_t *ret_gid, pid_t *ret_pid)

@@ -443,5 +443,11 @@ int ipc_ctl_recv(int fd, void *buf, size_t cap, int *fds, size_t max_fds, size_t
 
 /* The connected peer's credentials (SO_PEERCRED: as of connect()). Any ret_ may be NULL. */
 int ipc_ctl_peer_cred(int fd, uid_t *ret_uid, gid_t *ret_gid, pid_t *ret_pid);
+/*
+ * The connected peer's supplementary groups (SO_PEERGROUPS, Linux 4.13: as of connect(), so
+ * no /proc race with a pid that is reused) in a new array (*ret_groups, NULL when none; the
+ * caller frees it). 0 or -errno (-ENOPROTOOPT: an older kernel).
+ */
+int ipc_ctl_peer_groups(int fd, gid_t **ret_groups, size_t *ret_n);
 
 #endif

@@ -3,6 +3,7 @@
 #include "cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /*
  * An entry's bytes are segments of mapped pages of its own: the budget counts exactly the pages
@@ -112,11 +114,17 @@ void pl_cache_destroy(struct pl_cache *c)
 	free(c);
 }
 
-int pl_cache_key_of(const char *path, enum tfr_compression compression, struct pl_cache_key *ret)
+int pl_cache_key_of(const struct io_creds *creds, const char *path, enum tfr_compression compression,
+		    struct pl_cache_key *ret)
 {
 	struct stat st;
-	if (stat(path, &st) < 0)
-		return -errno;
+	int fd = io_creds_open(creds, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return fd;
+	int r = fstat(fd, &st) < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return r;
 	memset(ret, 0, sizeof(*ret));
 	ret->dev = (uint64_t)st.st_dev;
 	ret->ino = (uint64_t)st.st_ino;

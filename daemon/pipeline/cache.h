@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "io/creds.h"
 #include "io/tfr.h"
 
 /*
@@ -83,8 +84,14 @@ int pl_cache_create(uint64_t budget, struct pl_cache **ret);
 /* Frees every entry: call once no pipeline uses the cache any more. NULL is fine. */
 void pl_cache_destroy(struct pl_cache *c);
 
-/* The key of the file at path as it is now (stat), read with compression. 0 or -errno. */
-int pl_cache_key_of(const char *path, enum tfr_compression compression, struct pl_cache_key *ret);
+/*
+ * The key of the file at path as it is now, read with compression. The file is opened with
+ * creds' rights (NULL: the process's) and the key is that of the file opened: a pipeline
+ * finds in the cache only files it could read itself. 0 or -errno (open's: the reader will
+ * say what is wrong).
+ */
+int pl_cache_key_of(const struct io_creds *creds, const char *path, enum tfr_compression compression,
+		    struct pl_cache_key *ret);
 
 /*
  * The entry for key, with a reference for the caller (pl_cache_put), or NULL (a miss: counted).

@@ -151,7 +151,7 @@ int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path, u
 	fr->have_key = false;
 	fr->path = path;
 	fr->size = size;
-	if (!fr->o.cache || pl_cache_key_of(path, fr->o.compression, &fr->key) < 0)
+	if (!fr->o.cache || pl_cache_key_of(fr->o.creds, path, fr->o.compression, &fr->key) < 0)
 		return 0; /* no cache, or the reader will say what is wrong with the file */
 	fr->key.proj = fr->o.project ? fr->o.proj_key : 0;
 	fr->have_key = true;

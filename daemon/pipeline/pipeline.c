@@ -86,7 +86,7 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 		o.free = pl_batchmem_free;
 		o.alloc_ctx = &p->mem;
 	}
-	int r = pl_plan_create(spec, &p->plan, err);
+	int r = pl_plan_create(spec, o.creds, &p->plan, err);
 	if (r < 0)
 		goto fail;
 	if (o.state) {
@@ -227,10 +227,11 @@ void pl_pipeline_fingerprint(const struct pl_pipeline *p, uint8_t ret_fp[16])
 	memcpy(ret_fp + 8, &p->plan->fingerprint2, 8);
 }
 
-int pl_spec_fingerprint(const struct pl_spec *spec, uint8_t ret_fp[16], struct io_error *err)
+int pl_spec_fingerprint(const struct pl_spec *spec, const struct io_creds *creds,
+			uint8_t ret_fp[16], struct io_error *err)
 {
 	struct pl_plan *plan;
-	int r = pl_plan_create(spec, &plan, err);
+	int r = pl_plan_create(spec, creds, &plan, err);
 	if (r < 0)
 		return r;
 	memcpy(ret_fp, &plan->fingerprint, 8);

@@ -49,6 +49,11 @@ struct pl_pipeline_opts {
 	bool direct;	   /* O_DIRECT reads where the file system takes them (default off:
 			    * no kernel copy, but no page cache either; for big files on
 			    * NVMe, docs/io-engine.md) */
+	/*
+	 * Whose rights read the dataset: every directory, manifest, list file and data file is
+	 * opened with them (io/creds.h; copied). NULL: the process's own.
+	 */
+	const struct io_creds *creds;
 	const void *state; /* resume from pl_pipeline_save() output, or NULL */
 	size_t state_len;
 	/*
@@ -158,8 +163,10 @@ int pl_pipeline_state_after(const struct pl_pipeline *p, const struct pl_batch_p
  * data file's path, size and mtime. Two specs with equal fingerprints give the same batches.
  */
 void pl_pipeline_fingerprint(const struct pl_pipeline *p, uint8_t ret_fp[16]);
-/* The same for a spec, without starting anything (it lists the dataset's files). */
-int pl_spec_fingerprint(const struct pl_spec *spec, uint8_t ret_fp[16], struct io_error *err);
+/* The same for a spec, without starting anything (it lists the dataset's files, with creds'
+   rights as struct pl_pipeline_opts.creds). */
+int pl_spec_fingerprint(const struct pl_spec *spec, const struct io_creds *creds,
+			uint8_t ret_fp[16], struct io_error *err);
 
 struct pl_stats {
 	uint64_t files_opened;

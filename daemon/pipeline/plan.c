@@ -62,6 +62,7 @@ void pl_plan_destroy(struct pl_plan *plan)
 	free(plan->dflt);
 	free(plan->files);
 	dataset_destroy(plan->ds);
+	io_creds_clear(&plan->own_creds);
 	free(plan);
 }
 
@@ -75,11 +76,19 @@ static long out_find(const struct pl_plan *plan, size_t n, const char *name)
 
 static int open_dataset(const struct pl_spec *spec, struct pl_plan *plan, struct io_error *err)
 {
-	int r;
+	/* this thread opens the dataset with the requester's rights: what it cannot read
+	   fails here as it would for the requester, and no content of it is ever quoted */
+	int r = io_creds_enter(plan->creds);
+	if (r < 0) {
+		io_error_set(err, "cannot take the rights of uid %u to read the dataset",
+			     (unsigned)plan->creds->uid);
+		return r;
+	}
 	if (spec->dataset_type == PL_DATASET_DIR)
 		r = dataset_open_dir(spec->data_dir, spec->pattern, &plan->ds, err);
 	else
 		r = dataset_open_list(spec->manifest_file, spec->list_file, &plan->ds, err);
+	io_creds_leave(plan->creds);
 	if (r < 0) {
 		io_error_prefix(err, "args.dataset: ");
 		return r;
@@ -777,11 +786,23 @@ out:
 	return r;
 }
 
-int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct io_error *err)
+int pl_plan_create(const struct pl_spec *spec, const struct io_creds *creds,
+		   struct pl_plan **ret_plan, struct io_error *err)
 {
 	struct pl_plan *plan = calloc(1, sizeof(*plan));
 	if (!plan)
 		return -ENOMEM;
+	char why[256];
+	if (creds && !io_creds_usable(creds, why, sizeof(why))) {
+		io_error_set(err, "%s", why);
+		free(plan);
+		return -EPERM;
+	}
+	if (creds && io_creds_copy(&plan->own_creds, creds) < 0) {
+		free(plan);
+		return -ENOMEM;
+	}
+	plan->creds = creds ? &plan->own_creds : NULL;
 	plan->cfg = *spec;
 	plan->cfg.name = NULL;
 	plan->cfg.data_dir = plan->cfg.manifest_file = plan->cfg.list_file = NULL;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io/creds.h"
 #include "io/dataset.h"
 #include "io/ioerr.h"
 #include "io/pbex.h"
@@ -130,10 +131,20 @@ struct pl_plan {
 	size_t read_chunk; /* iox chunk length */
 	unsigned prefetch; /* batches ahead, >= 1 */
 	unsigned parses;   /* workers for a pool of the pipeline's own */
+
+	/* whose rights read the dataset (its manifest, list file, directories and files):
+	   &own_creds, or NULL (the process's) */
+	const struct io_creds *creds;
+	struct io_creds own_creds;
 };
 
-/* Check spec against its dataset and compile it. The caller owns *ret_plan. */
-int pl_plan_create(const struct pl_spec *spec, struct pl_plan **ret_plan, struct io_error *err);
+/*
+ * Check spec against its dataset and compile it. Every file of the dataset is opened with
+ * creds' rights (a copy is kept; NULL: the process's own): -EPERM when this process cannot
+ * take them (io_creds_usable). The caller owns *ret_plan.
+ */
+int pl_plan_create(const struct pl_spec *spec, const struct io_creds *creds,
+		   struct pl_plan **ret_plan, struct io_error *err);
 void pl_plan_destroy(struct pl_plan *plan);
 
 #endif

@@ -95,6 +95,7 @@ static int make_iox(struct pl_read *rd, struct io_error *err)
 	o.num_buffers = PL_READ_QUEUE_DEPTH + 1 + PL_PIN_CHUNKS;
 	o.pread_threads = 1;
 	o.direct = rd->o.direct;
+	o.creds = rd->o.creds;
 	/* buffered: pinning 21 buffers per slot at start costs more than fixed reads save */
 	o.fixed_buffers = rd->o.direct;
 	struct pl_ioxref *ix = calloc(1, sizeof(*ix));
