@@ -51,9 +51,9 @@ static void usage(FILE *f)
 		   "  --pipeline-memory B  the shared memory of one pipeline's ring (default\n"
 		   "                       256M; more for batches of a known size that need\n"
 		   "                       it: num_prefetch + 2 of them, within --memory)\n"
-		   "  --memory B           all rings' --pipeline-memory together (default half\n"
-		   "                       the memory.max of sluiced's cgroup, else of the host's\n"
-		   "                       memory)\n"
+		   "  --memory B           the record cache and all rings' --pipeline-memory\n"
+		   "                       together (default half the memory.max of sluiced's\n"
+		   "                       cgroup, else of the host's memory)\n"
 		   "  --user-pipelines N   pipelines one uid may run, root's not counted\n"
 		   "                       (default 16; 0: no cap)\n"
 		   "  --user-memory B      ring bytes one uid's pipelines may hold (default half\n"
@@ -456,6 +456,18 @@ int main(int argc, char **argv)
 	char mem_from[160] = "--memory";
 	if (d.reg.cfg.total_bytes == UINT64_MAX)
 		d.reg.cfg.total_bytes = default_memory(mem_from, sizeof(mem_from));
+	/* --memory is everything the daemon holds for data: the record cache takes its part
+	   first (at most half), the rings share the rest */
+	uint64_t all_bytes = d.reg.cfg.total_bytes;
+	if (d.reg.cfg.cache_bytes > all_bytes / 2) {
+		fprintf(stderr,
+			"sluiced: --cache-memory %llu is more than half of the memory budget (%llu "
+			"bytes, %s): the cache gets %llu\n",
+			(unsigned long long)d.reg.cfg.cache_bytes, (unsigned long long)all_bytes,
+			mem_from, (unsigned long long)(all_bytes / 2));
+		d.reg.cfg.cache_bytes = all_bytes / 2;
+	}
+	d.reg.cfg.total_bytes -= d.reg.cfg.cache_bytes;
 	if (d.reg.cfg.pipeline_bytes > d.reg.cfg.total_bytes) {
 		/* a small cgroup: rings grow by use, so a ring as large as the budget is fine */
 		d.reg.cfg.pipeline_bytes = d.reg.cfg.total_bytes;
@@ -518,9 +530,10 @@ int main(int argc, char **argv)
 			"they hold more",
 			(unsigned long long)(d.reg.cfg.pipeline_bytes >> 10),
 			(unsigned long long)(d.reg.cfg.ring_commit >> 10));
-	dmn_log("memory: %llu KiB for rings (%s), %llu KiB and %u pipelines per uid other than "
+	dmn_log("memory: %llu KiB for rings (%s%s), %llu KiB and %u pipelines per uid other than "
 		"root",
 		(unsigned long long)(d.reg.cfg.total_bytes >> 10), mem_from,
+		d.reg.cache ? ", less the record cache's" : "",
 		(unsigned long long)(d.reg.cfg.user_bytes >> 10), d.reg.cfg.user_pipelines);
 	if (d.reg.cache)
 		dmn_log("record cache: up to %llu KiB of framed records of %s files, shared by "

@@ -251,6 +251,14 @@ static int add_seg(struct pl_cache *c, struct pl_cache_entry *e, uint64_t cap)
 	if (r < 0)
 		return r;
 	void *m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* the pages now, not at the fill's first write: a cgroup without room for them fails
+	   this call (ENOMEM, the fill is given up) instead of waking the OOM killer on a page
+	   fault (faults of madvise are not a user's: the memory cgroup refuses, it kills no one).
+	   EINVAL: a kernel before 5.14 (the pages come at first write, as they did). */
+	if (m != MAP_FAILED && madvise(m, cap, MADV_POPULATE_WRITE) < 0 && errno != EINVAL) {
+		munmap(m, cap);
+		m = MAP_FAILED;
+	}
 	if (m == MAP_FAILED) {
 		uncharge(c, e, cap);
 		return -ENOMEM;

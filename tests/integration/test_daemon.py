@@ -392,6 +392,20 @@ def test_memory_and_quotas(tmp, data):
                   in f.read(), "memory: the budget and where it comes from are logged")
     finally:
         d.stop()
+    # the record cache is inside the budget: 24 MiB asked of 32, cut to 16; rings get the rest
+    d = Daemon(tmp, conf, ["--cache-memory", "24M"], env={"SLUICED_TEST_CGROUP_ROOT": root})
+    try:
+        outs = [ctl(d, "register", os.path.join(tmp, "quota-%d.json" % k)) for k in range(3)]
+        check([r.returncode for r in outs] == [0, 0, 1] and
+              "memory budget: 16777216 of 16777216 bytes" in outs[2].stderr,
+              "memory: the record cache's part (cut to half) is not the rings': two 8 MiB "
+              "rings fit, the third is refused (%s)" % outs[2].stderr.strip()[-200:])
+    finally:
+        d.stop()
+    with open(os.path.join(tmp, "sluiced.log")) as f:
+        log = f.read()
+    check("the cache gets 16777216" in log and "less the record cache's" in log,
+          "memory: the cut and the rings' share are logged")
     d = Daemon(tmp, conf, ["--user-pipelines", "2"])
     try:
         outs = []
