@@ -375,8 +375,15 @@ static void wake(struct pl_cache_entry *e)
 	pthread_mutex_unlock(&e->c->lock);
 }
 
+void pl_cache_entry_ref(struct pl_cache_entry *e)
+{
+	pthread_mutex_lock(&e->c->lock);
+	e->users++;
+	pthread_mutex_unlock(&e->c->lock);
+}
+
 int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
-		      unsigned flags)
+		      unsigned flags, const uint8_t **ret_stored)
 {
 	bool footer = !(flags & PL_CACHE_REC_CHECKED);
 	uint64_t n = (uint64_t)len + (footer ? TFR_FOOTER_LEN : 0);
@@ -400,6 +407,8 @@ int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t le
 	e->ixb[b][pos] =
 		(struct rec_ix){ .data = to, .offset = offset, .len = len, .flags = flags };
 	e->n_ix++;
+	if (ret_stored)
+		*ret_stored = to;
 	/* the record, then its count (release); then whether a reader waits for it (Dekker's
 	   order against the reader's store of wake_at and load of published: both seq_cst) */
 	atomic_store(&e->published, e->n_ix);

@@ -127,11 +127,14 @@ struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_c
 /*
  * Append the next record: len bytes of data, followed by its 4-byte footer at data + len unless
  * flags has PL_CACHE_REC_CHECKED; its header's offset in the (decompressed) file. Readers may
- * read it at once. 0, or -ENOSPC (over the budget: end the fill with complete false), -ESTALE
+ * read it at once. *ret_stored (may be NULL): where its bytes now are, as long as a reference to
+ * e is held (pl_cache_entry_ref). 0, or -ENOSPC (over the budget: end the fill with complete false), -ESTALE
  * (the file changed meanwhile: likewise), -ENOMEM.
  */
 int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
-		      unsigned flags);
+		      unsigned flags, const uint8_t **ret_stored);
+/* One more reference to e (pl_cache_put): its records stay where they are while it is held. */
+void pl_cache_entry_ref(struct pl_cache_entry *e);
 /*
  * Finish a fill: complete (every record of the file, in order, to its end) makes it ready;
  * else its readers are told (-ECANCELED) and it goes with the last of them. The bytes the

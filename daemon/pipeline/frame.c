@@ -34,6 +34,7 @@ struct pl_frame {
 	struct pl_cache_key key;
 	bool have_key;
 	struct pl_cache_entry *fill; /* the file being put in the cache, or NULL */
+	struct cached_blk *fill_blk; /* the fill as a block: projected records point into it */
 	struct cached_blk *hit;	     /* the file being framed from the cache (a reference) */
 	uint64_t hit_next;	     /* its next record */
 };
@@ -83,6 +84,9 @@ uint64_t pl_frame_cache_need(const struct pl_frame_totals *tot, uint64_t dataset
 /* The fill in progress ends: complete (the file framed to its end) makes it an entry. */
 static void fill_end(struct pl_frame *fr, bool complete)
 {
+	if (fr->fill_blk) /* its records keep the entry */
+		pl_block_unref(&fr->fill_blk->blk);
+	fr->fill_blk = NULL;
 	if (!fr->fill)
 		return;
 	sample(fr, pl_cache_fill_end(fr->fill, complete));
@@ -91,14 +95,39 @@ static void fill_end(struct pl_frame *fr, bool complete)
 		fr->o.tot->cache_filled++;
 }
 
-/* Put the record just framed in the cache: projected when it can be, else whole. */
+static void cached_put(struct pl_block *b)
+{
+	struct cached_blk *cb = (struct cached_blk *)b;
+	pl_cache_put(cb->e);
+	free(cb);
+}
+
+/* Entry e as a block for records (one reference: the caller's), or NULL (out of memory). */
+static struct cached_blk *cached_blk_new(struct pl_cache_entry *e)
+{
+	struct cached_blk *cb = calloc(1, sizeof(*cb));
+	if (!cb)
+		return NULL;
+	cb->e = e;
+	cb->blk.put = cached_put;
+	cb->blk.pin = true;
+	cb->blk.refs = 1;
+	return cb;
+}
+
+/*
+ * Put the record just framed in the cache: projected when it can be, else whole. A projected
+ * record goes on as its cached copy: downstream decodes the few features it keeps rather than
+ * the whole record again, exactly as a later epoch does (the projection was checked to decode).
+ */
 static int fill_add(struct pl_frame *fr, struct pl_rec *rec)
 {
 	unsigned flags = rec->decompressed ? PL_CACHE_REC_DECOMPRESSED : 0;
-	const uint8_t *data = rec->data;
+	const uint8_t *data = rec->data, *stored;
 	uint32_t len = rec->len;
+	int r = 0;
 	if (fr->o.project) {
-		int r = fr->o.project(fr->o.project_ctx, rec, &data, &len);
+		r = fr->o.project(fr->o.project_ctx, rec, &data, &len);
 		if (r < 0)
 			return r;
 		if (r == 1)
@@ -106,14 +135,16 @@ static int fill_add(struct pl_frame *fr, struct pl_rec *rec)
 		else
 			data = rec->data, len = rec->len;
 	}
-	return pl_cache_fill_add(fr->fill, data, len, rec->offset, flags);
-}
-
-static void cached_put(struct pl_block *b)
-{
-	struct cached_blk *cb = (struct cached_blk *)b;
-	pl_cache_put(cb->e);
-	free(cb);
+	int a = pl_cache_fill_add(fr->fill, data, len, rec->offset, flags, &stored);
+	if (a < 0 || r != 1 || !fr->fill_blk)
+		return a;
+	pl_block_unref(rec->blk);
+	fr->fill_blk->blk.refs++;
+	rec->blk = &fr->fill_blk->blk;
+	rec->data = stored;
+	rec->len = len;
+	rec->crc_checked = true;
+	return 0;
 }
 
 /* The file framed from the cache is done with (its records keep the entry until dropped). */
@@ -158,7 +189,8 @@ int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path, u
 	struct pl_cache_entry *e = pl_cache_get(fr->o.cache, &fr->key, fr->o.cache_user);
 	if (!e)
 		return 0;
-	struct cached_blk *cb = calloc(1, sizeof(*cb));
+	struct cached_blk *cb = cached_blk_new(e); /* the frame's reference, until the file's
+						     last record was handed on */
 	if (!cb) {
 		pl_cache_put(e);
 		return 0; /* read it instead */
@@ -167,10 +199,6 @@ int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path, u
 		fr->o.tot->cache_followed++;
 	else
 		sample(fr, pl_cache_entry_held(e));
-	cb->e = e;
-	cb->blk.put = cached_put;
-	cb->blk.pin = true;
-	cb->blk.refs = 1; /* the frame's, until the file's last record was handed on */
 	fr->hit = cb;
 	fr->hit_next = 0;
 	fr->open = true;
@@ -199,6 +227,8 @@ static int start(struct pl_frame *fr, uint32_t file, const char *path, uint64_t 
 			    pl_cache_budget(fr->o.cache);
 		fr->fill = pl_cache_fill_begin(fr->o.cache, &fr->key, size, fr->o.cache_user,
 					       fits ? 0 : PL_CACHE_FILL_NO_EVICT);
+		if (fr->fill && fr->o.project && (fr->fill_blk = cached_blk_new(fr->fill)) != NULL)
+			pl_cache_entry_ref(fr->fill);
 	}
 	return 0;
 }

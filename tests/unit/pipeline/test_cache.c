@@ -42,7 +42,7 @@ static bool fill(struct pl_cache *c, struct pl_cache_key k, uint64_t n, uint32_t
 		return false;
 	for (uint64_t i = 0; i < n && r == 0; i++) {
 		rec_bytes(buf, len, k.ino, i);
-		r = pl_cache_fill_add(e, buf, len, 100 + i * (len + 16), 0);
+		r = pl_cache_fill_add(e, buf, len, 100 + i * (len + 16), 0, NULL);
 	}
 	if (ret_add)
 		*ret_add = r;
@@ -127,8 +127,8 @@ static void test_roundtrip(void **state)
 	assert_non_null(f);
 	uint8_t rb[8 + TFR_FOOTER_LEN];
 	rec_bytes(rb, 8, 9, 0);
-	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, PL_CACHE_REC_CHECKED), 0);
-	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60, PL_CACHE_REC_DECOMPRESSED), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, PL_CACHE_REC_CHECKED, NULL), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60, PL_CACHE_REC_DECOMPRESSED, NULL), 0);
 	pl_cache_fill_end(f, true);
 	e = pl_cache_get(c, &kp, NULL);
 	assert_non_null(e);
@@ -214,14 +214,14 @@ static void test_budget_lru(void **state)
 	int r = 0;
 	for (int i = 0; i < 30 && r == 0; i++) {
 		rec_bytes(rb, 1000, 7, (uint64_t)i);
-		r = pl_cache_fill_add(f, rb, 1000, 100, 0);
+		r = pl_cache_fill_add(f, rb, 1000, 100, 0, NULL);
 	}
 	assert_int_equal(r, -ENOSPC);
 	pl_cache_fill_end(f, false);
 	f = pl_cache_fill_begin(c, &k8, 1000, NULL, PL_CACHE_FILL_NO_EVICT);
 	assert_non_null(f);
 	rec_bytes(rb, 1000, 8, 0);
-	assert_int_equal(pl_cache_fill_add(f, rb, 1000, 100, 0), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 1000, 100, 0, NULL), 0);
 	pl_cache_fill_end(f, true);
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.evictions, 3);
@@ -260,7 +260,7 @@ static void test_invalidation(void **state)
 	f = pl_cache_fill_begin(c, &k11, 100, NULL, 0);
 	assert_non_null(f);
 	rec_bytes(buf, 10, 1, 0);
-	assert_int_equal(pl_cache_fill_add(f, buf, 10, 100, 0), 0);
+	assert_int_equal(pl_cache_fill_add(f, buf, 10, 100, 0, NULL), 0);
 	struct pl_cache_key k12 = key(1, 12);
 	assert_null(pl_cache_get(c, &k12, NULL));
 	pl_cache_fill_end(f, true); /* complete, but stale: not an entry */
@@ -384,7 +384,7 @@ static int fill_n(struct pl_cache_entry *e, uint64_t tag, uint64_t from, uint64_
 
 	for (uint64_t i = from; i < to; i++) {
 		rec_bytes(buf, follow_len(i), tag, i);
-		int r = pl_cache_fill_add(e, buf, follow_len(i), i, 0);
+		int r = pl_cache_fill_add(e, buf, follow_len(i), i, 0, NULL);
 		if (r < 0)
 			return r;
 	}
