@@ -15,6 +15,7 @@
 
 #include "daemon/pipeline/cache.h"
 #include "log.h"
+#include "sched/sched.h"
 
 /*
  * Everything here runs on the server thread (the epoll loop). A client connection says HELLO,
@@ -338,6 +339,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				 .rank_index = m.rank_index,
 				 .rank_n = m.rank_count,
 				 .first_epoch = first_epoch };
+	rd->attached_ns = dmn_now_ns();
 	r = dmn_pipeline_join(pl, &join, &rd->ring_id, &rd->group, &cb_fd, emsg, sizeof(emsg));
 	rd->mode = mode;
 	if (r == 0 && rd->group >= 0) /* its group's (an elastic restart may have moved it) */
@@ -580,13 +582,21 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "direct_io", d->reg.cfg.direct_io },
 		{ "direct_io_bytes",
 		  (int64_t)st.direct_bytes }, /* 0 where the fs refuses O_DIRECT */
+		/* the resource model's window and allocation (docs/plumber.md): the time since
+		   the pipeline started (and now, for differences between two readings), the
+		   pool's workers and the cores sluiced may use (thousandths) */
+		{ "uptime_ns", (int64_t)(dmn_now_ns() - pl->started_ns) },
+		{ "now_ns", (int64_t)dmn_now_ns() },
+		{ "workers", sched_pool_workers(d->reg.pool) },
+		{ "cpus_milli", (int64_t)(d->reg.cfg.cpus * 1000) },
+		{ "host_cpus", sysconf(_SC_NPROCESSORS_ONLN) },
 	};
 	/* then every counter of every stage of the engine (docs/pipeline.md), stage.NAME.COUNTER,
 	 * and per reader: batches taken, time waited in next, lag (batches behind) */
 	enum {
 		N_PIPE = sizeof(s) / sizeof(s[0]),
 		N_STAGE = PL_STAGE_COUNT_ * 16,
-		MAX_RD = 3 * IPC_RING_MAX_READERS
+		MAX_RD = 4 * IPC_RING_MAX_READERS
 	};
 	struct ipc_ctl_stat all[N_PIPE + N_STAGE + MAX_RD];
 	memcpy(all, s, sizeof(s));
@@ -606,13 +616,13 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	for (struct dmn_conn *cc = d->conns; cc; cc = cc->next) {
 		for (struct dmn_reader *rd = cc->readers; rd; rd = rd->next) {
 			uint64_t taken = 0, wait_ns = 0, lag = 0;
-			if (rd->pl != pl || n + 3 > n_base + MAX_RD ||
+			if (rd->pl != pl || n + 4 > n_base + MAX_RD ||
 			    ipc_ring_reader_counters(pl->ring, rd->ring_id, &taken, &wait_ns) < 0)
 				continue;
 			ipc_ring_reader_lag(pl->ring, rd->ring_id, &lag);
-			const char *what[3] = { "taken", "wait_ns", "lag" };
-			uint64_t val[3] = { taken, wait_ns, lag };
-			for (int k = 0; k < 3; k++) {
+			const char *what[4] = { "taken", "wait_ns", "lag", "attached_ns" };
+			uint64_t val[4] = { taken, wait_ns, lag, dmn_now_ns() - rd->attached_ns };
+			for (int k = 0; k < 4; k++) {
 				snprintf(all[n].key, sizeof(all[n].key), "reader.%llu.%s",
 					 (unsigned long long)rd->id, what[k]);
 				all[n++].value = (int64_t)(val[k] > INT64_MAX ? INT64_MAX : val[k]);

@@ -25,6 +25,7 @@ static const struct subcommand subcommands[] = {
 	{ "stats", cmd_stats, "print the statistics of a pipeline of sluiced" },
 	{ "register", cmd_register, "register a pipeline spec with sluiced" },
 	{ "drain", cmd_drain, "attach to a pipeline of sluiced and read its batches" },
+	{ "top", cmd_top, "every pipeline of sluiced live: rates, demand, prediction, limit" },
 };
 
 static void usage(FILE *f)

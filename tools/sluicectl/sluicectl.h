@@ -17,6 +17,8 @@ int cmd_list(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_register(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
+/* The live view of every pipeline with the resource model (top.c). */
+int cmd_top(int argc, char **argv);
 
 /* sluiced's control socket from --socket (before the command), or NULL: $SLUICE_SOCKET and
  * libsluice's defaults. */
