@@ -575,6 +575,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "epoch_batches", (int64_t)st.epoch_batches }, /* 0 until an epoch ended */
 		{ "driver_cpu_ns", (int64_t)st.driver_cpu_ns },
 		{ "parse_ns", (int64_t)st.parse_ns },
+		{ "pool_task_ns", (int64_t)st.pool_task_ns },
 		{ "read_wait_ns", (int64_t)st.read_wait_ns },
 		{ "lazy_fills", (int64_t)st.lazy_fills },
 		/* the read engine (once a file was opened): 1 io_uring, 0 the pread fallback */

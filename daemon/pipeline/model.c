@@ -39,9 +39,18 @@ static double min_bound(double a, double b)
 	return a < b ? a : b;
 }
 
-/* Per-batch CPU of the sequential and the parallel stages. */
+/*
+ * Per-batch CPU of the sequential and the parallel work: by thread where known (the driver's
+ * CPU is sequential whatever stage it ran, the parse tasks it took on itself included: they
+ * take its time), else by the stages' classes.
+ */
 static void costs(const struct pl_model *m, double *ret_seq, double *ret_par)
 {
+	if (m->drv_ns_per_batch > 0 || m->pool_ns_per_batch > 0) {
+		*ret_seq = m->drv_ns_per_batch;
+		*ret_par = m->pool_ns_per_batch;
+		return;
+	}
 	double s = 0, p = 0;
 	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++) {
 		if (pl_stage_sequential(i))
@@ -125,6 +134,8 @@ void pl_model_fit(const struct pl_model_in *in, struct pl_model *m)
 	m->demand_per_s = demand(in);
 	if (!in->batches)
 		return;
+	m->drv_ns_per_batch = (double)in->driver_cpu_ns / (double)in->batches;
+	m->pool_ns_per_batch = (double)in->pool_task_ns / (double)in->batches;
 	double s, p;
 	costs(m, &s, &p);
 	m->seq_cap = s > 0 ? 1e9 / s : 0;
@@ -151,6 +162,14 @@ void pl_model_fit(const struct pl_model_in *in, struct pl_model *m)
 	} else if (m->seq_cap > 0 && m->seq_cap <= m->predicted_per_s) {
 		m->limit = PL_LIMIT_SEQUENTIAL;
 		m->bottleneck = heaviest(m, 1);
+		/* the driver's own share of parse (collecting rows, tasks it ran) may weigh most */
+		double drv_parse = m->drv_ns_per_batch;
+		for (unsigned i = 0; i < PL_STAGE_COUNT_; i++)
+			if (pl_stage_sequential(i))
+				drv_parse -= m->stages[i].cpu_per_batch_ns;
+		if (m->bottleneck < 0 ||
+		    drv_parse > m->stages[m->bottleneck].cpu_per_batch_ns)
+			m->bottleneck = drv_parse > 0 ? PL_STAGE_PARSE : m->bottleneck;
 	} else if (m->pool_cap > 0 && m->pool_cap <= m->predicted_per_s) {
 		m->limit = PL_LIMIT_STAGE_CPU;
 		m->bottleneck = heaviest(m, 0);
@@ -175,6 +194,8 @@ void pl_model_in_from_stats(const struct pl_stats *a, const struct pl_stats *b, 
 	in->wall_ns = wall_ns;
 	in->batches = since(b->batches, a->batches);
 	in->read_wait_ns = since(b->read_wait_ns, a->read_wait_ns);
+	in->driver_cpu_ns = since(b->driver_cpu_ns, a->driver_cpu_ns);
+	in->pool_task_ns = since(b->pool_task_ns, a->pool_task_ns);
 	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++) {
 		const struct pl_stage_stats *x = &a->stages[i], *y = &b->stages[i];
 		struct pl_stage_stats *o = &in->st[i];

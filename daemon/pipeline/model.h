@@ -46,6 +46,11 @@ struct pl_model_in {
 	uint64_t batches;			    /* made in the window */
 	struct pl_stage_stats st[PL_STAGE_COUNT_]; /* their differences */
 	uint64_t read_wait_ns;			    /* the driver blocked on reads */
+	/*
+	 * The threads' CPU: the driver's (every stage it ran, the parse tasks it ran itself
+	 * included) and the pool workers' task time. 0 and 0: unknown, the stages' split is used.
+	 */
+	uint64_t driver_cpu_ns, pool_task_ns;
 	uint64_t producer_wait_ns; /* the engine blocked for room in the ring (0 in process) */
 	uint64_t commit_failures;  /* ring growths refused */
 	const struct pl_model_reader *readers;
@@ -80,6 +85,8 @@ struct pl_model {
 	double predicted_all_per_s; /* with every core of the host, workers included */
 	enum pl_limit limit;
 	int bottleneck; /* the stage that bounds it (enum pl_stage_id), or -1 */
+	/* per batch: the driver thread's CPU and the pool workers' (0, 0: not known) */
+	double drv_ns_per_batch, pool_ns_per_batch;
 };
 
 struct pl_stats; /* pipeline.h */

@@ -84,6 +84,8 @@ int report_window(const struct sluice_stats *now, const struct sluice_stats *pre
 	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++)
 		stage_deltas(now, prev, &in->st[i], i);
 	in->read_wait_ns = delta(now, prev, "read_wait_ns");
+	in->driver_cpu_ns = delta(now, prev, "driver_cpu_ns");
+	in->pool_task_ns = delta(now, prev, "pool_task_ns");
 	in->producer_wait_ns = delta(now, prev, "producer_wait_ns");
 	in->commit_failures = delta(now, prev, "ring_commit_failures");
 	in->workers = (unsigned)get(now, "workers");

@@ -118,6 +118,30 @@ static void test_consumer_disk_memory(void **state)
 	assert_int_equal(m.limit, PL_LIMIT_MEMORY);
 }
 
+static void test_by_thread(void **state)
+{
+	(void)state;
+	/* the stages say parse is parallel, but the driver ran most of it itself (lazy fills):
+	   by thread, the driver's 400 us a batch bind at 2500/s, not the pool */
+	struct pl_model_in in = window(2, 2, 2);
+	cost(&in, PL_STAGE_READ, 100 * US);
+	cost(&in, PL_STAGE_PARSE, 400 * US);
+	in.driver_cpu_ns = 400 * US * in.batches; /* read + 300 us of parse */
+	in.pool_task_ns = 100 * US * in.batches;
+	struct pl_model m;
+	pl_model_fit(&in, &m);
+	assert_float_equal(m.seq_cap, 2500, 1e-6);
+	assert_float_equal(m.pool_cap, 20000, 1e-6);
+	assert_float_equal(m.cores_cap, 4000, 1e-6);
+	assert_int_equal(m.limit, PL_LIMIT_SEQUENTIAL);
+	assert_int_equal(m.bottleneck, PL_STAGE_PARSE); /* the driver's share of it */
+	/* without the split by thread, the stages' classes: the pool binds at 2 / 400 us */
+	in.driver_cpu_ns = in.pool_task_ns = 0;
+	pl_model_fit(&in, &m);
+	assert_float_equal(m.seq_cap, 10000, 1e-6);
+	assert_float_equal(m.predicted_per_s, 4000, 1e-6);
+}
+
 static void test_demand(void **state)
 {
 	(void)state;
@@ -173,6 +197,7 @@ int main(void)
 		cmocka_unit_test(test_sequential),
 		cmocka_unit_test(test_stage_cpu_then_cores),
 		cmocka_unit_test(test_consumer_disk_memory),
+		cmocka_unit_test(test_by_thread),
 		cmocka_unit_test(test_demand),
 		cmocka_unit_test(test_empty),
 	};
