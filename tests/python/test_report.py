@@ -57,12 +57,18 @@ def start_reader(env, name, pace):
     return stop, t
 
 
+def register(env, name, seed):
+    """An endless shuffled pipeline over the image dataset, registered as name."""
+    p = os.path.join(env.tmp, name + ".json")
+    with open(p, "w") as f:
+        json.dump(image_spec(env.data, name=name, epochs=None, batch=8, **shuffled(seed)), f)
+    r = ctl("--socket", env.sock, "register", p)
+    assert r.returncode == 0, r.stderr
+
+
 def test_slow_reader_is_the_limit(fresh_daemon):
     env = fresh_daemon
-    p = os.path.join(env.tmp, "slow.json")
-    with open(p, "w") as f:
-        json.dump(image_spec(env.data, name="slow", epochs=None, batch=8, **shuffled(2)), f)
-    assert ctl("--socket", env.sock, "register", p).returncode == 0
+    register(env, "slow", 2)
     stop, t = start_reader(env, "slow", PERIOD_S)
     try:
         refreshes = top_json(env.sock)
@@ -84,10 +90,7 @@ def test_slow_reader_is_the_limit(fresh_daemon):
 
 def test_fast_reader_the_pipeline_is_the_limit(fresh_daemon):
     env = fresh_daemon
-    p = os.path.join(env.tmp, "fast.json")
-    with open(p, "w") as f:
-        json.dump(image_spec(env.data, name="fast", epochs=None, batch=8, **shuffled(3)), f)
-    assert ctl("--socket", env.sock, "register", p).returncode == 0
+    register(env, "fast", 3)
     stop, t = start_reader(env, "fast", 0)
     try:
         refreshes = top_json(env.sock)
