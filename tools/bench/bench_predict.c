@@ -23,16 +23,19 @@
 
 static void predict_usage(FILE *f)
 {
-	fprintf(f, "usage: sluice-bench predict [--seconds S] [--from A] [--to B] NAME=SPEC...\n"
+	fprintf(f, "usage: sluice-bench predict [--seconds S] [--from A] [--to B] [--repeat R]\n"
+		   "                            NAME=SPEC...\n"
 		   "\n"
 		   "For each pipeline spec SPEC (a JSON file; NAME labels it): runs it in\n"
 		   "process on a pool of A workers (default 1) for S seconds (default 4) after\n"
 		   "a warm-up of S/2, fits the resource model (docs/plumber.md) to the window's\n"
 		   "counters and predicts its batch rate with B workers (default 2) on\n"
 		   "min(B, cores) cores; then runs it with B workers the same way and measures.\n"
+		   "With --repeat R (at most 16): R such pairs, the medians.\n"
 		   "The spec should be endless (epochs null) or long enough. One line per spec:\n"
 		   "bench=predict spec=NAME from_workers=A to_workers=B measured_from_per_s=...\n"
-		   "predicted_per_s=... measured_per_s=... error=... limit=... bottleneck=...\n");
+		   "predicted_per_s=... measured_per_s=... error=... limit=... bottleneck=...\n"
+		   "repeat=R\n");
 }
 
 static void nap(double s)
@@ -131,7 +134,21 @@ static int run(const struct pl_spec *spec, unsigned workers, double seconds,
 	return 0;
 }
 
-static int one(const char *arg, unsigned from, unsigned to, double seconds)
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define MAX_REPEAT 16
+
+static int one(const char *arg, unsigned from, unsigned to, double seconds, unsigned repeat)
 {
 	const char *eq = strchr(arg, '=');
 	if (!eq || eq == arg || !eq[1]) {
@@ -146,30 +163,37 @@ static int one(const char *arg, unsigned from, unsigned to, double seconds)
 		return 1;
 	}
 	struct pl_model mf, mt;
-	rc = run(spec, from, seconds, &mf, &err);
-	if (rc == 0)
-		rc = run(spec, to, seconds, &mt, &err);
+	double rate_from[MAX_REPEAT], predicted[MAX_REPEAT], measured[MAX_REPEAT];
+	long host = sysconf(_SC_NPROCESSORS_ONLN);
+	double cores = to < (unsigned)(host > 0 ? host : 1) ? to : (double)host;
+	for (unsigned k = 0; k < repeat && rc == 0; k++) {
+		rc = run(spec, from, seconds, &mf, &err);
+		if (rc == 0)
+			rc = run(spec, to, seconds, &mt, &err);
+		rate_from[k] = mf.batches_per_s;
+		predicted[k] = pl_model_predict(&mf, to, cores);
+		measured[k] = mt.batches_per_s;
+	}
 	pl_spec_destroy(spec);
 	if (rc < 0) {
 		fprintf(stderr, "sluice-bench predict: %s: %s\n", eq + 1, err.msg);
 		return 1;
 	}
-	long host = sysconf(_SC_NPROCESSORS_ONLN);
-	double cores = to < (unsigned)(host > 0 ? host : 1) ? to : (double)host;
-	double pred = pl_model_predict(&mf, to, cores);
-	double error = mt.batches_per_s > 0 ? fabs(pred - mt.batches_per_s) / mt.batches_per_s : 0;
+	double pred = median(predicted, repeat), meas = median(measured, repeat);
+	double error = meas > 0 ? fabs(pred - meas) / meas : 0;
 	printf("bench=predict spec=%.*s from_workers=%u to_workers=%u measured_from_per_s=%.1f "
-	       "predicted_per_s=%.1f measured_per_s=%.1f error=%.3f limit=%s bottleneck=%s\n",
-	       (int)(eq - arg), arg, from, to, mf.batches_per_s, pred, mt.batches_per_s, error,
+	       "predicted_per_s=%.1f measured_per_s=%.1f error=%.3f limit=%s bottleneck=%s "
+	       "repeat=%u\n",
+	       (int)(eq - arg), arg, from, to, median(rate_from, repeat), pred, meas, error,
 	       pl_limit_name(mf.limit),
-	       mf.bottleneck >= 0 ? pl_stage_name((unsigned)mf.bottleneck) : "-");
+	       mf.bottleneck >= 0 ? pl_stage_name((unsigned)mf.bottleneck) : "-", repeat);
 	fflush(stdout);
 	return 0;
 }
 
 int bench_predict(int argc, char **argv)
 {
-	uint64_t from = 1, to = 2;
+	uint64_t from = 1, to = 2, repeat = 1;
 	double seconds = 4;
 	int first = 0;
 	for (int i = 1; i < argc; i++) {
@@ -181,6 +205,11 @@ int bench_predict(int argc, char **argv)
 			char *end;
 			seconds = strtod(argv[++i], &end);
 			if (*end || !(seconds >= 0.1 && seconds <= 600)) {
+				predict_usage(stderr);
+				return 2;
+			}
+		} else if (!strcmp(a, "--repeat") && i + 1 < argc) {
+			if (cli_parse_u64(argv[++i], MAX_REPEAT, &repeat) < 0 || !repeat) {
 				predict_usage(stderr);
 				return 2;
 			}
@@ -207,10 +236,10 @@ int bench_predict(int argc, char **argv)
 	for (int i = first; i < argc; i++) {
 		if (argv[i][0] == '-') {
 			i += strcmp(argv[i], "--seconds") == 0 || strcmp(argv[i], "--from") == 0 ||
-			     strcmp(argv[i], "--to") == 0;
+			     strcmp(argv[i], "--to") == 0 || strcmp(argv[i], "--repeat") == 0;
 			continue;
 		}
-		int r = one(argv[i], (unsigned)from, (unsigned)to, seconds);
+		int r = one(argv[i], (unsigned)from, (unsigned)to, seconds, (unsigned)repeat);
 		if (r)
 			status = r;
 	}

@@ -45,6 +45,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build-rel"))
     ap.add_argument("--data", default=os.path.expanduser("~/.cache/sluice/predict"))
     ap.add_argument("--seconds", default="4")
+    ap.add_argument("--repeat", default="3")
     ap.add_argument("--quick", action="store_true", help="small datasets (a smoke run)")
     ap.add_argument("--only", action="append", choices=sorted(PIPELINES))
     a = ap.parse_args()
@@ -68,7 +69,8 @@ def main():
         with open(path, "w") as f:
             json.dump(spec, f)
         args.append("%s=%s" % (name, path))
-    return subprocess.run([bench, "predict", "--seconds", a.seconds] + args).returncode
+    return subprocess.run([bench, "predict", "--seconds", a.seconds, "--repeat", a.repeat] +
+                          args).returncode
 
 
 if __name__ == "__main__":
