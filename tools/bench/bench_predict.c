@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +31,8 @@ static void predict_usage(FILE *f)
 		   "process on a pool of A workers (default 1) for S seconds (default 4) after\n"
 		   "a warm-up of S/2, fits the resource model (docs/plumber.md) to the window's\n"
 		   "counters and predicts its batch rate with B workers (default 2) on\n"
-		   "min(B, cores) cores; then runs it with B workers the same way and measures.\n"
+		   "min(B, free cores) cores (the host's cores less what its other processes\n"
+		   "used in the window); then runs it with B workers the same way and measures.\n"
 		   "With --repeat R (at most 16): R such pairs, the medians.\n"
 		   "The spec should be endless (epochs null) or long enough. One line per spec:\n"
 		   "bench=predict spec=NAME from_workers=A to_workers=B measured_from_per_s=...\n"
@@ -44,6 +46,31 @@ static void nap(double s)
 			       .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+/* The host's busy CPU-seconds so far (/proc/stat: every state but idle and iowait), or -1. */
+static double host_busy_s(void)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	unsigned long long v[8] = { 0 };
+	int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			   &v[3], &v[4], &v[5], &v[6], &v[7])
+		  : 0;
+	if (f)
+		fclose(f);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (n < 8 || hz <= 0)
+		return -1;
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
+}
+
+static double own_cpu_s(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 /* The deliver callback: every batch is given back at once (a reader as fast as it can be). */
@@ -72,7 +99,7 @@ static void sink_end(void *ctx, int rc, const struct io_error *err)
 
 /* One run on workers: the model of its window and its measured batch rate. */
 static int run(const struct pl_spec *spec, unsigned workers, double seconds,
-	       struct pl_model *ret_m, struct io_error *err)
+	       struct pl_model *ret_m, double *ret_free_cpus, struct io_error *err)
 {
 	struct sched_pool_opts o;
 	struct sched_pool *pool;
@@ -100,10 +127,10 @@ static int run(const struct pl_spec *spec, unsigned workers, double seconds,
 	nap(seconds / 2); /* warm-up: the shuffle buffer fills, read buffers are first touched */
 	struct pl_stats a, b;
 	pl_pipeline_get_stats(p, &a);
-	double t0 = scan_now_s();
+	double t0 = scan_now_s(), h0 = host_busy_s(), o0 = own_cpu_s();
 	nap(seconds);
 	pl_pipeline_get_stats(p, &b);
-	double t1 = scan_now_s();
+	double t1 = scan_now_s(), h1 = host_busy_s(), o1 = own_cpu_s();
 	bool ended = atomic_load(&s.ended);
 	pl_pipeline_destroy(p);
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_CANCEL);
@@ -117,7 +144,12 @@ static int run(const struct pl_spec *spec, unsigned workers, double seconds,
 	long host = sysconf(_SC_NPROCESSORS_ONLN);
 	in.workers = workers;
 	in.host_cpus = host > 0 ? (unsigned)host : 1;
-	in.cpus = in.host_cpus;
+	/* the allocation is what the host's other processes left: cores less their use */
+	double others = h0 >= 0 && h1 >= 0 ? (h1 - h0 - (o1 - o0)) / (t1 - t0) : 0;
+	in.cpus = in.host_cpus - (others > 0 ? others : 0);
+	if (in.cpus < 0.25)
+		in.cpus = 0.25;
+	*ret_free_cpus = in.cpus;
 	pl_model_fit(&in, ret_m);
 	if (getenv("SLUICE_PREDICT_DEBUG")) {
 		const struct pl_model *m = ret_m;
@@ -164,12 +196,13 @@ static int one(const char *arg, unsigned from, unsigned to, double seconds, unsi
 	}
 	struct pl_model mf, mt;
 	double rate_from[MAX_REPEAT], predicted[MAX_REPEAT], measured[MAX_REPEAT];
-	long host = sysconf(_SC_NPROCESSORS_ONLN);
-	double cores = to < (unsigned)(host > 0 ? host : 1) ? to : (double)host;
+	double free_cpus[MAX_REPEAT], ignore;
 	for (unsigned k = 0; k < repeat && rc == 0; k++) {
-		rc = run(spec, from, seconds, &mf, &err);
+		rc = run(spec, from, seconds, &mf, &free_cpus[k], &err);
 		if (rc == 0)
-			rc = run(spec, to, seconds, &mt, &err);
+			rc = run(spec, to, seconds, &mt, &ignore, &err);
+		/* B workers on the cores the first run found free */
+		double cores = to < free_cpus[k] ? to : free_cpus[k];
 		rate_from[k] = mf.batches_per_s;
 		predicted[k] = pl_model_predict(&mf, to, cores);
 		measured[k] = mt.batches_per_s;
@@ -183,10 +216,11 @@ static int one(const char *arg, unsigned from, unsigned to, double seconds, unsi
 	double error = meas > 0 ? fabs(pred - meas) / meas : 0;
 	printf("bench=predict spec=%.*s from_workers=%u to_workers=%u measured_from_per_s=%.1f "
 	       "predicted_per_s=%.1f measured_per_s=%.1f error=%.3f limit=%s bottleneck=%s "
-	       "repeat=%u\n",
+	       "free_cpus=%.2f repeat=%u\n",
 	       (int)(eq - arg), arg, from, to, median(rate_from, repeat), pred, meas, error,
 	       pl_limit_name(mf.limit),
-	       mf.bottleneck >= 0 ? pl_stage_name((unsigned)mf.bottleneck) : "-", repeat);
+	       mf.bottleneck >= 0 ? pl_stage_name((unsigned)mf.bottleneck) : "-",
+	       median(free_cpus, repeat), repeat);
 	fflush(stdout);
 	return 0;
 }
