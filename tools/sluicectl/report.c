@@ -91,6 +91,15 @@ int report_window(const struct sluice_stats *now, const struct sluice_stats *pre
 	in->workers = (unsigned)get(now, "workers");
 	in->cpus = (double)get(now, "cpus_milli") / 1000;
 	in->host_cpus = (unsigned)get(now, "host_cpus");
+	if (prev && in->wall_ns && get(now, "host_busy_ns") && get(prev, "host_busy_ns")) {
+		/* between two readings: the cores the host's other processes left, if fewer */
+		double others = ((double)delta(now, prev, "host_busy_ns") -
+				 (double)delta(now, prev, "sluiced_cpu_ns")) /
+				(double)in->wall_ns;
+		double free = in->host_cpus - (others > 0 ? others : 0);
+		if (free < in->cpus)
+			in->cpus = free > 0.25 ? free : 0.25;
+	}
 	readers(now, prev, w);
 	return 0;
 }
