@@ -24,7 +24,9 @@ static const char top_usage[] =
 	"(PREDICTED) and with every core of the host (ALL_CORES), the cores it uses, what\n"
 	"limits it and the bottleneck stage (docs/plumber.md). Per reader: batches taken a\n"
 	"second and the share of the time it waited for one. The first refresh covers each\n"
-	"pipeline's life so far, later ones the last interval. --json: one JSON object per\n"
+	"pipeline's life so far, later ones the last interval. A pipeline's prediction is\n"
+	"for the cores that neither the host's other processes nor sluiced's other\n"
+	"pipelines used in the window. --json: one JSON object per\n"
 	"refresh, {\"pipelines\": [{\"name\": ..., \"status\": ..., \"model\": {...}}]}.\n";
 
 /* A pipeline's last reading, to take the next window from. */
@@ -100,12 +102,32 @@ static int refresh(struct sluice_client *c, bool json, struct seen **io_seen, si
 		return -1;
 	}
 	struct seen *now = calloc(n ? n : 1, sizeof(*now));
-	struct report_window *w = malloc(sizeof(*w));
-	if (!now || !w) {
+	struct report_window *w = calloc(n ? n : 1, sizeof(*w));
+	struct pl_model *m = calloc(n ? n : 1, sizeof(*m));
+	bool *have = calloc(n ? n : 1, sizeof(*have));
+	if (!now || !w || !m || !have) {
 		free(now);
 		free(w);
+		free(m);
+		free(have);
 		sluice_list_free(list);
 		return -1;
+	}
+	/* every pipeline's window first: the cores the others use are not this one's to have */
+	double cores = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct sluice_stats *s = NULL;
+		if (sluice_stats(c, list[i].name, &s, &err) < 0)
+			continue; /* gone meanwhile */
+		struct sluice_stats *prev = seen_take(*io_seen, *io_n, list[i].name);
+		if (report_window(s, prev, &w[i]) == 0) {
+			pl_model_fit(&w[i].in, &m[i]);
+			cores += m[i].cores;
+			have[i] = true;
+		}
+		sluice_stats_free(prev);
+		snprintf(now[i].name, sizeof(now[i].name), "%s", list[i].name);
+		now[i].s = s;
 	}
 	struct jsonout j;
 	jsonout_init(&j);
@@ -117,29 +139,25 @@ static int refresh(struct sluice_client *c, bool json, struct seen **io_seen, si
 		print_header();
 	size_t shown = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct sluice_stats *s = NULL;
-		if (sluice_stats(c, list[i].name, &s, &err) < 0)
-			continue; /* gone meanwhile */
-		struct sluice_stats *prev = seen_take(*io_seen, *io_n, list[i].name);
-		struct pl_model m;
-		if (report_window(s, prev, w) == 0) {
-			pl_model_fit(&w->in, &m);
-			if (json) {
-				jsonout_cstr(&j, shown ? ", {\"name\": " : "{\"name\": ");
-				jsonout_str(&j, list[i].name, strlen(list[i].name));
-				jsonout_cstr(&j, ", \"status\": \"");
-				jsonout_cstr(&j, status_text(list[i].status));
-				jsonout_cstr(&j, "\", \"model\": ");
-				report_json(&j, w, &m);
-				jsonout_char(&j, '}');
-			} else {
-				print_row(&list[i], w, &m);
-			}
-			shown++;
+		if (!have[i])
+			continue;
+		double others = cores - m[i].cores;
+		if (n > 1 && others > 0) {
+			w[i].in.cpus = w[i].in.cpus - others > 0.25 ? w[i].in.cpus - others : 0.25;
+			pl_model_fit(&w[i].in, &m[i]);
 		}
-		sluice_stats_free(prev);
-		snprintf(now[i].name, sizeof(now[i].name), "%s", list[i].name);
-		now[i].s = s;
+		if (json) {
+			jsonout_cstr(&j, shown ? ", {\"name\": " : "{\"name\": ");
+			jsonout_str(&j, list[i].name, strlen(list[i].name));
+			jsonout_cstr(&j, ", \"status\": \"");
+			jsonout_cstr(&j, status_text(list[i].status));
+			jsonout_cstr(&j, "\", \"model\": ");
+			report_json(&j, &w[i], &m[i]);
+			jsonout_char(&j, '}');
+		} else {
+			print_row(&list[i], &w[i], &m[i]);
+		}
+		shown++;
 	}
 	int rc = 0;
 	if (json) {
@@ -151,6 +169,8 @@ static int refresh(struct sluice_client *c, bool json, struct seen **io_seen, si
 	*io_seen = now;
 	*io_n = n;
 	free(w);
+	free(m);
+	free(have);
 	sluice_list_free(list);
 	return rc < 0 || fflush(stdout) != 0 ? -1 : 0;
 }
