@@ -371,7 +371,9 @@ static const char *socket_path(const struct dmn_config *cfg, char *buf, size_t c
 	if (e && *e)
 		return e;
 	if ((e = getenv("RUNTIME_DIRECTORY")) && *e) {
-		snprintf(buf, cap, "%s/sluice.sock", e);
+		/* systemd: a list separated by ':' when the unit has several; ours is the first
+		   (as libsluice reads it) */
+		snprintf(buf, cap, "%.*s/sluice.sock", (int)strcspn(e, ":"), e);
 		return buf;
 	}
 	if ((e = getenv("XDG_RUNTIME_DIR")) && *e) {
