@@ -593,8 +593,12 @@ int main(int argc, char **argv)
 	notify("READY=1\nSTATUS=serving");
 
 	uint64_t last_tick = dmn_now_ms(), last_watchdog = 0;
-	const char *wd = getenv("WATCHDOG_USEC");
+	/* systemd's watchdog (WatchdogSec=): pinged at half its period; WATCHDOG_PID, when set,
+	   names the process it is for (not a child that inherited the environment) */
+	const char *wd = getenv("WATCHDOG_USEC"), *wd_pid = getenv("WATCHDOG_PID");
 	uint64_t watchdog_ms = wd ? strtoull(wd, NULL, 10) / 2000 : 0;
+	if (wd_pid && *wd_pid && strtol(wd_pid, NULL, 10) != (long)getpid())
+		watchdog_ms = 0;
 	while (!d.stopping) {
 		struct epoll_event evs[64];
 		int n = epoll_wait(d.epoll_fd, evs, 64, DMN_TICK_MS);

@@ -1,4 +1,5 @@
-"""Where sluiced listens and where clients look without --socket (README, "The service").
+"""sluiced as systemd runs it: where it listens and where clients look without --socket
+(README, "The service"), and the notifications its unit relies on (Type=notify, WatchdogSec=).
 
 systemd gives the unit's runtime directories in RUNTIME_DIRECTORY, ':'-separated when there are
 several: sluiced listens in the first, and sluicectl (libsluice) finds it there with the same
@@ -7,6 +8,7 @@ environment and no --socket. SLUICE_SOCKET comes before both. Exit 0 pass, 1 fai
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,42 @@ def wait_for(path, p, seconds=30):
 def ctl_env(env, *args):
     return subprocess.run([os.environ["SLUICECTL"]] + list(args), env=env, capture_output=True,
                           text=True, timeout=60)
+
+
+def notifications(tmp, conf, extra_env, want_watchdogs):
+    """sluiced with NOTIFY_SOCKET and WATCHDOG_USEC=200 ms: what it says, in order, until
+    want_watchdogs pings came (or, want_watchdogs 0, for one second: 5 periods), then SIGTERM."""
+    path = os.path.join(tmp, "notify")
+    if os.path.exists(path):
+        os.unlink(path)
+    ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ns.bind(path)
+    env = dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="200000", **extra_env)
+    p = subprocess.Popen([os.environ["SLUICED"], "--socket", os.path.join(tmp, "wd.sock"),
+                          "--config-dir", conf, "--workers", "1"], env=env,
+                         stderr=subprocess.DEVNULL)
+    got, pings = [], 0
+    try:
+        ns.settimeout(10)
+        deadline = time.monotonic() + (10 if want_watchdogs else 1.0)
+        while time.monotonic() < deadline and (not want_watchdogs or pings < want_watchdogs):
+            ns.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                msg = ns.recv(4096).decode()
+            except socket.timeout:
+                break
+            got.append(msg)
+            pings += msg == "WATCHDOG=1"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(30)
+        ns.settimeout(5)
+        try:
+            got.append(ns.recv(4096).decode())
+        except socket.timeout:
+            pass
+        ns.close()
+    return got, pings
 
 
 def main():
@@ -61,6 +99,14 @@ def main():
             rc = p.wait(30)
         check(rc == 0 and not os.path.exists(os.path.join(first, "sluice.sock")),
               "SIGTERM: sluiced exits 0 and removes its socket (exit %s)" % rc)
+        got, pings = notifications(tmp, conf, {}, 3)
+        check(got[:1] and got[0].startswith("READY=1") and pings >= 3 and
+              got[-1] == "STOPPING=1",
+              "notify: READY=1, then WATCHDOG=1 every half period, STOPPING=1 at SIGTERM (%s)" %
+              (got[:3] + got[-1:]))
+        got, pings = notifications(tmp, conf, {"WATCHDOG_PID": "1"}, 0)
+        check(got[:1] and got[0].startswith("READY=1") and pings == 0,
+              "notify: no WATCHDOG=1 when WATCHDOG_PID names another process (%s)" % got)
     if td.FAILS:
         print("%d checks failed" % len(td.FAILS))
         return 1
