@@ -69,6 +69,13 @@ rm -rf build-install/prefix
 meson install -C build-install --no-rebuild --quiet
 tests/install/smoke.sh build-install/prefix
 
+step "a wheel that carries libsluice.so, pip-installed into fresh venvs (numpy from PyPI)"
+tools/wheel.sh --build build-install build-install/dist
+wheel_rc=0
+tests/install/wheel_smoke.sh build-install/dist/sluice-*.whl build-install/prefix/sbin/sluiced \
+	build-install/prefix/bin/sluicectl || wheel_rc=$?
+[ "$wheel_rc" = 0 ] || [ "$wheel_rc" = 77 ]
+
 step "tests (io engine: pread fallback forced)"
 run_tests build --setup pread
 
