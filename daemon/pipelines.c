@@ -211,7 +211,7 @@ static void publish_error(struct dmn_pipeline *pl, int code, const char *text)
 }
 
 /* The position of a reader at ring seq cursor (the next it would take). Under pl->lock. */
-static int state_at(struct dmn_pipeline *pl, uint64_t cursor, void *buf, size_t cap)
+int dmn_pipeline_state_at(struct dmn_pipeline *pl, uint64_t cursor, void *buf, size_t cap)
 {
 	const struct dmn_hist *h = cursor ? &pl->hist[(cursor - 1) % DMN_HIST] : NULL;
 
@@ -241,7 +241,8 @@ static void capture_moved(struct dmn_pipeline *pl)
 		m->len = !m->state ? -ENOMEM
 			 : ipc_ring_reader_lag(pl->ring, id, &lag) < 0
 				 ? -ENOENT
-				 : state_at(pl, info.head - lag, m->state, PL_STATE_MAX);
+				 : dmn_pipeline_state_at(pl, info.head - lag, m->state,
+							 PL_STATE_MAX);
 		dmn_log("pipeline %s: reader %u is %llu batches behind: moved off the shared "
 			"stream to catch up on its own",
 			pl->name, id, (unsigned long long)lag);
@@ -284,6 +285,9 @@ static void pub_deliver(void *ctx, struct pl_batch *b)
 	bool first = false;
 	if (i < pl->n_resv) {
 		uint64_t rseq;
+		/* restarts: the kept record's bounds cover every batch published (positions.c) */
+		if (pl->keep && (b->seq >= pl->keep_bound || b->epoch >= pl->keep_epochs))
+			dmn_pipeline_keep(pl, b->seq + DMN_KEEP_EVERY, b->epoch + 1);
 		if (ipc_ring_publish(pl->ring, &pl->resv[i].ext, b->len, b->epoch, b->flags,
 				     &rseq) == 0) {
 			struct dmn_hist *h = &pl->hist[rseq % DMN_HIST];
@@ -346,6 +350,8 @@ static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *wh
 			*pp = pl->next;
 			d->n_pipelines--;
 			dmn_log("%spipeline %s %s", pl->private_ ? "private " : "", pl->name, why);
+			if (pl->keep && !d->stopping) /* no reader left to resume it */
+				dmn_keep_forget(pl->keep, pl->fp, pl->name);
 			/* a group that had moved to it is gone with it */
 			for (struct dmn_pipeline *o = d->pipelines; o; o = o->next) {
 				pthread_mutex_lock(&o->lock);
@@ -768,6 +774,10 @@ int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
 		snprintf(msg, msg_cap, "out of memory");
 		r = -ENOMEM;
 	}
+	if (r == 0) { /* before the engine runs: its first batch writes the record */
+		pl->keep = d->keep.dir ? &d->keep : NULL;
+		pl->sloppy = g.spec->sloppy_interleave;
+	}
 	if (r == 0)
 		r = make_engine(d, &g, pl);
 	pl_spec_destroy(g.spec);
@@ -869,7 +879,8 @@ int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *b
 		if (r > 0)
 			memcpy(buf, m->state, (size_t)m->len);
 	} else if (r == 0) {
-		r = state_at(pl, info.head - lag, buf, cap); /* head - lag: the next it takes */
+		r = dmn_pipeline_state_at(pl, info.head - lag, buf,
+					  cap); /* head - lag: the next it takes */
 	}
 	pthread_mutex_unlock(&pl->lock);
 	return r;

@@ -244,8 +244,14 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	a.rank_index = r->rank_index;
 	a.rank_count = r->rank_count;
 	memcpy(a.group, r->group, sizeof(a.group));
-	a.state = r->state_len ? r->state : NULL;
-	a.state_len = (uint32_t)r->state_len;
+	if (r->token_len) { /* re-attaching: where the daemon kept it, not a saved state */
+		a.resume = r->token;
+		a.resume_len = (uint32_t)r->token_len;
+		a.resume_seq = r->next_seq;
+	} else {
+		a.state = r->state_len ? r->state : NULL;
+		a.state_len = (uint32_t)r->state_len;
+	}
 	/* once moved off, it is alone on its own pipeline: nobody to hold back */
 	a.lag_policy = r->moved ? IPC_CTL_LAG_HOLD : r->lag_policy;
 	a.max_lag = r->max_lag;
@@ -285,7 +291,15 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	r->ring = ring;
 	r->reader_id = out.reader_id;
 	memcpy(r->name, out.name, sizeof(r->name));
-	r->first_epoch = out.first_epoch;
+	if (!r->token_len || out.first_epoch > r->first_epoch)
+		r->first_epoch = out.first_epoch;
+	if (r->token_len) { /* a resume: what this attachment gives again */
+		r->skip_below = out.skip_below;
+		r->redeliv_below = out.redelivered_below;
+		r->redeliv_epochs = out.redelivered_epochs;
+	}
+	memcpy(r->token, out.token, out.token_len); /* decoded: <= IPC_CTL_TOKEN_MAX */
+	r->token_len = out.token_len;
 	r->gen = atomic_load_explicit(&c->gen, memory_order_relaxed);
 	ipc_ctl_attached_fini(&out);
 	return 0;
@@ -464,6 +478,15 @@ static int reattach(struct sluice_reader *r, struct sluice_error *err)
 	reader_what(r, "next", what, sizeof(what));
 	lc_ring_unref(r->ring);
 	r->ring = NULL;
+	if (!r->token_len && r->next_seq && !r->state_len) {
+		r->error = -ESTALE;
+		snprintf(r->error_msg, sizeof(r->error_msg),
+			 "%s: the connection to sluiced was lost, and sluiced keeps no "
+			 "position for this reader (it runs without --state-dir): it cannot "
+			 "resume where it was and does not start over from the beginning",
+			 what);
+		return lc_fail(err, -ESTALE, "%s", r->error_msg);
+	}
 	for (i = 0; i < r->tries; i++) {
 		int rc = 0;
 
@@ -480,6 +503,11 @@ static int reattach(struct sluice_reader *r, struct sluice_error *err)
 			return 0;
 		if (rc == -EPROTONOSUPPORT)
 			break; /* a daemon of another version came back: waiting will not help */
+		if (rc == -ESTALE) { /* its position is lost: say so, from now on */
+			r->error = rc;
+			snprintf(r->error_msg, sizeof(r->error_msg), "%s", last.msg);
+			return lc_fail(err, rc, "%s", last.msg);
+		}
 	}
 	if (!r->tries)
 		return lc_fail(err, -ECONNRESET,
@@ -548,6 +576,12 @@ static int take(struct sluice_reader *r, const struct ipc_ring_batch *rb,
 		ring_unlock(ring);
 		return lc_fail(err, r->error, "%s", r->error_msg);
 	}
+	if (v.seq < r->skip_below) { /* read before the daemon restarted: given back unread */
+		ring_lock(ring);
+		ipc_ring_client_release(ring->rc, rb);
+		ring_unlock(ring);
+		return 2;
+	}
 	b = malloc(sizeof(*b));
 	if (!b) {
 		ring_lock(ring);
@@ -560,6 +594,9 @@ static int take(struct sluice_reader *r, const struct ipc_ring_batch *rb,
 	b->rb = *rb;
 	b->v = v;
 	b->cuda_event = NULL;
+	b->resumed_again = v.seq < r->redeliv_below || v.epoch < r->redeliv_epochs;
+	if (v.seq + 1 > r->next_seq)
+		r->next_seq = v.seq + 1;
 	ring_ref(ring);
 	*ret_batch = b;
 	return 1;
@@ -609,8 +646,11 @@ static int move_off(struct sluice_reader *r, struct sluice_error *err)
 	old_gen = r->gen;
 	r->moved = true;
 	r->ring = NULL;
+	size_t token_len = r->token_len;
+	r->token_len = 0; /* from the state just saved, not a resume */
 	rc = attach_locked(r, err);
 	if (rc < 0) {
+		r->token_len = token_len;
 		r->ring = old;
 		r->moved = false;
 		pthread_mutex_unlock(&c->lock);
@@ -670,8 +710,12 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 			ring_unlock(r->ring);
 			continue;
 		}
-		if (rc == 0)
-			return take(r, &rb, ret_batch, err);
+		if (rc == 0) {
+			rc = take(r, &rb, ret_batch, err);
+			if (rc == 2)
+				continue; /* read before a restart */
+			return rc;
+		}
 		if (rc == -ENODATA) {
 			r->eos = true;
 			return 0;
