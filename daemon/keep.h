@@ -18,7 +18,9 @@
  * a pipeline ever published lies below the bounds its file says, and a restart knows which
  * batches it may have delivered (they are marked when delivered again).
  */
-#define DMN_KEEP_EVERY	   32
+#define DMN_KEEP_EVERY 32
+/* ... and the server thread writes it when the ring\'s oldest batch moved, at most this often */
+#define DMN_KEEP_TICK_NS   1000000000ull
 #define DMN_KEEP_RANKS	   4		  /* rank groups (counts) kept per pipeline */
 #define DMN_KEEP_MAX_AGE_S (7 * 86400ull) /* files of earlier runs older than this go */
 

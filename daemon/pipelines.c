@@ -860,6 +860,9 @@ uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl, uint64_t lease_ns)
 	if (pl->ring) {
 		ipc_ring_collect(pl->ring, &bad);
 		ipc_ring_lease_check(pl->ring, dmn_now_ns(), lease_ns, &bad);
+		if (pl->keep)
+			dmn_pipeline_keep_tick(
+				pl); /* its readers moved on: at most once a second */
 	}
 	pthread_mutex_unlock(&pl->lock);
 	return bad;

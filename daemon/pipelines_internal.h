@@ -23,5 +23,7 @@ int dmn_pipeline_state_at(struct dmn_pipeline *pl, uint64_t cursor, void *buf, s
  * published until the next write has seq < bound, epoch < bound_epochs). Under pl->lock.
  */
 void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_epochs);
+/* Write it again when the oldest batch moved and DMN_KEEP_TICK_NS passed. Under pl->lock. */
+void dmn_pipeline_keep_tick(struct dmn_pipeline *pl);
 
 #endif

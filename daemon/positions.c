@@ -91,6 +91,8 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 		kr->seq = seq_at(pl, a, info.head);
 		rec.n_rank++;
 	}
+	pl->keep_low = info.low;
+	pl->keep_ns = dmn_now_ns();
 	rec.bound = bound;
 	rec.bound_epochs = bound_epochs;
 	pl->keep_bound = bound;
@@ -101,6 +103,14 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 			"after a restart)",
 			pl->name, pl->keep->dir, strerror(-r));
 	pl->keep_failed = r < 0;
+}
+
+void dmn_pipeline_keep_tick(struct dmn_pipeline *pl)
+{
+	struct ipc_ring_info info;
+	ipc_ring_get_info(pl->ring, &info);
+	if (info.low != pl->keep_low && dmn_now_ns() - pl->keep_ns >= DMN_KEEP_TICK_NS)
+		dmn_pipeline_keep(pl, pl->keep_bound, pl->keep_epochs);
 }
 
 static const char *mode_word(uint32_t m)

@@ -164,6 +164,7 @@ struct dmn_pipeline {
 	bool sloppy;
 	bool keep_failed; /* a write failed (logged once) */
 	uint64_t keep_bound, keep_epochs;
+	uint64_t keep_low, keep_ns; /* the ring's low at the last write, and when */
 
 	struct dmn_pipeline *next;
 };
