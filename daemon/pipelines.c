@@ -350,8 +350,6 @@ static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *wh
 			*pp = pl->next;
 			d->n_pipelines--;
 			dmn_log("%spipeline %s %s", pl->private_ ? "private " : "", pl->name, why);
-			if (pl->keep && !d->stopping) /* no reader left to resume it */
-				dmn_keep_forget(pl->keep, pl->fp, pl->name);
 			/* a group that had moved to it is gone with it */
 			for (struct dmn_pipeline *o = d->pipelines; o; o = o->next) {
 				pthread_mutex_lock(&o->lock);
@@ -360,7 +358,16 @@ static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *wh
 						o->groups[i].used = false;
 				pthread_mutex_unlock(&o->lock);
 			}
+			/* no reader left to resume it: its record goes, once its driver (which
+			   writes it) is joined */
+			struct dmn_keep *keep = d->stopping ? NULL : pl->keep;
+			uint8_t fp[16];
+			char name[sizeof(pl->name)];
+			memcpy(fp, pl->fp, 16);
+			memcpy(name, pl->name, sizeof(name));
 			dmn_pipeline_destroy(d, pl);
+			if (keep)
+				dmn_keep_forget(keep, fp, name);
 			return;
 		}
 	}

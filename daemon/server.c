@@ -362,8 +362,7 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		return reply_error(c, msg->req_id, -ESTALE,
 				   "pipeline \"%s\" is not the one this reader read before sluiced "
 				   "restarted (its spec or its files changed): it cannot resume "
-				   "where "
-				   "it was (it does not start over silently)",
+				   "where it was (it does not start over silently)",
 				   pl->name);
 	if (!m.spec && m.state_len) {
 		/* Resuming by name: the named pipeline if it starts there, else a private one. */

@@ -128,6 +128,15 @@ struct sluice_batch {
 	bool resumed_again; /* after a daemon restart: may have been delivered before it */
 };
 
+/* ---- attach options (attach_opts.c) ---- */
+
+/*
+ * Check the caller's options and copy them into r (its spec and spec_dir allocated: the
+ * caller frees them with r). 0, or -EINVAL / -EMSGSIZE / -ENOMEM with a message in err.
+ */
+int lc_reader_setup(struct sluice_reader *r, const struct sluice_attach_opts *opts,
+		    struct sluice_error *err);
+
 /* ---- errors (conn.c) ---- */
 
 /* Fill err (may be NULL) with code and the formatted message; returns code. */

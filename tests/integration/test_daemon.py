@@ -1128,6 +1128,35 @@ def test_restart_split(tmp, data):
     check(rc == 0, "restart (split): sluiced stops cleanly (exit %s)" % rc)
 
 
+def test_restart_sloppy(tmp, data):
+    """A sloppy pipeline (its order is not the spec's): after kill -9 and a restart the
+    broadcast reader gets every record of every epoch at least once, and a record it got twice
+    came again in a batch marked re-delivered."""
+    conf, sp = restart_conf(tmp, data, "sl", sloppy_interleave=True)
+    sd = os.path.join(tmp, "state-sl")
+    d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    p, paused = drain_paused(d, "sl", 25)
+    d.stop(signal.SIGKILL)
+    d2 = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    lines, err = go_on(p)
+    rc = d2.stop()
+    by_epoch = {}
+    for b in lines:
+        by_epoch.setdefault(b["epoch"], []).append(b)
+    every = all(sorted(set(i for b in bs for i in b["values"]["id"])) == list(range(200))
+                for bs in by_epoch.values()) and sorted(by_epoch) == [0, 1, 2]
+    once = all(len(ids) == len(set(ids)) for ids in (
+        [i for b in bs if not b.get("redelivered") for i in b["values"]["id"]]
+        for bs in by_epoch.values()))
+    marked = sum(1 for b in lines if b.get("redelivered"))
+    check(paused and p.returncode == 0 and every,
+          "restart (sloppy): every record of the 3 epochs at least once (%d batches; %s)" % (
+              len(lines), err.strip()[-200:]))
+    check(once and marked > 0, "restart (sloppy): records that came twice came again in "
+          "batches marked re-delivered (%d marked)" % marked)
+    check(rc == 0, "restart (sloppy): sluiced stops cleanly (exit %s)" % rc)
+
+
 def test_restart_position_lost(tmp, data):
     """Where resuming is impossible the reader gets an error, never its data again from the
     start: the state directory removed while sluiced was down; sluiced without one."""
@@ -1328,6 +1357,7 @@ def main():
         test_restart(tmp, conf)
         test_restart_rank(tmp, data)
         test_restart_split(tmp, data)
+        test_restart_sloppy(tmp, data)
         test_restart_position_lost(tmp, data)
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()
