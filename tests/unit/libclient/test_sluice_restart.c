@@ -6,9 +6,11 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -180,10 +182,15 @@ static void test_reader_removed(void **state)
 	srv_free(&s);
 }
 
-/* Two readers of one client in two threads while the daemon restarts under them. */
+/*
+ * Two readers of one client in two threads while the daemon restarts under them. The threads
+ * report (cmocka is not thread-safe: the main thread asserts): got, and the first error.
+ */
 struct two {
 	struct sluice_reader *r;
-	int got;
+	_Atomic int got;
+	_Atomic int rc; /* written after msg */
+	char msg[256];
 };
 
 static void *two_reader(void *arg)
@@ -197,9 +204,12 @@ static void *two_reader(void *arg)
 
 		if (rc == 0)
 			break;
-		if (rc != 1)
-			fail_msg("next: %d %s", rc, err.msg);
-		t->got++;
+		if (rc != 1) {
+			snprintf(t->msg, sizeof(t->msg), "%s", err.msg);
+			atomic_store(&t->rc, rc);
+			break;
+		}
+		atomic_fetch_add(&t->got, 1);
 		sluice_batch_release(b);
 	}
 	return NULL;
@@ -219,12 +229,16 @@ static void test_threads_two_readers_restart(void **state)
 	c = connect_ok(&s);
 	for (int i = 0; i < 2; i++) {
 		t[i].r = attach_ok(c, "train");
-		t[i].got = 0;
+		atomic_init(&t[i].got, 0);
+		atomic_init(&t[i].rc, 0);
 	}
 	srv_publish_n(&s, 2);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, two_reader, &t[i]), 0);
-	usleep(100 * 1000);
+	/* the condition itself: both took the old daemon's two batches */
+	for (int i = 0; i < 2; i++)
+		while (atomic_load(&t[i].got) < 2 && !atomic_load(&t[i].rc))
+			usleep(1000);
 	pthread_mutex_lock(&s.lock);
 	s.send_shutdown = true;
 	s.remove_on_close = false;
@@ -238,7 +252,9 @@ static void test_threads_two_readers_restart(void **state)
 	srv_run(&s2);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(pthread_join(th[i], NULL), 0);
-		assert_int_equal(t[i].got, 2 + 5);
+		if (atomic_load(&t[i].rc))
+			fail_msg("reader %d: next: %d %s", i, atomic_load(&t[i].rc), t[i].msg);
+		assert_int_equal(atomic_load(&t[i].got), 2 + 5);
 	}
 	/* One connection for both: one HELLO on the new daemon. */
 	assert_int_equal(srv_get(&s2, &s2.n_hello), 1);
