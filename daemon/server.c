@@ -325,6 +325,11 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 					   .state = m.state,
 					   .state_len = m.state_len };
 		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
+		if (r == -EBADMSG && rs->on) /* the kept state is another pipeline's now */
+			return reply_error(c, msg->req_id, -ESTALE,
+					   "%s: this reader cannot resume where it was (it does "
+					   "not start over silently)",
+					   emsg);
 		if (r < 0)
 			return reply_error(c, msg->req_id, r, "%s", emsg);
 		if (created)

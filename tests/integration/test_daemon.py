@@ -1159,23 +1159,30 @@ def test_restart_sloppy(tmp, data):
 
 def test_restart_position_lost(tmp, data):
     """Where resuming is impossible the reader gets an error, never its data again from the
-    start: the state directory removed while sluiced was down; sluiced without one."""
-    for case in ("removed", "none"):
-        conf, sp = restart_conf(tmp, data, "lost-" + case)
+    start: the state directory removed while sluiced was down; sluiced without one; the
+    dataset changed (a file's mtime) while it was down, for a reader by name and by spec."""
+    for case in ("removed", "none", "changed-name", "changed-spec"):
+        own = os.path.join(tmp, "data-lost-" + case)  # a copy: its mtime changes
+        subprocess.run(["cp", "-a", data, own], check=True)
+        conf, sp = restart_conf(tmp, own, "lost-" + case)
         sd = os.path.join(tmp, "state-lost-" + case)
-        opts = RESTART_OPTS + (["--state-dir", sd] if case == "removed" else [])
+        opts = RESTART_OPTS + (["--state-dir", sd] if case != "none" else [])
         d = Daemon(tmp, conf, opts)
-        p, paused = drain_paused(d, "lost-" + case, 20)
+        p, paused = drain_paused(d, sp if case == "changed-spec" else "lost-" + case, 20)
         d.stop(signal.SIGKILL)
         if case == "removed":
             subprocess.run(["rm", "-rf", sd], check=True)
+        if case.startswith("changed"):
+            f = os.path.join(own, "part-0.tfrecords")
+            st = os.stat(f)
+            os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
         d2 = Daemon(tmp, conf, opts)
         lines, err = go_on(p)
         rc = d2.stop()
         seqs = [b["seq"] for b in lines]
         check(paused and p.returncode == 1 and "cannot resume where it was" in err and
               seqs == list(range(len(seqs))) and 20 <= len(seqs) < 60 and rc == 0,
-              "restart, state dir %s: the reader fails with a clear error after %d batches, "
+              "restart (%s): the reader fails with a clear error after %d batches, "
               "none read again (exit %s: %s)" % (case, len(seqs), p.returncode,
                                                   err.strip()[-300:]))
 
