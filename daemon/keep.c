@@ -214,8 +214,56 @@ static void load_one(struct dmn_keep *k, int dfd, const char *fname, time_t now)
 		free(r);
 		return;
 	}
+	r->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	r->next = k->list;
 	k->list = r;
+}
+
+/* By pipeline (fingerprint, name), newest first. */
+static int by_pipeline_newest(const void *a, const void *b)
+{
+	const struct dmn_kept *x = *(const struct dmn_kept *const *)a;
+	const struct dmn_kept *y = *(const struct dmn_kept *const *)b;
+	int c = memcmp(x->fp, y->fp, 16);
+	if (!c)
+		c = strcmp(x->name, y->name);
+	if (!c)
+		c = x->mtime_ns < y->mtime_ns ? 1 : x->mtime_ns > y->mtime_ns ? -1 : 0;
+	return c;
+}
+
+/*
+ * Keep the newest DMN_KEEP_PER_NAME records of each pipeline, remove the others and their
+ * files: a daemon that restarts in a loop leaves one file per config-dir pipeline each time.
+ */
+static void keep_newest(struct dmn_keep *k)
+{
+	size_t n = 0, i = 0, run = 0;
+	for (struct dmn_kept *r = k->list; r; r = r->next)
+		n++;
+	struct dmn_kept **v = n ? malloc(n * sizeof(*v)) : NULL;
+	if (!v)
+		return;
+	for (struct dmn_kept *r = k->list; r; r = r->next)
+		v[i++] = r;
+	qsort(v, n, sizeof(*v), by_pipeline_newest);
+	k->list = NULL;
+	for (i = 0; i < n; i++) {
+		bool same = i && memcmp(v[i]->fp, v[i - 1]->fp, 16) == 0 &&
+			    strcmp(v[i]->name, v[i - 1]->name) == 0;
+		run = same ? run + 1 : 0;
+		if (run < DMN_KEEP_PER_NAME) {
+			v[i]->next = k->list;
+			k->list = v[i];
+			continue;
+		}
+		char path[4200];
+		file_name(k, v[i]->run, v[i]->fp, v[i]->name, ".pos", path, sizeof(path));
+		unlink(path);
+		dmn_kept_fini(v[i]);
+		free(v[i]);
+	}
+	free(v);
 }
 
 void dmn_keep_init(struct dmn_keep *k, const char *dir)
@@ -257,6 +305,7 @@ void dmn_keep_init(struct dmn_keep *k, const char *dir)
 			load_one(k, dirfd(dp), e->d_name, now);
 	}
 	closedir(dp);
+	keep_newest(k);
 	for (struct dmn_kept *r = k->list; r; r = r->next)
 		n++;
 	dmn_log("state directory %s: %u pipeline positions kept from earlier runs; this run is "

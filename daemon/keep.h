@@ -23,6 +23,7 @@
 #define DMN_KEEP_TICK_NS   1000000000ull
 #define DMN_KEEP_RANKS	   4		  /* rank groups (counts) kept per pipeline */
 #define DMN_KEEP_MAX_AGE_S (7 * 86400ull) /* files of earlier runs older than this go */
+#define DMN_KEEP_PER_NAME  8 /* ... and beyond the newest 8 of one pipeline (a crash loop) */
 
 /* A pipeline's position, as its file says it (one per pipeline, shared or private). */
 struct dmn_kept {
@@ -50,6 +51,7 @@ struct dmn_kept {
 		uint64_t seq;
 	} rank[DMN_KEEP_RANKS];
 	unsigned n_rank;
+	int64_t mtime_ns; /* loaded: its file's (which earlier runs' to keep) */
 	struct dmn_kept *next;
 };
 

@@ -1157,6 +1157,27 @@ def test_restart_sloppy(tmp, data):
     check(rc == 0, "restart (sloppy): sluiced stops cleanly (exit %s)" % rc)
 
 
+def test_restart_crash_loop(tmp, data):
+    """sluiced killed 11 times in a row: the state directory keeps the newest 8 positions of
+    its config-dir pipeline (and this run's), not one more file per start."""
+    conf, sp = restart_conf(tmp, data, "loop")
+    sd = os.path.join(tmp, "state-loop")
+    counts = []
+    for _ in range(11):
+        before = set(os.listdir(sd)) if os.path.isdir(sd) else set()
+        d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+        for _ in range(2000):  # until this run's first batch wrote its record
+            now = set(f for f in os.listdir(sd) if f.endswith(".pos"))
+            if now - before:
+                break
+            time.sleep(0.005)  # polls the condition itself
+        counts.append(len(now))
+        d.stop(signal.SIGKILL)
+    check(counts[:9] == list(range(1, 10)) and max(counts) == 9,
+          "crash loop: at most the newest 8 earlier positions of a pipeline and this run's "
+          "are kept (files after each start: %s)" % counts)
+
+
 def test_restart_position_lost(tmp, data):
     """Where resuming is impossible the reader gets an error, never its data again from the
     start: the state directory removed while sluiced was down; sluiced without one; the
@@ -1366,6 +1387,7 @@ def main():
         test_restart_split(tmp, data)
         test_restart_sloppy(tmp, data)
         test_restart_position_lost(tmp, data)
+        test_restart_crash_loop(tmp, data)
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()
         check("broken.json" in log, "a broken spec in the config dir is logged and skipped")
