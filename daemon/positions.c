@@ -250,6 +250,35 @@ void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resu
 			       : ": what it may have had before is marked re-delivered");
 }
 
+struct dmn_pipeline *dmn_resume_recreate(struct dmn *d, const struct dmn_resume *rs,
+					 const struct ipc_ctl_attach *m)
+{
+	struct dmn_pipeline *pl = NULL;
+	char why[512];
+	bool created;
+	if (!rs->on || !rs->rec.spec_json)
+		return NULL;
+	struct dmn_get_req req = { .spec = rs->rec.spec_json,
+				   .spec_len = strlen(rs->rec.spec_json),
+				   .origin = rs->rec.name,
+				   .spec_dir = rs->rec.spec_dir,
+				   .owner = rs->rec.owner,
+				   .mode = (enum ipc_ring_mode)m->mode,
+				   .rank_n = m->rank_count,
+				   .group = m->group,
+				   .state = m->state,
+				   .state_len = m->state_len };
+	if (dmn_pipeline_get(&d->reg, &req, &pl, &created, why, sizeof(why)) < 0) {
+		dmn_log("pipeline %s could not be made again for a reader resuming: %s",
+			rs->rec.name, why);
+		return NULL;
+	}
+	if (created)
+		dmn_log("pipeline %s made again from its kept record (uid %d's)", pl->name,
+			rs->rec.owner == (uid_t)-1 ? -1 : (int)rs->rec.owner);
+	return pl;
+}
+
 size_t dmn_resume_token(struct dmn *d, const struct dmn_pipeline *pl, uint8_t *buf, size_t cap)
 {
 	if (!d->reg.keep.dir)

@@ -37,6 +37,13 @@ void dmn_resume_fini(struct dmn_resume *rs);
  * at once (a rank group's place, before it takes anything). Server thread.
  */
 void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resume *rs);
+/*
+ * A pipeline a user registered, gone with the restart, that a reader resuming by name (m, at
+ * m->state) comes back to: made again from the kept record (its spec, spec_dir and owner), or
+ * NULL (logged). Server thread.
+ */
+struct dmn_pipeline *dmn_resume_recreate(struct dmn *d, const struct dmn_resume *rs,
+					 const struct ipc_ctl_attach *m);
 /* The token ATTACHED gives for pl (0: none, the state directory is off). */
 size_t dmn_resume_token(struct dmn *d, const struct dmn_pipeline *pl, uint8_t *buf, size_t cap);
 

@@ -336,21 +336,8 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 			dmn_log("pipeline %s started for uid %u", pl->name, (unsigned)c->uid);
 	} else {
 		pl = dmn_pipeline_find(&d->reg, m.name);
-		if (!pl && rs->on && rs->rec.spec_json) { /* a user's, gone with the restart */
-			bool created;
-			struct dmn_get_req req = { .spec = rs->rec.spec_json,
-						   .spec_len = strlen(rs->rec.spec_json),
-						   .origin = rs->rec.name,
-						   .spec_dir = rs->rec.spec_dir,
-						   .owner = rs->rec.owner,
-						   .mode = mode,
-						   .rank_n = m.rank_count,
-						   .group = m.group,
-						   .state = m.state,
-						   .state_len = m.state_len };
-			if (dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg)) < 0)
-				pl = NULL;
-		}
+		if (!pl && rs->on) /* a user's, gone with the restart */
+			pl = dmn_resume_recreate(d, rs, &m);
 		if (!pl || !may_read(c, pl)) /* EACCES would tell that the name exists */
 			return reply_error(c, msg->req_id, pl ? -EACCES : -ENOENT,
 					   pl ? "permission denied" : "no pipeline named \"%s\"",

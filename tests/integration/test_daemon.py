@@ -1157,6 +1157,28 @@ def test_restart_sloppy(tmp, data):
     check(rc == 0, "restart (sloppy): sluiced stops cleanly (exit %s)" % rc)
 
 
+def test_restart_registered(tmp, data):
+    """A pipeline a user registered (not the config dir's) is gone with the killed daemon: a
+    reader by name resumes all the same, exactly, from the pipeline made again from its kept
+    record."""
+    _, sp = restart_conf(tmp, data, "regr")
+    conf = os.path.join(tmp, "conf-regr-empty")
+    os.makedirs(conf, exist_ok=True)
+    sd = os.path.join(tmp, "state-regr")
+    want = reference(tmp, sp)
+    d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    reg = ctl(d, "register", sp)
+    p, paused = drain_paused(d, "regr", 20)
+    d.stop(signal.SIGKILL)
+    d2 = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    lines, err = go_on(p)
+    rc = d2.stop()
+    check(reg.returncode == 0 and paused and p.returncode == 0 and got_of(lines) == want and
+          rc == 0 and "made again from its kept record" in log_text(tmp),
+          "restart: a reader of a registered pipeline resumes exactly by name (%d of %d "
+          "batches; %s)" % (len(lines), len(want), (reg.stderr + err).strip()[-300:]))
+
+
 def test_restart_crash_loop(tmp, data):
     """sluiced killed 11 times in a row: the state directory keeps the newest 8 positions of
     its config-dir pipeline (and this run's), not one more file per start."""
@@ -1388,6 +1410,7 @@ def main():
         test_restart_sloppy(tmp, data)
         test_restart_position_lost(tmp, data)
         test_restart_crash_loop(tmp, data)
+        test_restart_registered(tmp, data)
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()
         check("broken.json" in log, "a broken spec in the config dir is logged and skipped")
