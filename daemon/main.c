@@ -40,7 +40,7 @@ static void usage(FILE *f)
 		   "               [--cache-uncompressed] [--lease SECONDS] [--linger SECONDS]\n"
 		   "               [--help] [--version]\n"
 		   "               [--cache-uncompressed] [--idle-timeout SECONDS]\n"
-		   "               [--user-connections N] [--help] [--version]\n"
+		   "               [--user-connections N] [--state-dir DIR] [--help] [--version]\n"
 		   "\n"
 		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
 		   "  --socket PATH        the control socket (default: $SLUICE_SOCKET, else\n"
@@ -89,6 +89,9 @@ static void usage(FILE *f)
 		   "                       libsluice reconnects when it next asks)\n"
 		   "  --user-connections N connections one uid may hold, root's not counted\n"
 		   "                       (default 256; 0: no cap)\n"
+		   "  --state-dir DIR      keep each pipeline's position there, so that readers\n"
+		   "                       resume where they were after sluiced restarts\n"
+		   "                       (default $STATE_DIRECTORY; none: they get ESTALE)\n"
 		   "  --help, --version    this text, the version\n"
 		   "Options take their value as --opt VALUE or --opt=VALUE.\n");
 }
@@ -231,6 +234,7 @@ enum {
 	OPT_RING_COMMIT,
 	OPT_LEASE,
 	OPT_LINGER,
+	OPT_STATE_DIR,
 	OPT_VERSION,
 };
 
@@ -254,6 +258,7 @@ static const struct option options[] = {
 	{ "user-pipelines", required_argument, NULL, OPT_USER_PIPELINES },
 	{ "user-memory", required_argument, NULL, OPT_USER_MEMORY },
 	{ "help", no_argument, NULL, 'h' },
+	{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
 };
@@ -293,6 +298,9 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 			break;
 		case OPT_CONFIG_DIR:
 			cfg->config_dir = optarg;
+			break;
+		case OPT_STATE_DIR:
+			cfg->state_dir = optarg;
 			break;
 		case OPT_WORKERS:
 			cfg->workers = (unsigned)n;
@@ -582,6 +590,14 @@ int main(int argc, char **argv)
 			"pipeline",
 			(unsigned long long)(d.reg.cfg.cache_bytes >> 10),
 			d.reg.cfg.cache_uncompressed ? "all" : "compressed");
+	const char *sd = getenv("STATE_DIRECTORY"); /* systemd's StateDirectory= (first one) */
+	char sdbuf[4096];
+	if (!d.reg.cfg.state_dir && sd && *sd) {
+		snprintf(sdbuf, sizeof(sdbuf), "%s", sd);
+		sdbuf[strcspn(sdbuf, ":")] = '\0';
+		d.reg.cfg.state_dir = sdbuf;
+	}
+	dmn_keep_init(&d.reg.keep, d.reg.cfg.state_dir); /* before the config dir's start */
 	if (d.reg.cfg.config_dir) {
 		char msg[1024];
 		if (dmn_load_config_dir(&d.reg, msg, sizeof(msg)) < 0)
@@ -631,6 +647,7 @@ int main(int argc, char **argv)
 		}
 	}
 	notify("STOPPING=1");
+	d.reg.stopping = true; /* readers leave: their positions stay kept for the restart */
 	shutdown_clients(&d, "sluiced is stopping");
 	if (path)
 		unlink(path);
@@ -645,6 +662,7 @@ int main(int argc, char **argv)
 	dmn_server_fini(&d);
 	sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
 	pl_cache_destroy(d.reg.cache); /* every pipeline that read it is gone */
+	dmn_keep_fini(&d.reg.keep);    /* its files stay: the restart reads them */
 	dmn_log("stopped");
 	return 0;
 }

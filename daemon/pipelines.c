@@ -211,7 +211,7 @@ static void publish_error(struct dmn_pipeline *pl, int code, const char *text)
 }
 
 /* The position of a reader at ring seq cursor (the next it would take). Under pl->lock. */
-static int state_at(struct dmn_pipeline *pl, uint64_t cursor, void *buf, size_t cap)
+int dmn_pipeline_state_at(struct dmn_pipeline *pl, uint64_t cursor, void *buf, size_t cap)
 {
 	const struct dmn_hist *h = cursor ? &pl->hist[(cursor - 1) % DMN_HIST] : NULL;
 
@@ -241,7 +241,8 @@ static void capture_moved(struct dmn_pipeline *pl)
 		m->len = !m->state ? -ENOMEM
 			 : ipc_ring_reader_lag(pl->ring, id, &lag) < 0
 				 ? -ENOENT
-				 : state_at(pl, info.head - lag, m->state, PL_STATE_MAX);
+				 : dmn_pipeline_state_at(pl, info.head - lag, m->state,
+							 PL_STATE_MAX);
 		dmn_log("pipeline %s: reader %u is %llu batches behind: moved off the shared "
 			"stream to catch up on its own",
 			pl->name, id, (unsigned long long)lag);
@@ -284,6 +285,9 @@ static void pub_deliver(void *ctx, struct pl_batch *b)
 	bool first = false;
 	if (i < pl->n_resv) {
 		uint64_t rseq;
+		/* restarts: the kept record's bounds cover every batch published (positions.c) */
+		if (pl->keep && (b->seq >= pl->keep_bound || b->epoch >= pl->keep_epochs))
+			dmn_pipeline_keep(pl, b->seq + DMN_KEEP_EVERY, b->epoch + 1);
 		if (ipc_ring_publish(pl->ring, &pl->resv[i].ext, b->len, b->epoch, b->flags,
 				     &rseq) == 0) {
 			struct dmn_hist *h = &pl->hist[rseq % DMN_HIST];
@@ -400,7 +404,16 @@ static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *wh
 						o->groups[i].used = false;
 				pthread_mutex_unlock(&o->lock);
 			}
+			/* no reader left to resume it: its record goes, once its driver (which
+			   writes it) is joined */
+			struct dmn_keep *keep = d->stopping ? NULL : pl->keep;
+			uint8_t fp[16];
+			char name[sizeof(pl->name)];
+			memcpy(fp, pl->fp, 16);
+			memcpy(name, pl->name, sizeof(name));
 			dmn_pipeline_destroy(d, pl);
+			if (keep)
+				dmn_keep_forget(keep, fp, name);
 			return;
 		}
 	}
@@ -827,6 +840,10 @@ int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
 		snprintf(msg, msg_cap, "out of memory");
 		r = -ENOMEM;
 	}
+	if (r == 0) { /* before the engine runs: its first batch writes the record */
+		pl->keep = d->keep.dir ? &d->keep : NULL;
+		pl->sloppy = g.spec->sloppy_interleave;
+	}
 	if (r == 0)
 		r = make_engine(d, &g, pl);
 	pl_spec_destroy(g.spec);
@@ -909,6 +926,9 @@ uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl, uint64_t lease_ns)
 	if (pl->ring) {
 		ipc_ring_collect(pl->ring, &bad);
 		ipc_ring_lease_check(pl->ring, dmn_now_ns(), lease_ns, &bad);
+		if (pl->keep)
+			dmn_pipeline_keep_tick(
+				pl); /* its readers moved on: at most once a second */
 	}
 	pthread_mutex_unlock(&pl->lock);
 	return bad;
@@ -928,7 +948,8 @@ int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *b
 		if (r > 0)
 			memcpy(buf, m->state, (size_t)m->len);
 	} else if (r == 0) {
-		r = state_at(pl, info.head - lag, buf, cap); /* head - lag: the next it takes */
+		r = dmn_pipeline_state_at(pl, info.head - lag, buf,
+					  cap); /* head - lag: the next it takes */
 	}
 	pthread_mutex_unlock(&pl->lock);
 	return r;

@@ -13,6 +13,7 @@
 
 #include "daemon/pipeline/pipeline.h"
 #include "ipc/ctl.h"
+#include "keep.h"
 #include "ipc/ring.h"
 
 struct sched_pool;
@@ -36,6 +37,7 @@ static inline uint64_t dmn_now_ms(void)
 struct dmn_config {
 	const char *socket_path;
 	const char *config_dir;	    /* pipeline specs loaded at start, or NULL */
+	const char *state_dir;	    /* where positions are kept across restarts, or NULL */
 	unsigned workers;	    /* the shared parse pool; 0: every CPU */
 	double cpus; /* the cores sluiced may use (affinity, cgroup cpu.max): the model's budget */
 	uint64_t pipeline_bytes;    /* a pipeline's ring data area: its maximum */
@@ -136,6 +138,11 @@ struct dmn_pipeline {
 		   private pipeline (used, no ring group; cleared when that one is dropped) */
 		struct dmn_pipeline *moved_to;
 		bool used;
+		/* its members resumed after a restart from this kept pipeline (positions.c): the
+		   group's other members resuming from it join it here */
+		bool resumed;
+		uint64_t resumed_run;
+		char resumed_name[IPC_CTL_NAME_MAX + 1];
 	} groups[IPC_RING_MAX_GROUPS];
 	int64_t epochs; /* the spec's, -1: without end */
 	/* the last batch of the latest two epochs (by epoch % 2), to restart at an epoch's start */
@@ -154,6 +161,16 @@ struct dmn_pipeline {
 		int len; /* or -errno */
 	} moved[IPC_RING_MAX_READERS];
 
+	/*
+	 * Restarts (positions.c, keep.c): the state directory (NULL: off), whether its order is
+	 * not a function of the spec, and the bounds its kept record last said (under lock).
+	 */
+	struct dmn_keep *keep;
+	bool sloppy;
+	bool keep_failed; /* a write failed (logged once) */
+	uint64_t keep_bound, keep_epochs;
+	uint64_t keep_low, keep_ns; /* the ring's low at the last write, and when */
+
 	struct dmn_pipeline *next;
 };
 
@@ -170,6 +187,8 @@ struct dmn_registry {
 	unsigned n_pipelines;
 	uint64_t bytes_used;
 	uint64_t next_private_id;
+	struct dmn_keep keep; /* the state directory (keep.h) */
+	bool stopping;	      /* sluiced stops: kept records stay for its restart */
 };
 
 /* What dmn_pipeline_get is asked for. */

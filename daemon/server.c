@@ -15,6 +15,7 @@
 
 #include "daemon/pipeline/cache.h"
 #include "log.h"
+#include "positions.h"
 #include "sched/sched.h"
 
 /*
@@ -278,16 +279,42 @@ static int whole_epochs(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_
 	return 0;
 }
 
+static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg,
+		     const struct ipc_ctl_attach *am, struct dmn_resume *rs);
+
+/* ATTACH; one that resumes after a restart (a token) from where the daemon kept it. */
 static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 {
 	struct ipc_ctl_attach m;
+	struct dmn_resume rs = { .on = false };
 	char emsg[1024];
 	if (ipc_ctl_decode_attach(msg, &m, emsg, sizeof(emsg)) < 0)
 		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
+	if (m.resume_len && !m.state_len) {
+		int r = dmn_resume_prepare(d, &m, &rs, emsg, sizeof(emsg));
+		if (r < 0)
+			return reply_error(c, msg->req_id, r, "%s", emsg);
+		if (!rs.join) { /* from the kept state, as a saved state would */
+			m.state = rs.state;
+			m.state_len = (uint32_t)rs.state_len;
+		}
+	}
+	int r = attach_as(d, c, msg, &m, &rs);
+	dmn_resume_fini(&rs);
+	return r;
+}
+
+static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg,
+		     const struct ipc_ctl_attach *am, struct dmn_resume *rs)
+{
+	struct ipc_ctl_attach m = *am;
+	char emsg[1024];
 	enum ipc_ring_mode mode = (enum ipc_ring_mode)m.mode;
 	struct dmn_pipeline *pl;
 	int r;
-	if (m.spec) {
+	if (rs->join) {
+		pl = rs->join; /* its group resumed there */
+	} else if (m.spec) {
 		bool created;
 		char dir[IPC_CTL_DIR_MAX + 1];
 		struct io_creds who = conn_creds(c);
@@ -303,6 +330,11 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 					   .state = m.state,
 					   .state_len = m.state_len };
 		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
+		if (r == -EBADMSG && rs->on) /* the kept state is another pipeline's now */
+			return reply_error(c, msg->req_id, -ESTALE,
+					   "%s: this reader cannot resume where it was (it does "
+					   "not start over silently)",
+					   emsg);
 		if (r < 0)
 			return reply_error(c, msg->req_id, r, "%s", emsg);
 		if (created)
@@ -311,6 +343,8 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		struct io_creds who = conn_creds(c);
 		bool hidden;
 		pl = dmn_pipeline_find(&d->reg, m.name, &who, false, &hidden);
+		if (!pl && !hidden && rs->on) /* a user's, gone with the restart */
+			pl = dmn_resume_recreate(d, rs, &m, &who);
 		if (!pl)
 			return reply_error(c, msg->req_id, hidden ? -EACCES : -ENOENT,
 					   hidden ? "permission denied" : "no pipeline named \"%s\"",
@@ -323,6 +357,12 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				   "pipeline \"%s\": a lag policy is for "
 				   "broadcast readers; a %s reader never lags the others",
 				   pl->name, mode_name(mode));
+	if (rs->on && memcmp(pl->fp, rs->rec.fp, 16) != 0)
+		return reply_error(c, msg->req_id, -ESTALE,
+				   "pipeline \"%s\" is not the one this reader read before sluiced "
+				   "restarted (its spec or its files changed): it cannot resume "
+				   "where it was (it does not start over silently)",
+				   pl->name);
 	if (!m.spec && m.state_len) {
 		/* Resuming by name: the named pipeline if it starts there, else a private one. */
 		bool created;
@@ -398,12 +438,19 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	rd->next = c->readers;
 	c->readers = rd;
 
+	dmn_resume_joined(pl, rd->group, rs);
+	uint8_t token[IPC_CTL_TOKEN_MAX];
 	struct ipc_ctl_attached out = {
 		.reader_id = rd->id,
 		.ring_version = IPC_RING_LAYOUT_VERSION,
 		.n_slots = info.n_slots,
 		.data_bytes = info.data_size,
 		.first_epoch = first_epoch,
+		.token = token,
+		.token_len = (uint32_t)dmn_resume_token(d, pl, token, sizeof(token)),
+		.skip_below = rs->skip_below,
+		.redelivered_below = rs->redelivered_below,
+		.redelivered_epochs = rs->redelivered_epochs,
 	};
 	snprintf(out.name, sizeof(out.name), "%s", pl->name);
 	memcpy(out.fingerprint, pl->fp, 16);

@@ -39,6 +39,7 @@
 #define IPC_CTL_KEY_MAX	  63   /* a statistics key */
 #define IPC_CTL_STATE_MAX 4096 /* a reader's saved state */
 #define IPC_CTL_FP_LEN	  16   /* a pipeline fingerprint (128 bits) */
+#define IPC_CTL_TOKEN_MAX 512  /* a reader's resume token (ATTACHED, ATTACH) */
 
 /* Header flags: bits 0-15 may be ignored by a receiver that does not know them, bits 16-31 may
  * not (an unknown one makes the message malformed). Version 1 defines none. */
@@ -195,6 +196,14 @@ struct ipc_ctl_attach {
 	uint32_t spec_dir_len;
 	/* split/rank: the consumer group (DESIGN.md §5); "": the pipeline's default group */
 	char group[IPC_CTL_NAME_MAX + 1];
+	/*
+	 * Resuming after the daemon restarted (docs/DECISIONS.md, "Restarts"): the token the
+	 * reader's last ATTACHED gave (opaque, <= IPC_CTL_TOKEN_MAX bytes), and resume_seq, 1 +
+	 * the seq of the last batch the reader took (0: it took none).
+	 */
+	const void *resume;
+	uint32_t resume_len;
+	uint64_t resume_seq;
 };
 
 /* One output tensor of a pipeline's schema (the order of ipc_batch_tensor.schema_index). */
@@ -224,6 +233,18 @@ struct ipc_ctl_attached {
 	 * epochs): the client gives back, unread, the batches of earlier epochs it finds first.
 	 */
 	uint64_t first_epoch;
+	/*
+	 * Restarts (docs/DECISIONS.md): the token to give back in ATTACH's resume when this
+	 * reader re-attaches (a view into the message; empty: the daemon keeps no position);
+	 * after a resume, batches with seq < skip_below are given back unread by the client (it
+	 * read them), batches with seq < redelivered_below or epoch < redelivered_epochs are
+	 * marked re-delivered (they may have been delivered before the restart).
+	 */
+	const void *token;
+	uint32_t token_len;
+	uint64_t skip_below;
+	uint64_t redelivered_below;
+	uint64_t redelivered_epochs;
 };
 void ipc_ctl_attached_fini(struct ipc_ctl_attached *m);
 

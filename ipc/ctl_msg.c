@@ -244,6 +244,8 @@ static const struct fdesc attach_f[] = {
 	NUM(8, K_U64, 0, struct ipc_ctl_attach, max_lag),
 	VIEW(9, K_TEXT, 0, struct ipc_ctl_attach, spec_dir, spec_dir_len, IPC_CTL_DIR_MAX),
 	STR(10, 0, struct ipc_ctl_attach, group),
+	VIEW(11, K_BYTES, 0, struct ipc_ctl_attach, resume, resume_len, IPC_CTL_TOKEN_MAX),
+	NUM(12, K_U64, 0, struct ipc_ctl_attach, resume_seq),
 };
 static const struct fdesc tensor_f[] = {
 	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_tensor_info, name),
@@ -264,6 +266,10 @@ static const struct fdesc attached_f[] = {
 	NUM(8, K_U64, 0, struct ipc_ctl_attached, max_batch_bytes),
 	SEQ(9, struct ipc_ctl_attached, tensors, n_tensors, &tensor_d),
 	NUM(10, K_U64, 0, struct ipc_ctl_attached, first_epoch),
+	VIEW(11, K_BYTES, 0, struct ipc_ctl_attached, token, token_len, IPC_CTL_TOKEN_MAX),
+	NUM(12, K_U64, 0, struct ipc_ctl_attached, skip_below),
+	NUM(13, K_U64, 0, struct ipc_ctl_attached, redelivered_below),
+	NUM(14, K_U64, 0, struct ipc_ctl_attached, redelivered_epochs),
 };
 static const struct fdesc reader_ref_f[] = {
 	NUM(1, K_U64, F_REQ, struct ipc_ctl_reader_ref, reader_id),

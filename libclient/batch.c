@@ -41,7 +41,7 @@ bool sluice_batch_end_of_epoch(const struct sluice_batch *b)
 
 bool sluice_batch_redelivered(const struct sluice_batch *b)
 {
-	return b->rb.flags & IPC_RING_BATCH_REDELIVERED;
+	return (b->rb.flags & IPC_RING_BATCH_REDELIVERED) || b->resumed_again;
 }
 
 size_t sluice_batch_num_tensors(const struct sluice_batch *b)

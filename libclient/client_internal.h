@@ -102,6 +102,17 @@ struct sluice_reader {
 	uint64_t old_gen;
 	/* A late reader's first whole epoch (ATTACHED): batches of earlier ones are skipped. */
 	uint64_t first_epoch;
+	/*
+	 * Restarts (docs/DECISIONS.md, "Restarts"): the resume token of its last ATTACHED (none:
+	 * the daemon keeps no position), 1 + the seq of the last batch taken (0: none), and what
+	 * the ATTACHED of a resume said: batches below skip_below were read before the restart
+	 * (given back unread), those below redeliv_below or of epochs below redeliv_epochs may
+	 * have been delivered before it (marked re-delivered).
+	 */
+	uint8_t token[IPC_CTL_TOKEN_MAX];
+	size_t token_len;
+	uint64_t next_seq;
+	uint64_t skip_below, redeliv_below, redeliv_epochs;
 	/* Sticky outcomes. */
 	int error; /* the pipeline's error batch: returned from then on */
 	char error_msg[sizeof(((struct sluice_error *)0)->msg)];
@@ -113,8 +124,18 @@ struct sluice_batch {
 	struct sluice_batch *next_pending;
 	struct ipc_ring_batch rb;
 	struct ipc_batch_view v;
-	void *cuda_event; /* cuda.c: recorded after its copies, or NULL */
+	void *cuda_event;   /* cuda.c: recorded after its copies, or NULL */
+	bool resumed_again; /* after a daemon restart: may have been delivered before it */
 };
+
+/* ---- attach options (attach_opts.c) ---- */
+
+/*
+ * Check the caller's options and copy them into r (its spec and spec_dir allocated: the
+ * caller frees them with r). 0, or -EINVAL / -EMSGSIZE / -ENOMEM with a message in err.
+ */
+int lc_reader_setup(struct sluice_reader *r, const struct sluice_attach_opts *opts,
+		    struct sluice_error *err);
 
 /* ---- errors (conn.c) ---- */
 

@@ -244,8 +244,14 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	a.rank_index = r->rank_index;
 	a.rank_count = r->rank_count;
 	memcpy(a.group, r->group, sizeof(a.group));
-	a.state = r->state_len ? r->state : NULL;
-	a.state_len = (uint32_t)r->state_len;
+	if (r->token_len) { /* re-attaching: where the daemon kept it, not a saved state */
+		a.resume = r->token;
+		a.resume_len = (uint32_t)r->token_len;
+		a.resume_seq = r->next_seq;
+	} else {
+		a.state = r->state_len ? r->state : NULL;
+		a.state_len = (uint32_t)r->state_len;
+	}
 	/* once moved off, it is alone on its own pipeline: nobody to hold back */
 	a.lag_policy = r->moved ? IPC_CTL_LAG_HOLD : r->lag_policy;
 	a.max_lag = r->max_lag;
@@ -285,7 +291,15 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	r->ring = ring;
 	r->reader_id = out.reader_id;
 	memcpy(r->name, out.name, sizeof(r->name));
-	r->first_epoch = out.first_epoch;
+	if (!r->token_len || out.first_epoch > r->first_epoch)
+		r->first_epoch = out.first_epoch;
+	if (r->token_len) { /* a resume: what this attachment gives again */
+		r->skip_below = out.skip_below;
+		r->redeliv_below = out.redelivered_below;
+		r->redeliv_epochs = out.redelivered_epochs;
+	}
+	memcpy(r->token, out.token, out.token_len); /* decoded: <= IPC_CTL_TOKEN_MAX */
+	r->token_len = out.token_len;
 	r->gen = atomic_load_explicit(&c->gen, memory_order_relaxed);
 	ipc_ctl_attached_fini(&out);
 	return 0;
@@ -297,83 +311,6 @@ fail:
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
 	return rc_;
-}
-
-/* Copy and check the caller's options into r. */
-static int reader_setup(struct sluice_reader *r, const struct sluice_attach_opts *opts,
-			struct sluice_error *err)
-{
-	struct sluice_attach_opts o;
-	bool by_name, by_spec;
-	size_t len;
-
-	if (!opts || opts->size == 0)
-		return lc_fail(err, -EINVAL, "attach: no options (sluice_attach_opts_init them)");
-	sluice_attach_opts_init(&o);
-	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
-	by_name = o.name && o.name[0];
-	by_spec = o.spec_json && o.spec_json[0];
-	if (by_name == by_spec)
-		return lc_fail(err, -EINVAL, "attach: give a pipeline name or a spec, not %s",
-			       by_name ? "both" : "neither");
-	if (by_name) {
-		len = strlen(o.name);
-		if (len > IPC_CTL_NAME_MAX)
-			return lc_fail(err, -EINVAL, "attach: the name is %zu bytes, at most %d",
-				       len, IPC_CTL_NAME_MAX);
-		memcpy(r->opt_name, o.name, len + 1);
-	} else {
-		len = strlen(o.spec_json);
-		if (len > IPC_CTL_MAX_BODY - 512)
-			return lc_fail(err, -EMSGSIZE,
-				       "attach: the spec is %zu bytes, at most %u "
-				       "fit a message",
-				       len, IPC_CTL_MAX_BODY - 512);
-		r->spec = malloc(len);
-		if (!r->spec)
-			return lc_fail(err, -ENOMEM, "attach: out of memory");
-		memcpy(r->spec, o.spec_json, len);
-		r->spec_len = len;
-		int rc = lc_spec_dir(o.spec_dir, "attach", &r->spec_dir, err);
-		if (rc < 0)
-			return rc;
-	}
-	if ((unsigned)o.mode > SLUICE_MODE_RANK)
-		return lc_fail(err, -EINVAL, "attach: mode %u is not broadcast, split or rank",
-			       (unsigned)o.mode);
-	if (o.mode == SLUICE_MODE_RANK && (o.rank_count == 0 || o.rank_index >= o.rank_count))
-		return lc_fail(err, -EINVAL, "attach: rank_index %u must be below rank_count %u",
-			       o.rank_index, o.rank_count);
-	if (o.state_len > IPC_CTL_STATE_MAX || (o.state_len && !o.state))
-		return lc_fail(err, -EINVAL, "attach: a state of %zu bytes (at most %d)",
-			       o.state_len, IPC_CTL_STATE_MAX);
-	if (o.group && o.group[0]) {
-		size_t gl = strlen(o.group);
-		if (o.mode == SLUICE_MODE_BROADCAST)
-			return lc_fail(err, -EINVAL,
-				       "attach: group \"%s\": a broadcast reader is a group of its "
-				       "own; a named group reads in split or rank mode",
-				       o.group);
-		if (gl > IPC_CTL_NAME_MAX)
-			return lc_fail(err, -EINVAL, "attach: the group is %zu bytes, at most %d",
-				       gl, IPC_CTL_NAME_MAX);
-		memcpy(r->group, o.group, gl + 1);
-	}
-	r->mode = (uint32_t)o.mode;
-	r->rank_index = o.mode == SLUICE_MODE_RANK ? o.rank_index : 0;
-	r->rank_count = o.mode == SLUICE_MODE_RANK ? o.rank_count : 0;
-	if (o.lag_policy > SLUICE_LAG_CATCH_UP || (o.lag_policy && o.mode != SLUICE_MODE_BROADCAST))
-		return lc_fail(err, -EINVAL,
-			       "attach: lag_policy %u (0 hold, 1 catch up; broadcast "
-			       "readers only)",
-			       o.lag_policy);
-	r->lag_policy = o.lag_policy;
-	r->max_lag = o.max_lag;
-	r->tries = o.reconnect_tries;
-	if (o.state_len)
-		memcpy(r->state, o.state, o.state_len);
-	r->state_len = o.state_len;
-	return 0;
 }
 
 int sluice_attach(struct sluice_client *c, const struct sluice_attach_opts *opts,
@@ -388,7 +325,7 @@ int sluice_attach(struct sluice_client *c, const struct sluice_attach_opts *opts
 	if (!r)
 		return lc_fail(err, -ENOMEM, "attach: out of memory");
 	r->c = c;
-	rc = reader_setup(r, opts, err);
+	rc = lc_reader_setup(r, opts, err);
 	if (rc < 0)
 		goto fail;
 	pthread_mutex_lock(&c->lock);
@@ -464,6 +401,15 @@ static int reattach(struct sluice_reader *r, struct sluice_error *err)
 	reader_what(r, "next", what, sizeof(what));
 	lc_ring_unref(r->ring);
 	r->ring = NULL;
+	if (!r->token_len && r->next_seq && !r->state_len) {
+		r->error = -ESTALE;
+		snprintf(r->error_msg, sizeof(r->error_msg),
+			 "%s: the connection to sluiced was lost, and sluiced keeps no "
+			 "position for this reader (it runs without --state-dir): it cannot "
+			 "resume where it was and does not start over from the beginning",
+			 what);
+		return lc_fail(err, -ESTALE, "%s", r->error_msg);
+	}
 	for (i = 0; i < r->tries; i++) {
 		int rc = 0;
 
@@ -480,6 +426,11 @@ static int reattach(struct sluice_reader *r, struct sluice_error *err)
 			return 0;
 		if (rc == -EPROTONOSUPPORT)
 			break; /* a daemon of another version came back: waiting will not help */
+		if (rc == -ESTALE) { /* its position is lost: say so, from now on */
+			r->error = rc;
+			snprintf(r->error_msg, sizeof(r->error_msg), "%s", last.msg);
+			return lc_fail(err, rc, "%s", last.msg);
+		}
 	}
 	if (!r->tries)
 		return lc_fail(err, -ECONNRESET,
@@ -548,6 +499,12 @@ static int take(struct sluice_reader *r, const struct ipc_ring_batch *rb,
 		ring_unlock(ring);
 		return lc_fail(err, r->error, "%s", r->error_msg);
 	}
+	if (v.seq < r->skip_below) { /* read before the daemon restarted: given back unread */
+		ring_lock(ring);
+		ipc_ring_client_release(ring->rc, rb);
+		ring_unlock(ring);
+		return 2;
+	}
 	b = malloc(sizeof(*b));
 	if (!b) {
 		ring_lock(ring);
@@ -560,6 +517,9 @@ static int take(struct sluice_reader *r, const struct ipc_ring_batch *rb,
 	b->rb = *rb;
 	b->v = v;
 	b->cuda_event = NULL;
+	b->resumed_again = v.seq < r->redeliv_below || v.epoch < r->redeliv_epochs;
+	if (v.seq + 1 > r->next_seq)
+		r->next_seq = v.seq + 1;
 	ring_ref(ring);
 	*ret_batch = b;
 	return 1;
@@ -609,8 +569,11 @@ static int move_off(struct sluice_reader *r, struct sluice_error *err)
 	old_gen = r->gen;
 	r->moved = true;
 	r->ring = NULL;
+	size_t token_len = r->token_len;
+	r->token_len = 0; /* from the state just saved, not a resume */
 	rc = attach_locked(r, err);
 	if (rc < 0) {
+		r->token_len = token_len;
 		r->ring = old;
 		r->moved = false;
 		pthread_mutex_unlock(&c->lock);
@@ -670,8 +633,12 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 			ring_unlock(r->ring);
 			continue;
 		}
-		if (rc == 0)
-			return take(r, &rb, ret_batch, err);
+		if (rc == 0) {
+			rc = take(r, &rb, ret_batch, err);
+			if (rc == 2)
+				continue; /* read before a restart */
+			return rc;
+		}
 		if (rc == -ENODATA) {
 			r->eos = true;
 			return 0;

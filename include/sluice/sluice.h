@@ -133,10 +133,14 @@ struct sluice_batch;
  * The reader's next batch. timeout_ms < 0: wait as long as it takes; 0: do not wait. Returns 1
  * and *ret_batch, 0 at the end of the stream, -ETIMEDOUT, or the pipeline's error (with the
  * daemon's message: the file, record and feature that broke it). No system call when a batch is
- * already published. After a daemon restart, it reconnects and re-attaches (from the last
- * saved state if one was given to attach) within reconnect_tries. -ETIME: a split or rank
- * reader that held a batch longer than the daemon's lease (sluiced --lease) was removed and its
- * batches went to the other members of its group (its later releases do nothing).
+ * already published. After a daemon restart, it reconnects and re-attaches within
+ * reconnect_tries where it was: at the position sluiced kept in its state directory
+ * (broadcast and rank: the next batch exactly; split, or a sloppy pipeline: at least once,
+ * what may have come before marked by sluice_batch_redelivered), else at the last state saved
+ * or given to attach. -ESTALE (sticky): the daemon kept no position for it (no --state-dir,
+ * the state directory lost, the pipeline changed): it does not start over silently. -ETIME: a split
+ * or rank reader that held a batch longer than the daemon's lease (sluiced --lease) was removed and
+ * its batches went to the other members of its group (its later releases do nothing).
  */
 int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **ret_batch,
 		struct sluice_error *err);
@@ -186,6 +190,8 @@ bool sluice_batch_end_of_epoch(const struct sluice_batch *b);
 /*
  * Split and rank: another member of the reader's group took this batch before and went away
  * without releasing it (it may have used it): delivery is at least once, as in a Kafka group.
+ * After a daemon restart (split readers, sloppy pipelines): the batch may have been delivered
+ * before the restart.
  */
 bool sluice_batch_redelivered(const struct sluice_batch *b);
 size_t sluice_batch_num_tensors(const struct sluice_batch *b);

@@ -983,22 +983,90 @@ def test_command_line(tmp):
           (d.ready, r.returncode, rc))
 
 
-def test_restart(tmp, conf):
-    d = Daemon(tmp, conf)
-    p = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "forever",
-                          "--batches", "400"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+def drain_pausing(d, target, pause, *args):
+    """`sluicectl drain TARGET --json --values id` that stops after `pause` batches (it says
+    "paused" on stderr) until told to go on (go_on)."""
+    p = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", target, "--json",
+                          "--values", "id", "--pause-after", str(pause)] + list(args),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    time.sleep(1.0)
+    p.pause = pause
+    return p
+
+
+def wait_paused(p):
+    """Wait until p says it paused (it is provably mid-stream); whether it did."""
+    return p.stderr.readline().startswith("paused: batches=%d" % p.pause)
+
+
+def drain_paused(d, target, pause, *args):
+    p = drain_pausing(d, target, pause, *args)
+    return p, wait_paused(p)
+
+
+def go_on(p, timeout=90):
+    """Let a paused drain go on; its batches ({seq, values, redelivered}) and stderr."""
+    return go_on_all([p], timeout)[0]
+
+
+def go_on_all(ps, timeout=90):
+    """go_on for readers that wait for each other (rank): all of them told first."""
+    for p in ps:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = [p.communicate(timeout=timeout) for p in ps]
+    return [([json.loads(x) for x in out.splitlines() if x.strip()], err) for out, err in outs]
+
+
+def reference(tmp, sp, n=None):
+    """The uninterrupted run of spec file sp in process: [(seq, ids)]."""
+    r = subprocess.run([os.environ["SLUICECTL"], "run", sp, "--json", "--values", "id"] +
+                       (["--batches", str(n)] if n else []),
+                       capture_output=True, text=True, timeout=120)
+    return [(b["seq"], b["tensors"]["id"]["values"]) for b in map(json.loads, r.stdout.splitlines())]
+
+
+def got_of(lines):
+    return [(b["seq"], b["values"]["id"]) for b in lines]
+
+
+def log_text(tmp):
+    with open(os.path.join(tmp, "sluiced.log")) as f:
+        return f.read()
+
+
+# A small ring (8 batches) so that a reader mid-stream cannot finish from what the killed
+# daemon's ring already held: it must re-attach to the new daemon.
+RESTART_OPTS = ["--ring-slots", "8"]
+
+
+def test_restart(tmp, conf):
+    """Issue 19 item 6: kill -9 of sluiced while a broadcast reader is mid-stream, restart:
+    the reader resumes exactly (no batch twice, none missing, compared with an uninterrupted
+    run), from the position the daemon kept in its state directory."""
+    sd = os.path.join(tmp, "state")
+    want = reference(tmp, os.path.join(conf, "forever.json"), 60)
+    d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    before = len(log_text(tmp))
+    p, paused = drain_paused(d, "forever", 25, "--batches", "60")
     d.stop(signal.SIGKILL)
-    d2 = Daemon(tmp, conf)
-    out, err = p.communicate(timeout=90)
-    check(p.returncode == 0, "daemon killed (-9) and restarted: the reader reconnects and gets its "
-          "400 batches (exit %s: %s)" % (p.returncode, err.strip()[-300:]))
+    d2 = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    lines, err = go_on(p)
+    log = log_text(tmp)[before:]
+    check(paused and p.returncode == 0 and "resumed from the position kept for forever" in log,
+          "daemon killed (-9) with a reader at batch 25 of 60, restarted: the reader re-attached "
+          "and resumed from the kept position (exit %s: %s)" % (p.returncode, err.strip()[-300:]))
+    check(len(want) == 60 and got_of(lines) == want,
+          "restart: the broadcast reader's 60 batches are exactly the uninterrupted run's (got "
+          "seqs %s)" % [b["seq"] for b in lines][:70])
+    check(not any(b.get("redelivered") for b in lines), "restart: nothing marked re-delivered")
     q = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d2.sock, "drain", "forever"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
-    st, flat = stats_of(d2, "forever")
-    taken = [v for k, v in flat.items() if k.startswith("reader.") and k.endswith(".taken")]
+    for _ in range(600):  # until the reader has taken a batch (polls the condition itself)
+        st, flat = stats_of(d2, "forever")
+        taken = [v for k, v in flat.items() if k.startswith("reader.") and k.endswith(".taken")]
+        if taken and max(taken) > 0:
+            break
     ok = st.returncode == 0 and flat.get("batches_published", 0) > 0 and bool(taken) and \
         max(taken) > 0 and any(k.endswith(".wait_ns") for k in flat) and \
         flat.get("io_uring") in (0, 1) and flat.get("direct_io") == 0
@@ -1010,6 +1078,170 @@ def test_restart(tmp, conf):
           "SIGTERM: sluiced exits 0 and unlinks its socket (rc %s)" % rc)
     check(q.returncode != 0, "SIGTERM: an attached reader is told (exit %s: %s)" % (
         q.returncode, qerr.strip()[-200:]))
+
+
+def restart_conf(tmp, data, name, **args):
+    conf = os.path.join(tmp, "conf-" + name)
+    os.makedirs(conf, exist_ok=True)
+    sp = os.path.join(conf, name + ".json")
+    with open(sp, "w") as f:
+        json.dump(spec(data, name=name, epochs=3, shuffle=True, seed=3,
+                       num_shuffle_buffer_elements=30, num_filenames_shuffle_buffer=2,
+                       num_mix_files=2, **args), f)  # 60 batches
+    return conf, sp
+
+
+def test_restart_rank(tmp, data):
+    """Two rank readers (index 0 and 1 of 2), sluiced killed with both mid-stream: after the
+    restart each gets exactly its batches (k mod 2), none twice, none missing."""
+    conf, sp = restart_conf(tmp, data, "rk")
+    sd = os.path.join(tmp, "state-rk")
+    want = reference(tmp, sp)
+    d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    ps = [drain_pausing(d, "rk", 10, "--mode", "rank", "--index", str(i), "--count", "2")
+          for i in range(2)]  # each waits for the other's batches to pass: both, then wait
+    ps = [(p, wait_paused(p)) for p in ps]
+    d.stop(signal.SIGKILL)
+    d2 = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    outs = go_on_all([p for p, _ in ps])
+    rc = d2.stop()
+    for i, ((p, paused), (lines, err)) in enumerate(zip(ps, outs)):
+        check(paused and p.returncode == 0 and got_of(lines) == want[i::2] and
+              not any(b.get("redelivered") for b in lines),
+              "restart: rank %d of 2 resumes exactly: its %d batches, as uninterrupted (got "
+              "%s; %s)" % (i, len(want[i::2]), [b["seq"] for b in lines], err.strip()[-200:]))
+    check(rc == 0, "restart (rank): sluiced stops cleanly (exit %s)" % rc)
+
+
+def test_restart_split(tmp, data):
+    """Two split readers of one group, sluiced killed with both mid-stream: after the restart
+    every batch reached the group at least once, each as the uninterrupted run has it, and a
+    batch that came twice is marked re-delivered."""
+    conf, sp = restart_conf(tmp, data, "sp")
+    sd = os.path.join(tmp, "state-sp")
+    want = dict(reference(tmp, sp))
+    d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    ps = [drain_pausing(d, "sp", 10, "--mode", "split", "--group", "g") for _ in range(2)]
+    ps = [(p, wait_paused(p)) for p in ps]
+    d.stop(signal.SIGKILL)
+    d2 = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    outs = go_on_all([p for p, _ in ps])
+    rc = d2.stop()
+    batches = [b for lines, _ in outs for b in lines]
+    unmarked = [b["seq"] for b in batches if not b.get("redelivered")]
+    ok = all(paused and p.returncode == 0 for p, paused in ps)
+    check(ok and set(b["seq"] for b in batches) == set(want),
+          "restart: the split group got every batch at least once (%d of %d; %s)" % (
+              len(set(b["seq"] for b in batches)), len(want),
+              " | ".join(e.strip()[-150:] for _, e in outs)))
+    check(all(want.get(b["seq"]) == b["values"]["id"] for b in batches),
+          "restart: each batch the split readers got is the uninterrupted run's")
+    check(len(unmarked) == len(set(unmarked)) and len(batches) > len(set(unmarked)),
+          "restart: a batch the split group got twice is marked re-delivered (%d batches, %d "
+          "marked)" % (len(batches), len(batches) - len(unmarked)))
+    check(rc == 0, "restart (split): sluiced stops cleanly (exit %s)" % rc)
+
+
+def test_restart_sloppy(tmp, data):
+    """A sloppy pipeline (its order is not the spec's): after kill -9 and a restart the
+    broadcast reader gets every record of every epoch at least once, and a record it got twice
+    came again in a batch marked re-delivered."""
+    conf, sp = restart_conf(tmp, data, "sl", sloppy_interleave=True)
+    sd = os.path.join(tmp, "state-sl")
+    d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    p, paused = drain_paused(d, "sl", 25)
+    d.stop(signal.SIGKILL)
+    d2 = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    lines, err = go_on(p)
+    rc = d2.stop()
+    by_epoch = {}
+    for b in lines:
+        by_epoch.setdefault(b["epoch"], []).append(b)
+    every = all(sorted(set(i for b in bs for i in b["values"]["id"])) == list(range(200))
+                for bs in by_epoch.values()) and sorted(by_epoch) == [0, 1, 2]
+    once = all(len(ids) == len(set(ids)) for ids in (
+        [i for b in bs if not b.get("redelivered") for i in b["values"]["id"]]
+        for bs in by_epoch.values()))
+    marked = sum(1 for b in lines if b.get("redelivered"))
+    check(paused and p.returncode == 0 and every,
+          "restart (sloppy): every record of the 3 epochs at least once (%d batches; %s)" % (
+              len(lines), err.strip()[-200:]))
+    check(once and marked > 0, "restart (sloppy): records that came twice came again in "
+          "batches marked re-delivered (%d marked)" % marked)
+    check(rc == 0, "restart (sloppy): sluiced stops cleanly (exit %s)" % rc)
+
+
+def test_restart_registered(tmp, data):
+    """A pipeline a user registered (not the config dir's) is gone with the killed daemon: a
+    reader by name resumes all the same, exactly, from the pipeline made again from its kept
+    record."""
+    _, sp = restart_conf(tmp, data, "regr")
+    conf = os.path.join(tmp, "conf-regr-empty")
+    os.makedirs(conf, exist_ok=True)
+    sd = os.path.join(tmp, "state-regr")
+    want = reference(tmp, sp)
+    d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    reg = ctl(d, "register", sp)
+    p, paused = drain_paused(d, "regr", 20)
+    d.stop(signal.SIGKILL)
+    d2 = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+    lines, err = go_on(p)
+    rc = d2.stop()
+    check(reg.returncode == 0 and paused and p.returncode == 0 and got_of(lines) == want and
+          rc == 0 and "made again from its kept record" in log_text(tmp),
+          "restart: a reader of a registered pipeline resumes exactly by name (%d of %d "
+          "batches; %s)" % (len(lines), len(want), (reg.stderr + err).strip()[-300:]))
+
+
+def test_restart_crash_loop(tmp, data):
+    """sluiced killed 11 times in a row: the state directory keeps the newest 8 positions of
+    its config-dir pipeline (and this run's), not one more file per start."""
+    conf, sp = restart_conf(tmp, data, "loop")
+    sd = os.path.join(tmp, "state-loop")
+    counts = []
+    for _ in range(11):
+        before = set(os.listdir(sd)) if os.path.isdir(sd) else set()
+        d = Daemon(tmp, conf, RESTART_OPTS + ["--state-dir", sd])
+        for _ in range(2000):  # until this run's first batch wrote its record
+            now = set(f for f in os.listdir(sd) if f.endswith(".pos"))
+            if now - before:
+                break
+            time.sleep(0.005)  # polls the condition itself
+        counts.append(len(now))
+        d.stop(signal.SIGKILL)
+    check(counts[:9] == list(range(1, 10)) and max(counts) == 9,
+          "crash loop: at most the newest 8 earlier positions of a pipeline and this run's "
+          "are kept (files after each start: %s)" % counts)
+
+
+def test_restart_position_lost(tmp, data):
+    """Where resuming is impossible the reader gets an error, never its data again from the
+    start: the state directory removed while sluiced was down; sluiced without one; the
+    dataset changed (a file's mtime) while it was down, for a reader by name and by spec."""
+    for case in ("removed", "none", "changed-name", "changed-spec"):
+        own = os.path.join(tmp, "data-lost-" + case)  # a copy: its mtime changes
+        subprocess.run(["cp", "-a", data, own], check=True)
+        conf, sp = restart_conf(tmp, own, "lost-" + case)
+        sd = os.path.join(tmp, "state-lost-" + case)
+        opts = RESTART_OPTS + (["--state-dir", sd] if case != "none" else [])
+        d = Daemon(tmp, conf, opts)
+        p, paused = drain_paused(d, sp if case == "changed-spec" else "lost-" + case, 20)
+        d.stop(signal.SIGKILL)
+        if case == "removed":
+            subprocess.run(["rm", "-rf", sd], check=True)
+        if case.startswith("changed"):
+            f = os.path.join(own, "part-0.tfrecords")
+            st = os.stat(f)
+            os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        d2 = Daemon(tmp, conf, opts)
+        lines, err = go_on(p)
+        rc = d2.stop()
+        seqs = [b["seq"] for b in lines]
+        check(paused and p.returncode == 1 and "cannot resume where it was" in err and
+              seqs == list(range(len(seqs))) and 20 <= len(seqs) < 60 and rc == 0,
+              "restart (%s): the reader fails with a clear error after %d batches, "
+              "none read again (exit %s: %s)" % (case, len(seqs), p.returncode,
+                                                  err.strip()[-300:]))
 
 
 def test_state_resume(tmp, data):
@@ -1187,6 +1419,12 @@ def main():
         test_command_line(tmp)
         test_relative_paths(tmp, data)
         test_restart(tmp, conf)
+        test_restart_rank(tmp, data)
+        test_restart_split(tmp, data)
+        test_restart_sloppy(tmp, data)
+        test_restart_position_lost(tmp, data)
+        test_restart_crash_loop(tmp, data)
+        test_restart_registered(tmp, data)
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()
         check("broken.json" in log, "a broken spec in the config dir is logged and skipped")

@@ -393,6 +393,8 @@ static const char drain_usage[] =
 	"  --group G          (split, rank) read in consumer group G (default: the\n"
 	"                     pipeline's default group)\n"
 	"  --batches N        stop after N batches\n"
+	"  --pause-after N    after N batches, say \"paused: batches=N\" on stderr and\n"
+	"                     wait for a line on stdin (tests: a reader mid-stream)\n"
 	"  --json             one JSON line per batch: seq, epoch, rows and a CRC-32\n"
 	"                     digest over every tensor's row_splits, offsets and data\n"
 	"                     (and \"redelivered\": true for a batch another member of\n"
@@ -414,6 +416,7 @@ struct drain_opts {
 	char *spec_dir; /* and its directory */
 	struct sluice_attach_opts ao;
 	uint64_t max_batches;
+	uint64_t pause_after; /* UINT64_MAX: never */
 	bool json, have_index, have_count;
 	const char *values; /* the --values argument */
 	const char *state_in, *state_out;
@@ -424,6 +427,7 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 {
 	sluice_attach_opts_init(&o->ao);
 	o->max_batches = UINT64_MAX;
+	o->pause_after = UINT64_MAX;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		uint64_t v;
@@ -443,6 +447,12 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 			else
 				return usage_error("drain", "--mode is broadcast, split or rank",
 						   drain_usage);
+			i++;
+		} else if (!strcmp(a, "--pause-after")) {
+			if (!val || cli_parse_u64(val, UINT64_MAX, &v))
+				return usage_error("drain", "--pause-after needs a number",
+						   drain_usage);
+			o->pause_after = v;
 			i++;
 		} else if (!strcmp(a, "--batches") || !strcmp(a, "--index") ||
 			   !strcmp(a, "--count")) {
@@ -690,6 +700,14 @@ int cmd_drain(int argc, char **argv)
 			sluice_batch_release(b);
 			if (rc < 0)
 				goto out;
+			if (batches == o.pause_after) { /* tests: a reader provably mid-stream */
+				char line[64];
+				fflush(stdout);
+				fprintf(stderr, "paused: batches=%" PRIu64 "\n", batches);
+				fflush(stderr);
+				if (!fgets(line, sizeof(line), stdin))
+					clearerr(stdin);
+			}
 		}
 		now = scan_now_s();
 		if (!o.json && now - last_t >= 1.0) {

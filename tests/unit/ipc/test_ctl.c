@@ -136,6 +136,22 @@ static void test_attach(void **state)
 	assert_int_equal(out.lag_policy, IPC_CTL_LAG_CATCH_UP);
 	assert_true(out.max_lag == 1ull << 40);
 	assert_string_equal(out.group, "torch:run-7");
+	assert_int_equal(out.resume_len, 0); /* optional: a first attach */
+	assert_true(out.resume_seq == 0);
+
+	/* Re-attaching after a restart: the token and where the reader was. */
+	in.state = NULL;
+	in.state_len = 0;
+	in.resume = "SLRT-token";
+	in.resume_len = 10;
+	in.resume_seq = 1ull << 33;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 76, &in, &len), 0);
+	m = parse_ok(buf, len, IPC_CTL_ATTACH, 76);
+	assert_int_equal(ipc_ctl_decode_attach(&m, &out, emsg, sizeof(emsg)), 0);
+	assert_int_equal(out.resume_len, 10);
+	assert_memory_equal(out.resume, "SLRT-token", 10);
+	assert_true(out.resume_seq == 1ull << 33);
+	assert_int_equal(out.state_len, 0);
 
 	/* By spec, broadcast, defaults everywhere else. */
 	memset(&in, 0, sizeof(in));
@@ -184,12 +200,30 @@ static void test_attached(void **state)
 	assert_int_equal(out.ctl_bytes, 4096);
 	assert_int_equal(out.max_batch_bytes, 1 << 20);
 	assert_true(out.first_epoch == in.first_epoch);
+	assert_int_equal(out.token_len, 0); /* no state directory: no token */
+	assert_true(out.skip_below == 0 && out.redelivered_below == 0 &&
+		    out.redelivered_epochs == 0);
 	assert_int_equal(out.n_tensors, 3);
 	assert_non_null(out.tensors);
 	for (i = 0; i < 3; i++)
 		assert_memory_equal(&out.tensors[i], &t[i], sizeof(t[i]));
 	ipc_ctl_attached_fini(&out);
 	assert_null(out.tensors);
+
+	/* A resume: the token to keep, what to skip and what to mark. */
+	in.token = "tok";
+	in.token_len = 3;
+	in.skip_below = 13;
+	in.redelivered_below = 45;
+	in.redelivered_epochs = 2;
+	assert_int_equal(ipc_ctl_encode_attached(buf, sizeof(buf), 6, &in, &len), 0);
+	m = parse_ok(buf, len, IPC_CTL_ATTACHED, 6);
+	assert_int_equal(ipc_ctl_decode_attached(&m, &out, emsg, sizeof(emsg)), 0);
+	assert_int_equal(out.token_len, 3);
+	assert_memory_equal(out.token, "tok", 3);
+	assert_true(out.skip_below == 13 && out.redelivered_below == 45 &&
+		    out.redelivered_epochs == 2);
+	ipc_ctl_attached_fini(&out);
 	assert_int_equal(out.n_tensors, 0);
 	ipc_ctl_attached_fini(&out); /* twice is fine, as is NULL */
 	ipc_ctl_attached_fini(NULL);

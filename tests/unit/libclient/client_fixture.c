@@ -74,6 +74,10 @@ static void srv_attach(struct srv *s, int ci, const struct ipc_ctl_msg *m)
 	s->last_state_len = a.state_len < sizeof(s->last_state) ? a.state_len : 0;
 	if (s->last_state_len)
 		memcpy(s->last_state, a.state, s->last_state_len);
+	snprintf(s->last_resume, sizeof(s->last_resume), "%.*s",
+		 a.resume_len < sizeof(s->last_resume) ? (int)a.resume_len : 0,
+		 (const char *)a.resume);
+	s->last_resume_seq = a.resume_seq;
 	if (s->attach_err) {
 		srv_error(fd, m->req_id, s->attach_err, s->attach_text);
 		return;
@@ -114,6 +118,8 @@ static void srv_attach(struct srv *s, int ci, const struct ipc_ctl_msg *m)
 	out.ctl_bytes = (uint64_t)st.st_size;
 	out.tensors = ti;
 	out.n_tensors = 2;
+	out.token = s->token;
+	out.token_len = s->token ? (uint32_t)strlen(s->token) : 0;
 	assert_int_equal(ipc_ctl_encode_attached(buf, sizeof(buf), m->req_id, &out, &len), 0);
 	fds[0] = ipc_ring_data_fd(s->ring);
 	fds[1] = cb_fd;

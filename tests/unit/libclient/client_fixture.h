@@ -40,11 +40,14 @@ struct srv {
 	bool schema_lie;
 	bool send_shutdown;   /* on stop: a SHUTDOWN notice first */
 	bool remove_on_close; /* a closed connection's readers are removed (a live daemon) */
+	const char *token;    /* ATTACHED's resume token (a daemon with --state-dir), or NULL */
 	/* what it saw */
 	int n_hello, n_attach, n_detach, n_save;
 	char last_name[256];
 	uint8_t last_state[64];
 	size_t last_state_len;
+	char last_resume[64]; /* the last ATTACH's resume token ("" none) and resume_seq */
+	uint64_t last_resume_seq;
 };
 
 /* Start a server at dir/sock_name (dir made when empty); it owns a fresh ring. */

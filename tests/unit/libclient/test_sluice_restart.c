@@ -6,9 +6,11 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -120,6 +122,42 @@ static void test_reconnect_gives_up(void **state)
 	srv_free(&s);
 }
 
+/*
+ * A daemon that keeps no positions (no --state-dir: no token) crashes under a reader that read
+ * something and saved no state: the reader fails with ESTALE, and keeps failing, rather than
+ * re-attaching from the beginning (issue 19: "readers silently read everything again").
+ */
+static void test_no_kept_position_is_an_error(void **state)
+{
+	struct srv s, s2;
+	struct sluice_client *c;
+	struct sluice_reader *r;
+	struct sluice_batch *b = NULL;
+	struct sluice_error err = { 0, "" };
+
+	srv_start(&s);
+	c = connect_ok(&s);
+	r = attach_ok(c, "train");
+	srv_publish_n(&s, 1);
+	sluice_batch_release(next_ok(r, 0));
+	pthread_mutex_lock(&s.lock);
+	s.remove_on_close = false;
+	pthread_mutex_unlock(&s.lock);
+	srv_stop(&s, true);
+	srv_start_at(&s2, s.dir, "sluice.sock");
+	srv_publish_n(&s2, 3);
+	srv_run(&s2);
+	assert_int_equal(sluice_next(r, 1000, &b, &err), -ESTALE);
+	assert_non_null(strstr(err.msg, "keeps no position"));
+	assert_int_equal(sluice_next(r, 1000, &b, &err), -ESTALE);
+	assert_int_equal(srv_get(&s2, &s2.n_attach), 0); /* it did not start over */
+	sluice_detach(r);
+	sluice_disconnect(c);
+	srv_stop(&s2, false);
+	srv_free(&s2);
+	srv_free(&s);
+}
+
 /* The daemon removes the reader while it stays up: -ECONNABORTED, no reconnect. */
 static void test_reader_removed(void **state)
 {
@@ -144,10 +182,15 @@ static void test_reader_removed(void **state)
 	srv_free(&s);
 }
 
-/* Two readers of one client in two threads while the daemon restarts under them. */
+/*
+ * Two readers of one client in two threads while the daemon restarts under them. The threads
+ * report (cmocka is not thread-safe: the main thread asserts): got, and the first error.
+ */
 struct two {
 	struct sluice_reader *r;
-	int got;
+	_Atomic int got;
+	_Atomic int rc; /* written after msg */
+	char msg[256];
 };
 
 static void *two_reader(void *arg)
@@ -161,9 +204,12 @@ static void *two_reader(void *arg)
 
 		if (rc == 0)
 			break;
-		if (rc != 1)
-			fail_msg("next: %d %s", rc, err.msg);
-		t->got++;
+		if (rc != 1) {
+			snprintf(t->msg, sizeof(t->msg), "%s", err.msg);
+			atomic_store(&t->rc, rc);
+			break;
+		}
+		atomic_fetch_add(&t->got, 1);
 		sluice_batch_release(b);
 	}
 	return NULL;
@@ -177,15 +223,22 @@ static void test_threads_two_readers_restart(void **state)
 	pthread_t th[2];
 
 	srv_start(&s);
+	pthread_mutex_lock(&s.lock);
+	s.token = "tok1"; /* a daemon that keeps positions */
+	pthread_mutex_unlock(&s.lock);
 	c = connect_ok(&s);
 	for (int i = 0; i < 2; i++) {
 		t[i].r = attach_ok(c, "train");
-		t[i].got = 0;
+		atomic_init(&t[i].got, 0);
+		atomic_init(&t[i].rc, 0);
 	}
 	srv_publish_n(&s, 2);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, two_reader, &t[i]), 0);
-	usleep(100 * 1000);
+	/* the condition itself: both took the old daemon's two batches */
+	for (int i = 0; i < 2; i++)
+		while (atomic_load(&t[i].got) < 2 && !atomic_load(&t[i].rc))
+			usleep(1000);
 	pthread_mutex_lock(&s.lock);
 	s.send_shutdown = true;
 	s.remove_on_close = false;
@@ -199,11 +252,19 @@ static void test_threads_two_readers_restart(void **state)
 	srv_run(&s2);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(pthread_join(th[i], NULL), 0);
-		assert_int_equal(t[i].got, 2 + 5);
+		if (atomic_load(&t[i].rc))
+			fail_msg("reader %d: next: %d %s", i, atomic_load(&t[i].rc), t[i].msg);
+		assert_int_equal(atomic_load(&t[i].got), 2 + 5);
 	}
 	/* One connection for both: one HELLO on the new daemon. */
 	assert_int_equal(srv_get(&s2, &s2.n_hello), 1);
 	assert_int_equal(srv_get(&s2, &s2.n_attach), 2);
+	/* Each came back with its token and where it was: 1 + seq 1, the last it took. */
+	pthread_mutex_lock(&s2.lock);
+	assert_string_equal(s2.last_resume, "tok1");
+	assert_int_equal(s2.last_resume_seq, 2);
+	assert_int_equal(s2.last_state_len, 0);
+	pthread_mutex_unlock(&s2.lock);
 	sluice_disconnect(c);
 	assert_int_equal(srv_get(&s2, &s2.n_detach), 2);
 	srv_stop(&s2, false);
@@ -218,6 +279,7 @@ int main(void)
 		cmocka_unit_test(test_reconnect_after_crash),
 		cmocka_unit_test(test_reconnect_gives_up),
 		cmocka_unit_test(test_reader_removed),
+		cmocka_unit_test(test_no_kept_position_is_an_error),
 		cmocka_unit_test(test_threads_two_readers_restart),
 	};
 

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sluiced's state directory: each pipeline's position, kept across restarts (DECISIONS.md). */
+#ifndef SLUICE_DAEMON_KEEP_H
+#define SLUICE_DAEMON_KEEP_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/pipeline/pipeline.h"
+#include "ipc/ctl.h"
+
+/*
+ * Publishing a batch whose seq reaches the record's bound (or whose epoch reaches its epoch
+ * bound) writes the record first, with a bound DMN_KEEP_EVERY batches further: so every batch
+ * a pipeline ever published lies below the bounds its file says, and a restart knows which
+ * batches it may have delivered (they are marked when delivered again).
+ */
+#define DMN_KEEP_EVERY 32
+/* ... and the server thread writes it when the ring\'s oldest batch moved, at most this often */
+#define DMN_KEEP_TICK_NS   1000000000ull
+#define DMN_KEEP_RANKS	   4		  /* rank groups (counts) kept per pipeline */
+#define DMN_KEEP_MAX_AGE_S (7 * 86400ull) /* files of earlier runs older than this go */
+#define DMN_KEEP_PER_NAME  8 /* ... and beyond the newest 8 of one pipeline (a crash loop) */
+
+/* A pipeline's position, as its file says it (one per pipeline, shared or private). */
+struct dmn_kept {
+	uint64_t run; /* the daemon run that served it (random, per start) */
+	uint8_t fp[16];
+	char name[IPC_CTL_NAME_MAX + 1];
+	uid_t owner;	 /* (uid_t)-1: the config dir's */
+	char *spec_json; /* owned */
+	char *spec_dir;	 /* owned, or NULL */
+	bool sloppy;	 /* its order is not a function of the spec */
+	/* the state at the oldest batch its ring held (every reader is at or past it) */
+	uint8_t low[PL_STATE_MAX];
+	int low_len; /* 0: none */
+	uint64_t low_seq;
+	/* sloppy: the state at the start of that batch's epoch */
+	uint8_t epoch_start[PL_STATE_MAX];
+	int epoch_start_len;
+	/* every batch published: seq < bound and epoch < bound_epochs */
+	uint64_t bound, bound_epochs;
+	/* rank groups: the state at or before low where the ranks fall as they fell */
+	struct dmn_kept_rank {
+		uint32_t n;
+		uint8_t state[PL_STATE_MAX];
+		int len;
+		uint64_t seq;
+	} rank[DMN_KEEP_RANKS];
+	unsigned n_rank;
+	int64_t mtime_ns; /* loaded: its file's (which earlier runs' to keep) */
+	struct dmn_kept *next;
+};
+
+/* The state directory and what it holds; every function takes lock itself. */
+struct dmn_keep {
+	char *dir; /* NULL: off */
+	uint64_t run;
+	pthread_mutex_t lock;
+	struct dmn_kept *list; /* this run's pipelines and earlier runs' files */
+};
+
+/*
+ * Open the state directory dir (NULL or "": off), load the records earlier runs left (a file
+ * that cannot be read is logged and removed; files older than DMN_KEEP_MAX_AGE_S are removed).
+ * Never fails: a directory that cannot be used turns the feature off, with a log line.
+ */
+void dmn_keep_init(struct dmn_keep *k, const char *dir);
+void dmn_keep_fini(struct dmn_keep *k);
+/*
+ * Save rec (a copy is kept; the caller keeps rec) and write its file atomically (a temporary
+ * file, then rename; no fsync: it outlives a crash of sluiced, not of the host). 0 or -errno.
+ */
+int dmn_keep_save(struct dmn_keep *k, const struct dmn_kept *rec);
+/* Forget this run's record of the pipeline called name, and remove its file. */
+void dmn_keep_forget(struct dmn_keep *k, const uint8_t fp[16], const char *name);
+/* A copy of the record (run, fp, name) into *ret (its strings are the caller's: fini), or -ENOENT. */
+int dmn_keep_find(struct dmn_keep *k, uint64_t run, const uint8_t fp[16], const char *name,
+		  struct dmn_kept *ret);
+void dmn_kept_fini(struct dmn_kept *rec);
+
+/* A reader's resume token: (run, fp, name), encoded. Returns its length. */
+size_t dmn_token_make(uint64_t run, const uint8_t fp[16], const char *name, uint8_t *buf,
+		      size_t cap);
+/* Decode a token: 0, or -EINVAL (not one of ours). */
+int dmn_token_parse(const void *tok, size_t len, uint64_t *ret_run, uint8_t ret_fp[16],
+		    char ret_name[IPC_CTL_NAME_MAX + 1]);
+
+#endif

@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Readers of the Python package across a kill -9 of sluiced (issue 19 item 6).
+
+The reader is mid-stream by construction: it has taken N batches in this process when the
+daemon is killed, and the ring (8 slots) holds less than the rest, so it must re-attach.
+"""
+
+import errno
+import os
+import signal
+
+import pytest
+
+from conftest import image_spec, run_reference, shuffled, test_daemon
+
+import sluice
+
+OPTS = ["--ring-slots", "8"]
+
+
+def _spec(data, **kw):
+    return image_spec(data, epochs=2, batch=2, **shuffled(9), **kw)  # 60 batches
+
+
+def _read(r, n=None, out=None):
+    out = [] if out is None else out
+    while n is None or len(out) < n:
+        b = r.next(timeout=60)
+        if b is None:
+            break
+        out.append((b.seq, b["label"].reshape(-1).tolist(), b.redelivered))
+        b.release()
+    return out
+
+
+def _want(ref):
+    return [(b["seq"], b["tensors"]["label"]["values"], False) for b in ref]
+
+
+def test_reader_by_spec_resumes_exactly_after_kill(tmp_path, data):
+    spec = _spec(data)
+    want = _want(run_reference(tmp_path, spec, "label"))
+    tmp, sd = str(tmp_path), str(tmp_path / "state")
+    conf = str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
+    d2 = None
+    try:
+        with sluice.attach(spec=spec, socket=d.sock) as r:
+            head = _read(r, 20)
+            d.stop(signal.SIGKILL)
+            d2 = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
+            tail = _read(r)
+    finally:
+        rc = d2.stop() if d2 else None
+    assert len(want) == 60 and head + tail == want
+    assert rc == 0
+    with open(os.path.join(tmp, "sluiced.log")) as f:
+        assert "resumed from the position kept" in f.read()
+
+
+def test_no_state_dir_is_estale_not_a_replay(tmp_path, data):
+    spec = _spec(data)
+    tmp, conf = str(tmp_path), str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(tmp, conf, OPTS)
+    d2 = None
+    try:
+        with sluice.attach(spec=spec, socket=d.sock) as r:
+            head = _read(r, 20)
+            d.stop(signal.SIGKILL)
+            d2 = test_daemon.Daemon(tmp, conf, OPTS)
+            seen = []
+            with pytest.raises(sluice.SluiceError) as ei:
+                _read(r, out=seen)  # what the killed daemon's ring still held, then the error
+            assert ei.value.errno == errno.ESTALE
+            assert "cannot resume where it was" in ei.value.strerror
+            with pytest.raises(sluice.SluiceError):  # sticky
+                r.next(timeout=1)
+    finally:
+        if d2:
+            d2.stop()
+    seqs = [s for s, _, _ in head + seen]
+    assert seqs == list(range(len(seqs))) and 20 <= len(seqs) < 60  # nothing read again
