@@ -50,7 +50,7 @@ int ctl_connect(const char *cmd, struct sluice_client **ret)
 int ctl_getopt(const char *cmd, int argc, char **argv, const struct option *opts, const char *usage)
 {
 	opterr = 0; /* named below, as the other programs name them */
-	int o = getopt_long(argc, argv, "+:h", opts, NULL);
+	int o = getopt_long(argc, argv, ":h", opts, NULL);
 	if (o == 'h') {
 		fputs(usage, stdout);
 		return -2;
