@@ -33,11 +33,6 @@ int ctl_usage_error(const char *cmd, const char *msg, const char *usage)
 	return 2;
 }
 
-static bool is_help(const char *a)
-{
-	return !strcmp(a, "--help") || !strcmp(a, "-h");
-}
-
 int ctl_connect(const char *cmd, struct sluice_client **ret)
 {
 	struct sluice_error err = { 0, "" };
@@ -238,18 +233,21 @@ int cmd_register(int argc, char **argv)
 	uint8_t fp[16];
 	int rc;
 
-	if (argc > 1 && is_help(argv[1])) {
-		fputs(register_usage, stdout);
-		return 0;
-	}
-	if (argc != 2 || (argv[1][0] == '-' && argv[1][1]))
-		return ctl_usage_error("register",
-				       argc < 2 ? "no SPEC given" : "one SPEC, no options",
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	int o;
+	optind = 0;
+	while ((o = ctl_getopt("register", argc, argv, opts, register_usage)) != -1)
+		if (o < 0)
+			return o == -2 ? 0 : 2;
+	if (argc - optind != 1)
+		return ctl_usage_error("register", optind >= argc ? "no SPEC given" : "one SPEC",
 				       register_usage);
-	if (read_spec(argv[1], &spec, msg, sizeof(msg)) < 0)
+	const char *path = argv[optind];
+	if (read_spec(path, &spec, msg, sizeof(msg)) < 0)
 		return ctl_fail("register", msg);
 	char *dir;
-	if (spec_file_dir(argv[1], &dir) < 0) {
+	if (spec_file_dir(path, &dir) < 0) {
 		free(spec);
 		return ctl_fail("register", "out of memory");
 	}
@@ -316,80 +314,114 @@ struct drain_opts {
 
 static int drain_args(int argc, char **argv, struct drain_opts *o)
 {
+	enum {
+		OPT_JSON = 1,
+		OPT_MODE,
+		OPT_BATCHES,
+		OPT_INDEX,
+		OPT_COUNT,
+		OPT_CATCH_UP,
+		OPT_GROUP,
+		OPT_VALUES,
+		OPT_STATE_IN,
+		OPT_STATE_OUT
+	};
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "mode", required_argument, NULL, OPT_MODE },
+		{ "batches", required_argument, NULL, OPT_BATCHES },
+		{ "index", required_argument, NULL, OPT_INDEX },
+		{ "count", required_argument, NULL, OPT_COUNT },
+		{ "catch-up", optional_argument, NULL, OPT_CATCH_UP },
+		{ "group", required_argument, NULL, OPT_GROUP },
+		{ "values", required_argument, NULL, OPT_VALUES },
+		{ "state-in", required_argument, NULL, OPT_STATE_IN },
+		{ "state-out", required_argument, NULL, OPT_STATE_OUT },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
 	sluice_attach_opts_init(&o->ao);
 	o->max_batches = UINT64_MAX;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+	optind = 0;
+	while ((opt = ctl_getopt("drain", argc, argv, opts, drain_usage)) != -1) {
+		const char *val = optarg;
 		uint64_t v;
 
-		if (is_help(a)) {
-			fputs(drain_usage, stdout);
+		switch (opt) {
+		case -2:
 			return 1;
-		} else if (!strcmp(a, "--json")) {
+		case -3:
+			return 2;
+		case OPT_JSON:
 			o->json = true;
-		} else if (!strcmp(a, "--mode")) {
-			if (val && !strcmp(val, "broadcast"))
+			break;
+		case OPT_MODE:
+			if (!strcmp(val, "broadcast"))
 				o->ao.mode = SLUICE_MODE_BROADCAST;
-			else if (val && !strcmp(val, "split"))
+			else if (!strcmp(val, "split"))
 				o->ao.mode = SLUICE_MODE_SPLIT;
-			else if (val && !strcmp(val, "rank"))
+			else if (!strcmp(val, "rank"))
 				o->ao.mode = SLUICE_MODE_RANK;
 			else
 				return ctl_usage_error(
 					"drain", "--mode is broadcast, split or rank", drain_usage);
-			i++;
-		} else if (!strcmp(a, "--batches") || !strcmp(a, "--index") ||
-			   !strcmp(a, "--count")) {
-			if (!val || cli_parse_u64(val, a[2] == 'b' ? UINT64_MAX : UINT32_MAX, &v))
+			break;
+		case OPT_BATCHES:
+		case OPT_INDEX:
+		case OPT_COUNT:
+			if (cli_parse_u64(val, opt == OPT_BATCHES ? UINT64_MAX : UINT32_MAX, &v))
 				return ctl_usage_error("drain",
 						       "--batches, --index and --count need "
 						       "a number",
 						       drain_usage);
-			if (a[2] == 'b') {
+			if (opt == OPT_BATCHES) {
 				o->max_batches = v;
-			} else if (a[2] == 'i') {
+			} else if (opt == OPT_INDEX) {
 				o->ao.rank_index = (uint32_t)v;
 				o->have_index = true;
 			} else {
 				o->ao.rank_count = (uint32_t)v;
 				o->have_count = true;
 			}
-			i++;
-		} else if (!strcmp(a, "--catch-up")) {
+			break;
+		case OPT_CATCH_UP:
 			o->ao.lag_policy = SLUICE_LAG_CATCH_UP;
-			if (val && val[0] >= '0' && val[0] <= '9') {
+			/* --catch-up=N, or --catch-up N: a number that follows is its N */
+			if (!val && optind < argc && argv[optind][0] >= '0' &&
+			    argv[optind][0] <= '9')
+				val = argv[optind++];
+			if (val) {
 				if (cli_parse_u64(val, UINT32_MAX, &v) || v == 0)
 					return ctl_usage_error("drain", "--catch-up N: N >= 1",
 							       drain_usage);
 				o->ao.max_lag = v;
-				i++;
 			}
-		} else if (!strcmp(a, "--group")) {
-			if (!val || !val[0])
+			break;
+		case OPT_GROUP:
+			if (!val[0])
 				return ctl_usage_error("drain", "--group needs a name",
 						       drain_usage);
 			o->ao.group = val;
-			i++;
-		} else if (!strcmp(a, "--values")) {
-			if (!val || !val[0])
+			break;
+		case OPT_VALUES:
+			if (!val[0])
 				return ctl_usage_error("drain", "--values needs NAME[,NAME...]",
 						       drain_usage);
 			o->values = val;
-			i++;
-		} else if (!strcmp(a, "--state-in") || !strcmp(a, "--state-out")) {
-			if (!val)
-				return ctl_usage_error(
-					"drain", "--state-in/--state-out need a FILE", drain_usage);
-			*(a[8] == 'i' ? &o->state_in : &o->state_out) = val;
-			i++;
-		} else if (a[0] == '-' && a[1]) {
-			return ctl_usage_error("drain", "unknown option", drain_usage);
-		} else if (!o->name) {
-			o->name = a;
-		} else {
-			return ctl_usage_error("drain", "too many arguments", drain_usage);
+			break;
+		case OPT_STATE_IN:
+			o->state_in = val;
+			break;
+		case OPT_STATE_OUT:
+			o->state_out = val;
+			break;
 		}
 	}
+	if (optind < argc)
+		o->name = argv[optind++];
+	if (optind < argc)
+		return ctl_usage_error("drain", "too many arguments", drain_usage);
 	if (!o->name)
 		return ctl_usage_error("drain", "no pipeline NAME given", drain_usage);
 	if (o->values && !o->json)
@@ -536,7 +568,6 @@ int cmd_drain(int argc, char **argv)
 	char msg[700] = "";
 	int rc, status = 1;
 
-	memset(&o, 0, sizeof(o));
 	memset(&o, 0, sizeof(o));
 	rc = drain_args(argc, argv, &o);
 	if (rc == 3) /* a spec file that could not be read */
