@@ -582,8 +582,8 @@ static struct dmn_pipeline *find_shared(struct dmn_registry *d, struct get_ctx *
 {
 	const struct dmn_get_req *q = g->req;
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
-		if (memcmp(pl->fp, g->fp, 16) != 0)
-			continue;
+		if (memcmp(pl->fp, g->fp, 16) != 0 || pl->removed)
+			continue; /* a removed one's engine is gone: nobody joins it */
 		/* read with rights the asker has, or was granted: else one of its own */
 		if (q->owner == (uid_t)-1 ? pl->owner != (uid_t)-1 : !dmn_may_read(pl, q->creds))
 			continue;

@@ -733,6 +733,12 @@ int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
 			r = on_remove(d, c, &msg);
 			break;
 		default:
+			if (!(msg.type & 0x8000)) { /* a request of a later client: say so, go on */
+				r = reply_error(c, msg.req_id, -EOPNOTSUPP,
+						"sluiced does not know request type 0x%04x",
+						msg.type);
+				break;
+			}
 			reply_error(c, msg.req_id, -EBADMSG, "a %s is not a request",
 				    ipc_ctl_type_name(msg.type));
 			r = -EBADMSG;

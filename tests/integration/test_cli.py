@@ -14,6 +14,8 @@ import os
 import pwd
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -142,6 +144,22 @@ def test_did_you_mean(d, pub):
           "nobody is never told of a name it may not read (%r)" % r.stderr.strip())
 
 
+PY_REMOVE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import sluice
+it = iter(sluice.attach(spec=sys.argv[3], socket=sys.argv[2]))
+next(it)
+sluice.remove(sys.argv[4], socket=sys.argv[2])
+try:
+    for _ in it:
+        pass
+    print("END without an error")
+except sluice.SluiceError as e:
+    print("ERROR %s" % e.strerror)
+"""
+
+
 def test_rm(d, tmp, pub):
     nb = pwd.getpwnam("nobody") if ROOT else None
     s = spec("../data", name="victim", epochs=None, seed=9)
@@ -182,9 +200,40 @@ def test_rm(d, tmp, pub):
     wait_for(lambda: any("pipeline victim dropped: its last reader is gone" in ln
                          for ln in log_lines(tmp)),
              "the log says victim went with its last reader")
+    # split readers: one is handed the error batch, the others the ring's error; none hangs
+    write_spec(os.path.join(pub, "victim2.json"), spec("../data", name="victim2", epochs=None,
+                                                       seed=11))
+    r = ctl(d, "register", os.path.join(pub, "victim2.json"))
+    rds = [subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "victim2",
+                             "--json", "--mode=split"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    firsts = [p.stdout.readline() for p in rds]
+    r2 = ctl(d, "rm", "victim2")
+    errs = []
+    for p in rds:
+        try:
+            errs.append((p.communicate(timeout=30)[1], p.returncode))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            errs.append(("no end within 30 s", p.wait()))
+    check(r.returncode == 0 and r2.returncode == 0 and all(f.startswith("{") for f in firsts) and
+          all(rc == 1 and "the pipeline was removed" in e for e, rc in errs),
+          "two split readers of a removed pipeline both end with an error saying so (%s)" %
+          [(rc, e.strip()[-120:]) for e, rc in errs])
     r = ctl(d, "rm", "victm")
     check(r.returncode == 1 and 'no pipeline named "victm"' in r.stderr,
           "rm of a name that is not there: ENOENT (%r)" % r.stderr.strip())
+    if td.reader_loadable():
+        pkg = os.path.join(os.environ.get("SLUICE_SRC_DIR", os.path.join(HERE, "..", "..")),
+                           "libclient", "python")
+        s3 = json.dumps(spec(os.path.join(tmp, "data"), name="victim3", epochs=None, seed=12))
+        r = subprocess.run([sys.executable, "-c", PY_REMOVE, pkg, d.sock, s3, "victim3"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.stdout.startswith("ERROR ") and "the pipeline was removed by uid" in r.stdout,
+              "Python: sluice.remove(), and its reader's next batch raises saying so (%s)" %
+              (r.stdout + r.stderr).strip()[-300:])
+    else:
+        print("SKIP sluice.remove in Python: libsluice.so cannot be loaded here")
     if nb:
         write_spec(os.path.join(pub, "own.json"), spec("../data", name="nobodys", seed=10))
         r = ctl(d, "register", os.path.join(pub, "own.json"), user="nobody")
@@ -305,6 +354,47 @@ def test_prometheus(d, tmp):
     check(r.returncode == 2, "--textfile without --prometheus is a usage error")
 
 
+def raw_msg(t, req, fields):
+    body = b"".join(struct.pack("<HI", tag, len(v)) + v for tag, v in fields)
+    return struct.pack("<IHHIII", 0x4c434c53, 1, t, 0, req, len(body)) + body
+
+
+def raw_fields(m):
+    t, req, n = struct.unpack_from("<HxxxxII", m, 6)
+    body, out, off = m[20:20 + n], {}, 0
+    while off + 6 <= len(body):
+        tag, ln = struct.unpack_from("<HI", body, off)
+        out[tag] = body[off + 6:off + 6 + ln]
+        off += 6 + ln
+    return t, req, out
+
+
+def test_unknown_request(d):
+    """A request type this daemon does not know (a later client's): ERROR -EOPNOTSUPP naming
+    it, and the connection goes on (docs/protocol.md); REMOVE itself is one such type for a
+    daemon older than it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(10)
+    try:
+        s.connect(d.sock)
+        s.send(raw_msg(0x0001, 1, [(1, struct.pack("<I", 1)), (2, struct.pack("<I", os.getpid()))]))
+        t, _, _ = raw_fields(s.recv(65536))
+        s.send(raw_msg(0x0042, 2, []))
+        t2, req2, f2 = raw_fields(s.recv(65536))
+        code = struct.unpack("<i", f2[1])[0] if 1 in f2 else None
+        s.send(raw_msg(0x0006, 3, []))
+        t3, req3, _ = raw_fields(s.recv(65536))
+    except (OSError, struct.error) as e:
+        check(False, "an unknown request type: %s" % e)
+        return
+    finally:
+        s.close()
+    check(t == 0x8001 and t2 == 0x8000 and req2 == 2 and code == -95 and
+          b"0x0042" in f2.get(2, b""),
+          "an unknown request type: ERROR -EOPNOTSUPP naming it (%s, %r)" % (code, f2.get(2)))
+    check(t3 == 0x8006 and req3 == 3, "... and the connection goes on: LIST answers")
+
+
 def test_journal(tmp, data):
     jt = os.path.join(tmp, "journal")
     os.makedirs(os.path.join(jt, "conf"))
@@ -359,6 +449,7 @@ def main():
         check(d.ready, "sluiced is ready")
         try:
             test_list_json(d)
+            test_unknown_request(d)
             test_did_you_mean(d, pub)
             test_rm(d, tmp, pub)
             test_events_logged_once(d, tmp)
