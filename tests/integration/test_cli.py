@@ -401,6 +401,11 @@ def test_journal(tmp, data):
     write_spec(os.path.join(jt, "conf", "j.json"), spec(data, name="j"))
     with open(os.path.join(jt, "conf", "broken.json"), "w") as f:
         f.write("{")
+    name, comp, contents, _ = td.bad_inputs()[1]  # fails at its first record
+    td.write_one_file(os.path.join(jt, "bad"), contents, comp)
+    write_spec(os.path.join(jt, "conf", "jbad.json"),
+               spec(os.path.join(jt, "bad"), name="jbad", batch=2, on_corrupt="fail",
+                    primary_features=[{"from_name": "id", "to_name": "id"}]))
     log = os.path.join(jt, "sluiced.log")
     open(log, "w").close()
     st = os.stat(log)
@@ -408,6 +413,8 @@ def test_journal(tmp, data):
                env={"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
     try:
         wait_for(lambda: any("listening on" in ln for ln in log_lines(jt)), "sluiced listens")
+        wait_for(lambda: any("pipeline jbad failed" in ln for ln in log_lines(jt)),
+                 "the bad pipeline's failure is logged")
         r = ctl(d, "drain", "j")
     finally:
         rc = d.stop()
@@ -417,8 +424,10 @@ def test_journal(tmp, data):
           "stderr is the journal (JOURNAL_STREAM): every line has a <N> priority (%s)" % bad[:3])
     check(any(ln.startswith("<6>") and "listening on" in ln for ln in lines) and
           any(ln.startswith("<4>") and "broken.json" in ln for ln in lines) and
+          sum(ln.startswith("<3>pipeline jbad failed") for ln in lines) == 1 and
           not any("sluiced: " in ln[:12] for ln in lines),
-          "... <6> for events, <4> for a skipped spec, no 'sluiced: ' prefix")
+          "... <6> for events, <4> for a skipped spec, <3> (once) for a pipeline that failed, "
+          "no 'sluiced: ' prefix")
     plain = log_lines(tmp)
     check(plain and all(ln.startswith("sluiced: ") for ln in plain),
           "without JOURNAL_STREAM (or another file's): plain 'sluiced: ' lines")
