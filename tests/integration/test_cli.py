@@ -85,7 +85,9 @@ def test_programs():
     r = subprocess.run([os.environ["SLUICED"], "--socket"], capture_output=True, text=True)
     check(r.returncode == 2 and "--socket needs a value" in r.stderr,
           "sluiced --socket without its value: named, exit 2 (%r)" % r.stderr.strip())
-    for args in (["list", "--bogus"], ["stats", "--bogus", "x"], ["rm", "--bogus", "x"]):
+    for args in (["list", "--bogus"], ["stats", "--bogus", "x"], ["rm", "--bogus", "x"],
+                 ["drain", "--bogus", "x"], ["register", "--bogus", "x"], ["run", "--bogus", "x"],
+                 ["validate", "--bogus", "x"]):
         r = subprocess.run([os.environ["SLUICECTL"]] + args, capture_output=True, text=True)
         check(r.returncode == 2 and "unknown option --bogus" in r.stderr,
               "sluicectl %s: an unknown option of the command, exit 2 (%r)" % (
@@ -116,6 +118,22 @@ def test_list_json(d):
     r2 = ctl(d, "--socket=" + d.sock, "list")
     check(r2.returncode == 0 and "mnist-train" in r2.stdout,
           "sluicectl --socket=PATH works as --socket PATH")
+
+
+def test_opt_equals(d, tmp):
+    """--opt=VALUE as --opt VALUE, options before or after the operand."""
+    r = ctl(d, "drain", "--batches=3", "mnist-train", "--json", "--mode=broadcast")
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    check(r.returncode == 0 and len(lines) == 3,
+          "drain --batches=3 NAME --json --mode=broadcast: 3 batches (%s)" % r.stderr.strip())
+    p = os.path.join(tmp, "conf", "bc.json")
+    r = subprocess.run([os.environ["SLUICECTL"], "run", p, "--batches=2", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and len(r.stdout.splitlines()) == 2,
+          "run SPEC --batches=2 --json: 2 batches (%s)" % r.stderr.strip())
+    r = subprocess.run([os.environ["SLUICECTL"], "validate", "--threads=2",
+                        os.path.join(tmp, "data")], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "validate --threads=2 DIR (%s)" % r.stderr.strip()[-200:])
 
 
 def test_did_you_mean(d, pub):
@@ -459,6 +477,7 @@ def main():
         try:
             test_list_json(d)
             test_unknown_request(d)
+            test_opt_equals(d, tmp)
             test_did_you_mean(d, pub)
             test_rm(d, tmp, pub)
             test_events_logged_once(d, tmp)
