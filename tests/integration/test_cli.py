@@ -269,7 +269,7 @@ def test_reload(d, tmp, conf):
         return wait_for(lambda: [ln for ln in log_lines(tmp) if "SIGHUP: reloaded" in ln][n:],
                         "the reload's log line")
     write_spec(os.path.join(conf, "added.json"), spec(os.path.join(tmp, "data"), name="added",
-                                                       seed=21))
+                                                       seed=21, epochs=None))
     got = hup_and_wait()
     check(got and "1 started" in got[0], "SIGHUP with a new spec: started (%s)" % got)
     ps = listed(d)
@@ -282,9 +282,23 @@ def test_reload(d, tmp, conf):
     check(got and "1 refused" in got[0] and
           any("bc.json changed: refused" in ln for ln in log_lines(tmp)),
           "SIGHUP with a changed spec: refused, with a log line (%s)" % got)
+    rd = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "added",
+                           "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = rd.stdout.readline()
     os.unlink(os.path.join(conf, "added.json"))
     got = hup_and_wait()
     check(got and "1 removed" in got[0], "SIGHUP after a spec file went: removed (%s)" % got)
+    try:
+        out, err = rd.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        rd.kill()
+        out, err = rd.communicate()
+    check(first.startswith("{") and rd.returncode == 0,
+          "its reader drains what was published and gets the end of the stream (exit %s, %s)" %
+          (rd.returncode, err.strip()[-200:]))
+    wait_for(lambda: any("pipeline added dropped: its last reader is gone" in ln
+                         for ln in log_lines(tmp)),
+             "the drained pipeline is dropped with its last reader")
     ps = listed(d)
     check(ps is not None and "added" not in ps and "bc" in ps,
           "its pipeline is gone, the others stay")
