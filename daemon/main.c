@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -129,13 +130,28 @@ static uint64_t read_limit(const char *path)
 	return v;
 }
 
+/* cpu.max ("QUOTA PERIOD" or "max PERIOD") as thousandths of a core (UINT64_MAX: no limit). */
+static uint64_t read_cpu_max(const char *path)
+{
+	char buf[64];
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return UINT64_MAX;
+	unsigned long long quota, period;
+	uint64_t v = UINT64_MAX;
+	if (fgets(buf, sizeof(buf), f) && sscanf(buf, "%llu %llu", &quota, &period) == 2 &&
+	    period)
+		v = quota * 1000 / period;
+	fclose(f);
+	return v;
+}
+
 /*
- * The default of --memory: half of the smallest memory.max on sluiced's cgroup v2 path (the
- * cgroup and its parents: what it may use before the kernel's OOM killer ends it), else half
- * of the host's memory; from says which. SLUICED_TEST_CGROUP_ROOT stands for /sys/fs/cgroup
- * (tests).
+ * The smallest value of a cgroup v2 file (read by read) on sluiced's cgroup path: the cgroup and
+ * each parent, what bounds it. UINT64_MAX: none. SLUICED_TEST_CGROUP_ROOT stands for
+ * /sys/fs/cgroup (tests).
  */
-static uint64_t default_memory(char *from, size_t cap)
+static uint64_t cgroup_min(const char *file, uint64_t (*read)(const char *path))
 {
 	const char *root = getenv("SLUICED_TEST_CGROUP_ROOT");
 	if (!root || !*root)
@@ -149,17 +165,39 @@ static uint64_t default_memory(char *from, size_t cap)
 		char *cg = line + 3; /* "/system.slice/sluiced.service": it, then each parent */
 		cg[strcspn(cg, "\n")] = '\0';
 		for (char *slash;; *slash = '\0') {
-			snprintf(path, sizeof(path), "%s%s/memory.max", root, cg);
-			uint64_t v = read_limit(path);
+			snprintf(path, sizeof(path), "%s%s/%s", root, cg, file);
+			uint64_t v = read(path);
 			if (v < lim)
 				lim = v;
 			slash = strrchr(cg, '/');
 			if (!slash || slash == cg)
-				break; /* the root cgroup has no memory.max */
+				break; /* the root cgroup has none */
 		}
 	}
 	if (f)
 		fclose(f);
+	return lim;
+}
+
+/* The cores sluiced may use: its CPU affinity, bounded by its cgroup's cpu.max. */
+static double host_cpus_allowed(void)
+{
+	cpu_set_t set;
+	double n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+	uint64_t milli = cgroup_min("cpu.max", read_cpu_max);
+	if (milli != UINT64_MAX && (double)milli / 1000 < n)
+		n = (double)milli / 1000;
+	return n > 0 ? n : 1;
+}
+
+/*
+ * The default of --memory: half of the smallest memory.max on sluiced's cgroup v2 path (what
+ * it may use before the kernel's OOM killer ends it), else half of the host's memory; from
+ * says which.
+ */
+static uint64_t default_memory(char *from, size_t cap)
+{
+	uint64_t lim = cgroup_min("memory.max", read_limit);
 	if (lim != UINT64_MAX) {
 		snprintf(from, cap, "half of the cgroup's memory.max, %llu KiB",
 			 (unsigned long long)(lim >> 10));
@@ -485,6 +523,7 @@ int main(int argc, char **argv)
 	}
 	if (d.reg.cfg.user_bytes == UINT64_MAX)
 		d.reg.cfg.user_bytes = d.reg.cfg.total_bytes / 2;
+	d.reg.cfg.cpus = host_cpus_allowed();
 	/* Fault injection for tests (daemon/README.md): rings cannot grow past this many bytes. */
 	const char *lim = getenv("SLUICED_TEST_COMMIT_LIMIT");
 	if (lim && *lim && parse_size(lim, &d.reg.cfg.ring_commit_limit) < 0) {

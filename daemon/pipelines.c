@@ -699,7 +699,7 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 			 q->group ? q->group : "");
 	}
 	pl->private_ = g->private_;
-	pl->last_used = dmn_now_ns();
+	pl->last_used = pl->started_ns = dmn_now_ns();
 	bool ids_ok = ids_dup(g->spec->reader_uids, g->spec->n_reader_uids, &pl->reader_uids,
 			      &pl->n_reader_uids) &&
 		      ids_dup(g->spec->reader_gids, g->spec->n_reader_gids, &pl->reader_gids,

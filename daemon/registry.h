@@ -37,6 +37,7 @@ struct dmn_config {
 	const char *socket_path;
 	const char *config_dir;	    /* pipeline specs loaded at start, or NULL */
 	unsigned workers;	    /* the shared parse pool; 0: every CPU */
+	double cpus; /* the cores sluiced may use (affinity, cgroup cpu.max): the model's budget */
 	uint64_t pipeline_bytes;    /* a pipeline's ring data area: its maximum */
 	uint64_t total_bytes;	    /* all rings' maximums together (docs/DECISIONS.md) */
 	uint64_t ring_commit;	    /* a ring's memory committed at its start (UINT64_MAX: all) */
@@ -81,6 +82,7 @@ struct dmn_pipeline {
 	/* who else may read it (the spec's "readers"): uids, and gids any of the caller's is in */
 	uint32_t *reader_uids, *reader_gids;
 	size_t n_reader_uids, n_reader_gids;
+	uint64_t started_ns; /* dmn_now_ns() when it was made (stats: rates since) */
 	bool from_config;
 	char *config_path; /* from_config: the file it came from (owned) */
 	/* removed (sluicectl rm, or its file left the config dir): hidden like a private one and

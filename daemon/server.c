@@ -15,6 +15,7 @@
 
 #include "daemon/pipeline/cache.h"
 #include "log.h"
+#include "sched/sched.h"
 
 /*
  * Everything here runs on the server thread (the epoll loop). A client connection says HELLO,
@@ -88,6 +89,31 @@ void dmn_conn_close(struct dmn *d, struct dmn_conn *c)
 		}
 	}
 	free(c);
+}
+
+/* The host's busy CPU time so far (/proc/stat: every state but idle and iowait), ns; 0 unknown. */
+static uint64_t host_busy_ns(void)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	unsigned long long v[8] = { 0 };
+	int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			   &v[3], &v[4], &v[5], &v[6], &v[7])
+		  : 0;
+	if (f)
+		fclose(f);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (n < 8 || hz <= 0)
+		return 0;
+	return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * (1000000000ull / (uint64_t)hz);
+}
+
+/* This process's CPU time so far, ns. */
+static uint64_t own_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* The caller's rights (a view of c's: not owned). */
@@ -350,6 +376,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				 .rank_index = m.rank_index,
 				 .rank_n = m.rank_count,
 				 .first_epoch = first_epoch };
+	rd->attached_ns = dmn_now_ns();
 	r = dmn_pipeline_join(pl, &join, &rd->ring_id, &rd->group, &cb_fd, emsg, sizeof(emsg));
 	rd->mode = mode;
 	if (r == 0 && rd->group >= 0) /* its group's (an elastic restart may have moved it) */
@@ -583,6 +610,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "epoch_batches", (int64_t)st.epoch_batches }, /* 0 until an epoch ended */
 		{ "driver_cpu_ns", (int64_t)st.driver_cpu_ns },
 		{ "parse_ns", (int64_t)st.parse_ns },
+		{ "pool_task_ns", (int64_t)st.pool_task_ns },
 		{ "read_wait_ns", (int64_t)st.read_wait_ns },
 		{ "lazy_fills", (int64_t)st.lazy_fills },
 		/* the read engine (once a file was opened): 1 io_uring, 0 the pread fallback */
@@ -590,13 +618,25 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "direct_io", d->reg.cfg.direct_io },
 		{ "direct_io_bytes",
 		  (int64_t)st.direct_bytes }, /* 0 where the fs refuses O_DIRECT */
+		/* the resource model's window and allocation (docs/plumber.md): the time since
+		   the pipeline started (and now, for differences between two readings), the
+		   pool's workers and the cores sluiced may use (thousandths) */
+		{ "uptime_ns", (int64_t)(dmn_now_ns() - pl->started_ns) },
+		{ "now_ns", (int64_t)dmn_now_ns() },
+		{ "workers", sched_pool_workers(d->reg.pool) },
+		{ "cpus_milli", (int64_t)(d->reg.cfg.cpus * 1000) },
+		{ "host_cpus", sysconf(_SC_NPROCESSORS_ONLN) },
+		/* what the host's other processes use (between two readings): its busy time
+		   less sluiced's */
+		{ "host_busy_ns", (int64_t)host_busy_ns() },
+		{ "sluiced_cpu_ns", (int64_t)own_cpu_ns() },
 	};
 	/* then every counter of every stage of the engine (docs/pipeline.md), stage.NAME.COUNTER,
 	 * and per reader: batches taken, time waited in next, lag (batches behind) */
 	enum {
 		N_PIPE = sizeof(s) / sizeof(s[0]),
 		N_STAGE = PL_STAGE_COUNT_ * 16,
-		MAX_RD = 3 * IPC_RING_MAX_READERS
+		MAX_RD = 4 * IPC_RING_MAX_READERS
 	};
 	struct ipc_ctl_stat all[N_PIPE + N_STAGE + MAX_RD];
 	memcpy(all, s, sizeof(s));
@@ -616,13 +656,13 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	for (struct dmn_conn *cc = d->conns; cc; cc = cc->next) {
 		for (struct dmn_reader *rd = cc->readers; rd; rd = rd->next) {
 			uint64_t taken = 0, wait_ns = 0, lag = 0;
-			if (rd->pl != pl || n + 3 > n_base + MAX_RD ||
+			if (rd->pl != pl || n + 4 > n_base + MAX_RD ||
 			    ipc_ring_reader_counters(pl->ring, rd->ring_id, &taken, &wait_ns) < 0)
 				continue;
 			ipc_ring_reader_lag(pl->ring, rd->ring_id, &lag);
-			const char *what[3] = { "taken", "wait_ns", "lag" };
-			uint64_t val[3] = { taken, wait_ns, lag };
-			for (int k = 0; k < 3; k++) {
+			const char *what[4] = { "taken", "wait_ns", "lag", "attached_ns" };
+			uint64_t val[4] = { taken, wait_ns, lag, dmn_now_ns() - rd->attached_ns };
+			for (int k = 0; k < 4; k++) {
 				snprintf(all[n].key, sizeof(all[n].key), "reader.%llu.%s",
 					 (unsigned long long)rd->id, what[k]);
 				all[n++].value = (int64_t)(val[k] > INT64_MAX ? INT64_MAX : val[k]);

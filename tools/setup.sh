@@ -3,7 +3,7 @@
 # Installs what sluice needs to build and test on Debian 12, only what is missing.
 set -euo pipefail
 
-pkgs=(meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
+pkgs=(meson ninja-build gcc clang clang-format pkg-config help2man libclang-rt-14-dev
       liburing-dev libnuma-dev libhwloc-dev zlib1g-dev libcmocka-dev libjansson-dev
       libjpeg62-turbo-dev libpng-dev
       python3 python3-protobuf protobuf-compiler python3-numpy python3-pytest

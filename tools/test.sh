@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The whole test suite: installs what is missing, builds, and runs every suite
-#   1. a warnings-as-errors build, with io_uring (where the kernel allows it);
+#   1. a warnings-as-errors build, with io_uring (where the kernel allows it); then an
+#      installation into a prefix of its own, and a smoke test from the installed files;
 #   2. the same suites with io_uring forced off (the pread fallback);
 #   3. an ASan+UBSan build;
 #   4. a ThreadSanitizer build of the concurrency tests;
@@ -58,6 +59,14 @@ ninja -C build
 step "tests (io engine: auto)"
 run_tests build
 [ "$quick" = 1 ] && exit 0
+
+step "install into a prefix of its own; the smoke test from the installed files only"
+configure build-install --prefix="$PWD/build-install/prefix" -Dtests=false -Dbench=false \
+	-Dbuildtype=release
+ninja -C build-install
+rm -rf build-install/prefix
+meson install -C build-install --no-rebuild --quiet
+tests/install/smoke.sh build-install/prefix
 
 step "tests (io engine: pread fallback forced)"
 run_tests build --setup pread

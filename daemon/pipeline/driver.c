@@ -453,6 +453,7 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->cache_filled = tot.cache_filled;
 	ret->evacuations = tot.read.evacuations;
 	ret->parse_ns = pl_asm_task_ns(&d->ax, true);
+	ret->pool_task_ns = task_ns;
 	ret->read_wait_ns = rw;
 	ret->next_wait_ns = dst.wait_up_ns;
 	ret->io_engine = tot.read.engine;

@@ -198,6 +198,7 @@ struct pl_stats {
 	uint64_t evacuations;	 /* pinned read buffers emptied to let reading go on */
 	uint64_t driver_cpu_ns;	 /* read, frame, interleave, shuffle, assemble */
 	uint64_t parse_ns;	 /* time running parse tasks (monotonic clock around each) */
+	uint64_t pool_task_ns;	 /* of parse_ns, the pool's workers' (not the driver's) */
 	uint64_t read_wait_ns;	 /* time the driver was blocked waiting for reads */
 	uint64_t lazy_fills;	 /* fill passes that woke no worker: the driver had time to spare */
 	uint64_t next_wait_ns;	 /* time pl_pipeline_next() waited */

@@ -12,5 +12,6 @@ int bench_next(int argc, char **argv);
 int bench_reader(int argc, char **argv);
 int bench_start(int argc, char **argv);
 int bench_image(int argc, char **argv);
+int bench_predict(int argc, char **argv);
 
 #endif

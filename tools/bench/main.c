@@ -29,6 +29,8 @@ static const struct bench benches[] = {
 	  "a new pipeline's cost: attach to first batch, daemon CPU for an epoch" },
 	{ "image", bench_image,
 	  "JPEG/PNG decodes per CPU-second: full, RandomResizedCrop crops, scaled IDCT" },
+	{ "predict", bench_predict,
+	  "the resource model's predicted rate at more workers, against the measured one" },
 };
 
 static void usage(FILE *f)

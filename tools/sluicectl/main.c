@@ -27,6 +27,7 @@ static const struct subcommand subcommands[] = {
 	{ "register", cmd_register, "register a pipeline spec with sluiced" },
 	{ "drain", cmd_drain, "attach to a pipeline of sluiced and read its batches" },
 	{ "rm", cmd_rm, "remove a pipeline from sluiced (its readers get an error)" },
+	{ "top", cmd_top, "every pipeline of sluiced live: rates, demand, prediction, limit" },
 };
 
 static void usage(FILE *f)

@@ -21,6 +21,8 @@ int cmd_stats(int argc, char **argv);
 int cmd_register(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+/* The live view of every pipeline with the resource model (top.c). */
+int cmd_top(int argc, char **argv);
 
 struct option;
 struct sluice_client;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report.h"
 #include "sluice/sluice.h"
 #include "tools/common/jsonout.h"
 
@@ -25,7 +26,11 @@ static const char stats_usage[] =
 	"table of the engine's stages (docs/pipeline.md), or with --json "
 	"one\n"
 	"JSON object of every key (stage.STAGE.COUNTER among them) and\n"
-	"\"stages\": {STAGE: {COUNTER: value}}. With --prometheus, the\n"
+	"\"stages\": {STAGE: {COUNTER: value}}. Both end with the resource\n"
+	"model since the pipeline started (\"model\": docs/plumber.md): each\n"
+	"stage's rate, CPU per batch, cores and share, the rate its readers\n"
+	"ask for, the rate predicted at this allocation and with every core,\n"
+	"and what limits it. 'sluicectl top' shows it live. With --prometheus, the\n"
 	"counters of NAME (default: of every pipeline) in Prometheus' text\n"
 	"format (sluice_COUNTER{pipeline=...}); --textfile PATH writes them\n"
 	"to PATH atomically (node_exporter's textfile collector) instead.\n";
@@ -64,7 +69,7 @@ static size_t stage_starts(const struct sluice_stats *s, size_t *starts, size_t 
 
 static void stats_json(const struct sluice_stats *s, struct jsonout *j)
 {
-	size_t len;
+	size_t len = 0;
 	const char *counter;
 	int64_t v;
 	jsonout_char(j, '{');
@@ -76,6 +81,7 @@ static void stats_json(const struct sluice_stats *s, struct jsonout *j)
 		jsonout_raw(j, ": ", 2);
 		jsonout_int64(j, v);
 	}
+	report_stats_json(s, j); /* "model": the resource model since the pipeline started */
 	size_t starts[64], n = stage_starts(s, starts, 64);
 	if (n == 0) {
 		jsonout_char(j, '}');
@@ -117,7 +123,7 @@ static void stats_table(const struct sluice_stats *s)
 	       "BYTES_IN", "BYTES_OUT", "CPU_MS", "WAIT_UP_MS", "WAIT_DN_MS", "BUFFERED/CAP",
 	       "DROPPED");
 	for (size_t k = 0; k < n; k++) {
-		size_t len;
+		size_t len = 0;
 		const char *counter;
 		int64_t v, val[10] = { 0 };
 		const char *st = stage_key(sluice_stats_at(s, starts[k], &v), &len, &counter);
@@ -240,6 +246,7 @@ int cmd_stats(int argc, char **argv)
 				printf("%s %" PRId64 "\n", key, v);
 		}
 		stats_table(s);
+		report_stats_print(s);
 		rc = 0;
 	}
 	sluice_stats_free(s);

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """libsluice.so through ctypes: finding it, its structs and its function signatures.
 
-The library is looked for, in order: $SLUICE_LIBRARY; next to this package (an installed
-copy); $SLUICE_BUILD_DIR/libclient; the source tree's build directories (build*/libclient of
+The library is looked for, in order: $SLUICE_LIBRARY; next to this package (a wheel's copy);
+where meson install put it (sluice/_installed.py, written at install); $SLUICE_BUILD_DIR/libclient; the source tree's build directories (build*/libclient of
 the checkout this package sits in); then the system's library path. Nothing is compiled.
 """
 
@@ -120,6 +120,11 @@ def candidates():
     if env:
         out.append(env)
     out += sorted(glob.glob(os.path.join(_HERE, "libsluice.so*")))
+    try:
+        from . import _installed  # written by meson install
+        out.append(_installed.LIBRARY)
+    except ImportError:
+        pass
     bdir = os.environ.get("SLUICE_BUILD_DIR")
     if bdir:
         out.append(os.path.join(bdir, "libclient", "libsluice.so"))
