@@ -381,7 +381,9 @@ static const char *socket_path(const struct dmn_config *cfg, char *buf, size_t c
 	if (e && *e)
 		return e;
 	if ((e = getenv("RUNTIME_DIRECTORY")) && *e) {
-		snprintf(buf, cap, "%s/sluice.sock", e);
+		/* systemd: a list separated by ':' when the unit has several; ours is the first
+		   (as libsluice reads it) */
+		snprintf(buf, cap, "%.*s/sluice.sock", (int)strcspn(e, ":"), e);
 		return buf;
 	}
 	if ((e = getenv("XDG_RUNTIME_DIR")) && *e) {
@@ -602,8 +604,12 @@ int main(int argc, char **argv)
 	notify("READY=1\nSTATUS=serving");
 
 	uint64_t last_tick = dmn_now_ms(), last_watchdog = 0;
-	const char *wd = getenv("WATCHDOG_USEC");
+	/* systemd's watchdog (WatchdogSec=): pinged at half its period; WATCHDOG_PID, when set,
+	   names the process it is for (not a child that inherited the environment) */
+	const char *wd = getenv("WATCHDOG_USEC"), *wd_pid = getenv("WATCHDOG_PID");
 	uint64_t watchdog_ms = wd ? strtoull(wd, NULL, 10) / 2000 : 0;
+	if (wd_pid && *wd_pid && strtol(wd_pid, NULL, 10) != (long)getpid())
+		watchdog_ms = 0;
 	while (!d.stopping) {
 		struct epoll_event evs[64];
 		int n = epoll_wait(d.epoll_fd, evs, 64, DMN_TICK_MS);

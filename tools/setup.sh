@@ -3,11 +3,12 @@
 # Installs what sluice needs to build and test on Debian 12, only what is missing.
 set -euo pipefail
 
-pkgs=(meson ninja-build gcc clang clang-format pkg-config help2man libclang-rt-14-dev
+pkgs=(meson ninja-build gcc clang clang-format pkg-config help2man debhelper libclang-rt-14-dev
       liburing-dev libnuma-dev libhwloc-dev zlib1g-dev libcmocka-dev libjansson-dev
       libjpeg62-turbo-dev libpng-dev
       python3 python3-protobuf protobuf-compiler python3-numpy python3-pytest
-      python3-torch python3-pil python3-torchvision)
+      python3-torch python3-pil python3-torchvision
+      python3-venv python3-pip python3-setuptools python3-wheel)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -6,7 +6,8 @@
 #   2. the same suites with io_uring forced off (the pread fallback);
 #   3. an ASan+UBSan build;
 #   4. a ThreadSanitizer build of the concurrency tests;
-#   5. with --fuzz-seconds N: each libFuzzer target for N seconds (clang).
+#   5. with --fuzz-seconds N: each libFuzzer target for N seconds (clang);
+#   6. the Debian packages: built, installed, the smoke test from /usr, removed.
 # Usage: tools/test.sh [--fuzz-seconds N] [--quick]   (--quick: step 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +69,13 @@ rm -rf build-install/prefix
 meson install -C build-install --no-rebuild --quiet
 tests/install/smoke.sh build-install/prefix
 
+step "a wheel that carries libsluice.so, pip-installed into fresh venvs (numpy from PyPI)"
+tools/wheel.sh --build build-install build-install/dist
+wheel_rc=0
+tests/install/wheel_smoke.sh build-install/dist/sluice-*.whl build-install/prefix/sbin/sluiced \
+	build-install/prefix/bin/sluicectl || wheel_rc=$?
+[ "$wheel_rc" = 0 ] || [ "$wheel_rc" = 77 ]
+
 step "tests (io engine: pread fallback forced)"
 run_tests build --setup pread
 
@@ -99,4 +107,14 @@ if [ "$fuzz" -gt 0 ]; then
 		rm -rf "$work"
 	done
 fi
+step "Debian packages: built, installed, the smoke test from /usr, removed"
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+tools/package.sh build-deb
+as_root apt-get install -y ./build-deb/sluiced_*.deb ./build-deb/libsluice0_*.deb \
+	./build-deb/libsluice-dev_*.deb ./build-deb/python3-sluice_*.deb >/dev/null
+smoke_rc=0
+tests/install/smoke.sh /usr || smoke_rc=$?
+as_root apt-get purge -y sluiced libsluice0 libsluice-dev python3-sluice >/dev/null
+[ "$smoke_rc" = 0 ]
+
 step "all tests passed"
