@@ -38,8 +38,7 @@ static void usage(FILE *f)
 		   "               [--max-pipelines N] [--max-readers N] [--ring-slots N]\n"
 		   "               [--ring-commit BYTES|all] [--direct-io] [--cache-memory BYTES]\n"
 		   "               [--cache-uncompressed] [--lease SECONDS] [--linger SECONDS]\n"
-		   "               [--help] [--version]\n"
-		   "               [--cache-uncompressed] [--idle-timeout SECONDS]\n"
+		   "               [--idle-timeout SECONDS]\n"
 		   "               [--user-connections N] [--state-dir DIR] [--help] [--version]\n"
 		   "\n"
 		   "Serve pipelines (DESIGN.md §3.4 specs) to training processes on this host.\n"
@@ -47,7 +46,9 @@ static void usage(FILE *f)
 		   "                       $RUNTIME_DIRECTORY/sluice.sock, else\n"
 		   "                       $XDG_RUNTIME_DIR/sluice/sluice.sock, else "
 		   "/run/sluice/sluice.sock)\n"
-		   "  --config-dir DIR     start every DIR/*.json pipeline spec at start\n"
+		   "  --config-dir DIR     start every DIR/*.json pipeline spec at start; SIGHUP\n"
+		   "                       reads DIR again (new specs start, removed ones are\n"
+		   "                       drained and dropped, changed ones are refused)\n"
 		   "  --workers N          parse pool workers (default: every CPU)\n"
 		   "  --pipeline-memory B  the shared memory of one pipeline's ring (default\n"
 		   "                       256M; more for batches of a known size that need\n"
@@ -282,9 +283,18 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg)
 			printf("sluiced %s\n", SLUICE_VERSION);
 			return 1;
 		}
-		if (o == '?' || o == ':') {
-			fprintf(stderr, "sluiced: %s %s (try --help)\n", name,
-				o == ':' ? "needs a value" : "is not an option");
+		if (o == ':') {
+			fprintf(stderr, "sluiced: %s needs a value (try --help)\n", name);
+			return -EINVAL;
+		}
+		if (o == '?') {
+			/* optopt is the short option; a long one is named by its argument */
+			if (optopt)
+				fprintf(stderr, "sluiced: unknown option -%c (try --help)\n",
+					optopt);
+			else
+				fprintf(stderr, "sluiced: unknown option %.*s (try --help)\n",
+					(int)strcspn(name, "="), name);
 			return -EINVAL;
 		}
 		if (o >= OPT_WORKERS && o <= OPT_USER_MEMORY && parse_size(optarg, &n) < 0) {
@@ -498,6 +508,7 @@ int main(int argc, char **argv)
 		.epoll_fd = -1,
 		.signal_fd = -1,
 	};
+	dmn_log_init(); /* <N> priorities when stderr is the journal */
 	int pa = parse_args(argc, argv, &d.reg.cfg);
 	if (pa != 0)
 		return pa < 0 ? 2 : 0;
@@ -542,11 +553,11 @@ int main(int argc, char **argv)
 	po.workers = d.reg.cfg.workers;
 	int r = sched_pool_create(&po, &d.reg.pool);
 	if (r < 0) {
-		dmn_log("cannot start the parse pool: %s", strerror(-r));
+		dmn_err("cannot start the parse pool: %s", strerror(-r));
 		return 1;
 	}
 	if (d.reg.cfg.cache_bytes && pl_cache_create(d.reg.cfg.cache_bytes, &d.reg.cache) < 0) {
-		dmn_log("cannot make the record cache: out of memory");
+		dmn_err("cannot make the record cache: out of memory");
 		sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
 		return 1;
 	}
@@ -626,6 +637,10 @@ int main(int argc, char **argv)
 			} else if (p == &d.signal_fd) {
 				struct signalfd_siginfo si;
 				while (read(d.signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+					if (si.ssi_signo == SIGHUP) { /* logs what it did, once */
+						dmn_reload_config_dir(&d.reg);
+						continue;
+					}
 					dmn_log("signal %u: stopping", si.ssi_signo);
 					d.stopping = true;
 				}

@@ -28,8 +28,7 @@
  * (--ring-commit) or its first batch takes, and waits for a reader.
  */
 
-#define DMN_WAIT_NS	   2000000     /* how long the allocator sleeps on the ring per try */
-#define DMN_MAX_SPEC_BYTES (64u << 20) /* a spec in the config dir */
+#define DMN_WAIT_NS 2000000 /* how long the allocator sleeps on the ring per try */
 
 /* ---- the engine's batch memory: extents of the ring ---- */
 
@@ -180,18 +179,17 @@ static void ring_free(void *ctx, void *mem, size_t len)
 
 /* ---- the publisher ---- */
 
-/* Under lock: the pipeline's error as the stream's last batch, then the end. */
-static void publish_error(struct dmn_pipeline *pl, int code, const char *text)
+int dmn_publish_error(struct dmn_pipeline *pl, int code, const char *text, int tries)
 {
 	size_t tl = strlen(text);
 	size_t len = sizeof(struct ipc_batch_hdr) + tl;
 	struct ipc_ring_extent ext;
 	int r = -EAGAIN;
-	for (int tries = 0; tries < 500 && r == -EAGAIN; tries++) {
+	for (int t = 0; t < tries && r == -EAGAIN; t++) {
 		uint64_t bad = 0;
 		ipc_ring_collect(pl->ring, &bad);
 		r = ipc_ring_reserve(pl->ring, len, &ext);
-		if (r == -EAGAIN)
+		if (r == -EAGAIN && t + 1 < tries)
 			ipc_ring_wait(pl->ring, DMN_WAIT_NS);
 	}
 	if (r == 0) {
@@ -207,7 +205,10 @@ static void publish_error(struct dmn_pipeline *pl, int code, const char *text)
 		memcpy((char *)ext.mem + sizeof(*h), text, tl);
 		ipc_ring_publish(pl->ring, &ext, len, 0, h->flags, NULL);
 	}
+	if (r == -EAGAIN && tries == 1)
+		return r;
 	ipc_ring_set_error(pl->ring, code);
+	return 0;
 }
 
 /* The position of a reader at ring seq cursor (the next it would take). Under pl->lock. */
@@ -217,6 +218,8 @@ int dmn_pipeline_state_at(struct dmn_pipeline *pl, uint64_t cursor, void *buf, s
 
 	if (h && h->ring_seq != cursor - 1)
 		return -ENOENT; /* cannot happen: the ring holds less than the history */
+	if (!pl->pl)
+		return -EIDRM; /* removed: its engine is gone */
 	return pl_pipeline_state_after(pl->pl, h ? &h->pos : NULL, buf, cap);
 }
 
@@ -322,12 +325,14 @@ static void pub_end(void *ctx, int rc, const struct io_error *err)
 	} else if (rc == 0) {
 		ipc_ring_set_eos(pl->ring);
 		pl->status = DMN_FINISHED;
+		dmn_log("pipeline %s finished: %llu batches", pl->name,
+			(unsigned long long)pl->published);
 	} else {
 		if (!pl->error[0])
 			snprintf(pl->error, sizeof(pl->error), "%s", err->msg);
-		publish_error(pl, rc, pl->error);
+		dmn_publish_error(pl, rc, pl->error, 500);
 		pl->status = DMN_FAILED;
-		dmn_log("pipeline %s failed: %s", pl->name, pl->error);
+		dmn_err("pipeline %s failed: %s", pl->name, pl->error);
 	}
 	pthread_mutex_unlock(&pl->lock);
 }
@@ -364,8 +369,7 @@ static uid_t name_space(uid_t owner)
 }
 
 struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name,
-				       const struct io_creds *who, bool any_owner,
-				       bool *ret_hidden)
+				       const struct io_creds *who, bool any_owner, bool *ret_hidden)
 {
 	uid_t mine = name_space(who ? who->uid : (uid_t)-1);
 	struct dmn_pipeline *host = NULL, *other = NULL;
@@ -388,8 +392,7 @@ struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name,
 	return host ? host : other;
 }
 
-/* Take pl off the registry and destroy it (why: for the log). */
-static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *why)
+void dmn_pipeline_drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *why)
 {
 	for (struct dmn_pipeline **pp = &d->pipelines; *pp; pp = &(*pp)->next) {
 		if (*pp == pl) {
@@ -421,7 +424,9 @@ static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *wh
 
 void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl)
 {
-	drop(d, pl, "stopped: its reader is gone");
+	dmn_pipeline_drop(d, pl,
+			  pl->removed ? "dropped: its last reader is gone"
+				      : "stopped: its reader is gone");
 }
 
 /* Whether pl ended and nobody reads it (the config dir's never count). Server thread. */
@@ -448,7 +453,7 @@ void dmn_pipelines_expire(struct dmn_registry *d)
 			char why[96];
 			snprintf(why, sizeof(why), "dropped: it ended and had no reader for %llu s",
 				 (unsigned long long)((now - pl->idle_since) / 1000000000));
-			drop(d, pl, why);
+			dmn_pipeline_drop(d, pl, why);
 		}
 	}
 }
@@ -466,7 +471,7 @@ static bool reclaim_idle(struct dmn_registry *d, uint64_t need)
 				oldest = pl;
 		if (!oldest)
 			return false;
-		drop(d, oldest, "dropped for memory: it ended and has no reader");
+		dmn_pipeline_drop(d, oldest, "dropped for memory: it ended and has no reader");
 	}
 	return true;
 }
@@ -512,6 +517,7 @@ void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl)
 	free(pl->spec_json);
 	free(pl->spec_dir);
 	free(pl->start_state);
+	free(pl->config_path);
 	free(pl);
 }
 
@@ -589,8 +595,8 @@ static struct dmn_pipeline *find_shared(struct dmn_registry *d, struct get_ctx *
 {
 	const struct dmn_get_req *q = g->req;
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
-		if (memcmp(pl->fp, g->fp, 16) != 0)
-			continue;
+		if (memcmp(pl->fp, g->fp, 16) != 0 || pl->removed)
+			continue; /* a removed one's engine is gone: nobody joins it */
 		/* read with rights the asker has, or was granted: else one of its own */
 		if (q->owner == (uid_t)-1 ? pl->owner != (uid_t)-1 : !dmn_may_read(pl, q->creds))
 			continue;
@@ -720,8 +726,8 @@ static struct dmn_pipeline *pipeline_new(const struct get_ctx *g)
 		memcpy(pl->start_state, q->state, q->state_len);
 		pl->start_state_len = q->state_len;
 	}
-	if (!ids_ok || (q->creds && !pl->creds) || !pl->spec_json || (q->spec_dir && !pl->spec_dir) ||
-	    (q->state_len && !pl->start_state)) {
+	if (!ids_ok || (q->creds && !pl->creds) || !pl->spec_json ||
+	    (q->spec_dir && !pl->spec_dir) || (q->state_len && !pl->start_state)) {
 		dmn_pipeline_destroy(NULL, pl);
 		return NULL;
 	}
@@ -906,9 +912,11 @@ int dmn_load_config_dir(struct dmn_registry *d, char *msg, size_t msg_cap)
 				snprintf(emsg, sizeof(emsg), "%s", e.msg);
 			if (r == 0) {
 				pl->from_config = true;
+				free(pl->config_path);
+				pl->config_path = strdup(path); /* SIGHUP: dmn_reload_config_dir */
 				dmn_log("pipeline %s from %s", pl->name, path);
 			} else {
-				dmn_log("skipped: %s", emsg);
+				dmn_warn("skipped: %s", emsg);
 			}
 			free(text);
 		}

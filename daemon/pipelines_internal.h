@@ -25,5 +25,15 @@ int dmn_pipeline_state_at(struct dmn_pipeline *pl, uint64_t cursor, void *buf, s
 void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_epochs);
 /* Write it again when the oldest batch moved and DMN_KEEP_TICK_NS passed. Under pl->lock. */
 void dmn_pipeline_keep_tick(struct dmn_pipeline *pl);
+#define DMN_MAX_SPEC_BYTES (64u << 20) /* a spec in the config dir */
+
+/*
+ * Publish code and text as the stream's last batch, then set the ring's error (readers get the
+ * batch, with text, after those before it). Waits for room up to tries times (1: not at all).
+ * 0, or -EAGAIN when there was no room (nothing set: call again). Under pl->lock.
+ */
+int dmn_publish_error(struct dmn_pipeline *pl, int code, const char *text, int tries);
+/* Take pl off the registry and destroy it (why: for the log). Server thread. */
+void dmn_pipeline_drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *why);
 
 #endif

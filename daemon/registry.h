@@ -86,6 +86,11 @@ struct dmn_pipeline {
 	size_t n_reader_uids, n_reader_gids;
 	uint64_t started_ns; /* dmn_now_ns() when it was made (stats: rates since) */
 	bool from_config;
+	char *config_path; /* from_config: the file it came from (owned) */
+	/* removed (sluicectl rm, or its file left the config dir): hidden like a private one and
+	   dropped when its last reader goes; the end its readers get is not published yet */
+	bool removed, end_pending;
+	int end_code;
 	bool private_; /* started at a reader's saved state: not shared by fingerprint, not
 			  found by name, stopped when its last reader goes */
 	char *spec_json;
@@ -226,11 +231,11 @@ int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
  */
 bool dmn_may_read(const struct dmn_pipeline *pl, const struct io_creds *who);
 /*
- * The shared (not private) pipeline called name, as who sees names (docs/DECISIONS.md, "Names belong to their owners"):
- * its own (root's and the config dir's are one namespace, the host's); else the host's, if
- * who may read it; else (any_owner, or who is not root) another user's that who may read.
- * NULL when none; *ret_hidden (may be NULL) is then true when one of that name exists that
- * who may not read.
+ * The shared (not private) pipeline called name, as who sees names (docs/DECISIONS.md, "Names
+ * belong to their owners"): its own (root's and the config dir's are one namespace, the host's);
+ * else the host's, if who may read it; else (any_owner, or who is not root) another user's that who
+ * may read. NULL when none; *ret_hidden (may be NULL) is then true when one of that name exists
+ * that who may not read.
  */
 struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name,
 				       const struct io_creds *who, bool any_owner,
@@ -301,5 +306,28 @@ void dmn_pipeline_leave(struct dmn_pipeline *pl, unsigned ring_id, int group);
  */
 uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl, uint64_t lease_ns);
 int dmn_load_config_dir(struct dmn_registry *d, char *msg, size_t msg_cap);
+
+/* admin.c: what administrators do to the registry. Server thread. */
+/*
+ * Remove pl (sluicectl rm by uid by): its engine stops, its readers get -EIDRM "pipeline NAME
+ * was removed by uid BY" after the batches before it; it is dropped when its last reader goes
+ * (at once without readers). drain: end its stream instead (its file left the config dir): the
+ * readers read what was published, then the end.
+ */
+void dmn_pipeline_remove(struct dmn_registry *d, struct dmn_pipeline *pl, uid_t by, bool drain);
+/* Publish the ends that found no room in a ring (each tick). */
+void dmn_pipelines_retry_ends(struct dmn_registry *d);
+/*
+ * "; did you mean \"a\" or \"b\"?" (at most 3 names, close to name by dmn_name_close, among
+ * the shared pipelines who may read; NULL: the config dir's view) into buf, or "" when none.
+ */
+void dmn_name_suggest(struct dmn_registry *d, const char *name, const struct io_creds *who,
+		      char *buf, size_t cap);
+/*
+ * SIGHUP: read the config dir again. New specs start, pipelines whose file went are removed
+ * (drained), a changed file is refused (the running pipeline stays) with a log line; one line
+ * sums it up.
+ */
+void dmn_reload_config_dir(struct dmn_registry *d);
 
 #endif

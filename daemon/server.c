@@ -64,6 +64,8 @@ static void remove_reader(struct dmn *d, struct dmn_reader *r)
 			dmn_pipeline_leave(pl, r->ring_id, r->group);
 			pl->n_readers--;
 			pthread_mutex_unlock(&pl->lock);
+			dmn_log("reader %llu (pid %d, uid %u) detached from %s",
+				(unsigned long long)r->id, (int)c->pid, (unsigned)c->uid, pl->name);
 			pl->last_used = dmn_now_ns();
 			free(r);
 			if (pl->private_ && pl->n_readers == 0)
@@ -127,6 +129,18 @@ static bool may_read(const struct dmn_conn *c, const struct dmn_pipeline *pl)
 {
 	struct io_creds who = conn_creds(c);
 	return dmn_may_read(pl, &who);
+}
+
+/* ENOENT for name, with the names close to it that c may read; EACCES when it may not. */
+static int reply_no_pipeline(struct dmn *d, struct dmn_conn *c, uint32_t req_id, const char *name,
+			     bool hidden)
+{
+	if (hidden)
+		return reply_error(c, req_id, -EACCES, "permission denied");
+	struct io_creds who = conn_creds(c);
+	char hint[IPC_CTL_TEXT_MAX / 2];
+	dmn_name_suggest(&d->reg, name, &who, hint, sizeof(hint));
+	return reply_error(c, req_id, -ENOENT, "no pipeline named \"%s\"%s", name, hint);
 }
 
 static const char *mode_name(unsigned m)
@@ -346,9 +360,7 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		if (!pl && !hidden && rs->on) /* a user's, gone with the restart */
 			pl = dmn_resume_recreate(d, rs, &m, &who);
 		if (!pl)
-			return reply_error(c, msg->req_id, hidden ? -EACCES : -ENOENT,
-					   hidden ? "permission denied" : "no pipeline named \"%s\"",
-					   m.name);
+			return reply_no_pipeline(d, c, msg->req_id, m.name, hidden);
 	}
 	if (!may_read(c, pl))
 		return reply_error(c, msg->req_id, -EACCES, "permission denied");
@@ -547,7 +559,7 @@ static int on_list(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *
 {
 	size_t n = 0;
 	for (struct dmn_pipeline *pl = d->reg.pipelines; pl; pl = pl->next)
-		n += may_read(c, pl);
+		n += !pl->removed && may_read(c, pl);
 	struct ipc_ctl_pipeline_info *pi = calloc(n + 1, sizeof(*pi));
 	uint8_t *buf = malloc(IPC_CTL_MAX_MSG);
 	if (!pi || !buf) {
@@ -557,7 +569,7 @@ static int on_list(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *
 	}
 	size_t k = 0;
 	for (struct dmn_pipeline *pl = d->reg.pipelines; pl; pl = pl->next) {
-		if (!may_read(c, pl))
+		if (pl->removed || !may_read(c, pl))
 			continue;
 		struct ipc_ring_info info;
 		pthread_mutex_lock(&pl->lock);
@@ -594,9 +606,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	bool hidden;
 	struct dmn_pipeline *pl = dmn_pipeline_find(&d->reg, m.name, &who, true, &hidden);
 	if (!pl)
-		return reply_error(c, msg->req_id, hidden ? -EACCES : -ENOENT,
-				   hidden ? "permission denied" : "no pipeline named \"%s\"",
-				   m.name);
+		return reply_no_pipeline(d, c, msg->req_id, m.name, hidden);
 	struct pl_stats st;
 	pl_pipeline_get_stats(pl->pl, &st);
 	struct pl_cache_stats cs = { 0 };
@@ -715,6 +725,35 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	return r == 0 ? send_msg(c, buf, len, NULL, 0) : r;
 }
 
+/* sluicectl rm: its owner or root; the config dir's, root only (docs/protocol.md). */
+static int on_remove(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+{
+	struct ipc_ctl_remove m;
+	char emsg[256];
+	if (ipc_ctl_decode_remove(msg, IPC_CTL_REMOVE, &m, emsg, sizeof(emsg)) < 0)
+		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
+	struct io_creds who = conn_creds(c);
+	bool hidden;
+	struct dmn_pipeline *pl = dmn_pipeline_find(&d->reg, m.name, &who, true, &hidden);
+	if (!pl)
+		return reply_no_pipeline(d, c, msg->req_id, m.name, hidden);
+	if (c->uid != 0 && pl->from_config)
+		return reply_error(c, msg->req_id, -EACCES,
+				   "pipeline \"%s\" is from sluiced's config dir: only root may "
+				   "remove it",
+				   pl->name);
+	if (c->uid != 0 && pl->owner != c->uid)
+		return reply_error(c, msg->req_id, -EACCES,
+				   "pipeline \"%s\" is uid %u's: only its owner or root may remove "
+				   "it",
+				   pl->name, (unsigned)pl->owner);
+	dmn_pipeline_remove(&d->reg, pl, c->uid, false);
+	uint8_t buf[IPC_CTL_HDR_SIZE + IPC_CTL_NAME_MAX + 64];
+	size_t len;
+	int r = ipc_ctl_encode_remove(buf, sizeof(buf), IPC_CTL_REMOVED, msg->req_id, &m, &len);
+	return r == 0 ? send_msg(c, buf, len, NULL, 0) : r;
+}
+
 int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
 {
 	c->last_ms = dmn_now_ms();
@@ -777,7 +816,16 @@ int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
 		case IPC_CTL_STATS:
 			r = on_stats(d, c, &msg);
 			break;
+		case IPC_CTL_REMOVE:
+			r = on_remove(d, c, &msg);
+			break;
 		default:
+			if (!(msg.type & 0x8000)) { /* a request of a later client: say so, go on */
+				r = reply_error(c, msg.req_id, -EOPNOTSUPP,
+						"sluiced does not know request type 0x%04x",
+						msg.type);
+				break;
+			}
 			reply_error(c, msg.req_id, -EBADMSG, "a %s is not a request",
 				    ipc_ctl_type_name(msg.type));
 			r = -EBADMSG;
@@ -802,14 +850,15 @@ void dmn_server_collect(struct dmn *d)
 					continue;
 				pthread_mutex_lock(&pl->lock);
 				const char *why = ipc_ring_reader_problem(pl->ring, r->ring_id);
-				dmn_log("evicting reader %llu of %s (pid %d): %s",
-					(unsigned long long)r->id, pl->name, (int)c->pid,
-					why ? why : "?");
+				dmn_warn("evicting reader %llu of %s (pid %d): %s",
+					 (unsigned long long)r->id, pl->name, (int)c->pid,
+					 why ? why : "?");
 				pthread_mutex_unlock(&pl->lock);
 				bad &= ~(1ull << r->ring_id);
 				remove_reader(d, r);
 			}
 		}
 	}
+	dmn_pipelines_retry_ends(&d->reg);
 	dmn_pipelines_expire(&d->reg);
 }

@@ -80,6 +80,8 @@ const char *ipc_ctl_type_name(unsigned type)
 		return "LIST";
 	case IPC_CTL_STATS:
 		return "STATS";
+	case IPC_CTL_REMOVE:
+		return "REMOVE";
 	case IPC_CTL_ERROR:
 		return "ERROR";
 	case IPC_CTL_HELLO_OK:
@@ -96,6 +98,8 @@ const char *ipc_ctl_type_name(unsigned type)
 		return "LIST_REPLY";
 	case IPC_CTL_STATS_REPLY:
 		return "STATS_REPLY";
+	case IPC_CTL_REMOVED:
+		return "REMOVED";
 	case IPC_CTL_SHUTDOWN:
 		return "SHUTDOWN";
 	default:

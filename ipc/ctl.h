@@ -73,6 +73,7 @@ enum ipc_ctl_type {
 	IPC_CTL_SAVE_STATE = 0x0005,
 	IPC_CTL_LIST = 0x0006,
 	IPC_CTL_STATS = 0x0007,
+	IPC_CTL_REMOVE = 0x0008,
 
 	IPC_CTL_ERROR = 0x8000,
 	IPC_CTL_HELLO_OK = 0x8001,
@@ -82,6 +83,7 @@ enum ipc_ctl_type {
 	IPC_CTL_STATE = 0x8005,
 	IPC_CTL_LIST_REPLY = 0x8006,
 	IPC_CTL_STATS_REPLY = 0x8007,
+	IPC_CTL_REMOVED = 0x8008,
 
 	IPC_CTL_SHUTDOWN = 0xc000,
 };
@@ -303,6 +305,11 @@ struct ipc_ctl_stats_reply {
 };
 void ipc_ctl_stats_reply_fini(struct ipc_ctl_stats_reply *m);
 
+/* REMOVE (drop a pipeline by name) and its reply REMOVED (the name that was dropped). */
+struct ipc_ctl_remove {
+	char name[IPC_CTL_NAME_MAX + 1]; /* non-empty */
+};
+
 /* ERROR (frozen): the answer to a request that failed. */
 struct ipc_ctl_error {
 	int32_t code;			 /* a negative errno, -4095..-1 */
@@ -365,6 +372,11 @@ int ipc_ctl_encode_stats_reply(void *buf, size_t cap, uint32_t req_id,
 			       const struct ipc_ctl_stats_reply *m, size_t *ret_len);
 int ipc_ctl_decode_stats_reply(const struct ipc_ctl_msg *msg, struct ipc_ctl_stats_reply *ret,
 			       char *emsg, size_t emsg_cap);
+/* type: IPC_CTL_REMOVE or IPC_CTL_REMOVED (else -EINVAL). */
+int ipc_ctl_encode_remove(void *buf, size_t cap, unsigned type, uint32_t req_id,
+			  const struct ipc_ctl_remove *m, size_t *ret_len);
+int ipc_ctl_decode_remove(const struct ipc_ctl_msg *msg, unsigned type, struct ipc_ctl_remove *ret,
+			  char *emsg, size_t emsg_cap);
 int ipc_ctl_encode_error(void *buf, size_t cap, uint32_t req_id, const struct ipc_ctl_error *m,
 			 size_t *ret_len);
 int ipc_ctl_decode_error(const struct ipc_ctl_msg *msg, struct ipc_ctl_error *ret, char *emsg,

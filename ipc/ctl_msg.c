@@ -296,6 +296,9 @@ static const struct fdesc list_reply_f[] = {
 static const struct fdesc stats_f[] = {
 	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_stats, name),
 };
+static const struct fdesc remove_f[] = {
+	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_remove, name),
+};
 static const struct fdesc stat_f[] = {
 	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_stat, key),
 	NUM(2, K_I64, F_REQ, struct ipc_ctl_stat, value),
@@ -340,6 +343,10 @@ static const struct mdesc stats_d =
 	MDESC("ctl STATS", IPC_CTL_STATS, false, struct ipc_ctl_stats, stats_f, NULL);
 static const struct mdesc stats_reply_d = MDESC("ctl STATS_REPLY", IPC_CTL_STATS_REPLY, false,
 						struct ipc_ctl_stats_reply, stats_reply_f, NULL);
+static const struct mdesc remove_d =
+	MDESC("ctl REMOVE", IPC_CTL_REMOVE, false, struct ipc_ctl_remove, remove_f, NULL);
+static const struct mdesc removed_d =
+	MDESC("ctl REMOVED", IPC_CTL_REMOVED, false, struct ipc_ctl_remove, remove_f, NULL);
 static const struct mdesc error_d =
 	MDESC("ctl ERROR", IPC_CTL_ERROR, true, struct ipc_ctl_error, error_f, check_error);
 static const struct mdesc shutdown_d =
@@ -358,6 +365,7 @@ union any_msg {
 	struct ipc_ctl_list_reply list_reply;
 	struct ipc_ctl_stats stats;
 	struct ipc_ctl_stats_reply stats_reply;
+	struct ipc_ctl_remove remove;
 	struct ipc_ctl_error error;
 	struct ipc_ctl_shutdown shutdown;
 };
@@ -792,6 +800,23 @@ CODEC(list_reply, list_reply_d, struct ipc_ctl_list_reply)
 CODEC(stats, stats_d, struct ipc_ctl_stats)
 CODEC(stats_reply, stats_reply_d, struct ipc_ctl_stats_reply)
 CODEC(error, error_d, struct ipc_ctl_error)
+
+int ipc_ctl_encode_remove(void *buf, size_t cap, unsigned type, uint32_t req_id,
+			  const struct ipc_ctl_remove *m, size_t *ret_len)
+{
+	if (type != IPC_CTL_REMOVE && type != IPC_CTL_REMOVED)
+		return -EINVAL;
+	const struct mdesc *d = type == IPC_CTL_REMOVE ? &remove_d : &removed_d;
+	return encode(d, d->type, buf, cap, req_id, m, ret_len);
+}
+
+int ipc_ctl_decode_remove(const struct ipc_ctl_msg *msg, unsigned type, struct ipc_ctl_remove *ret,
+			  char *emsg, size_t emsg_cap)
+{
+	if (type != IPC_CTL_REMOVE && type != IPC_CTL_REMOVED)
+		return -EINVAL;
+	return decode(type == IPC_CTL_REMOVE ? &remove_d : &removed_d, msg, ret, emsg, emsg_cap);
+}
 
 int ipc_ctl_encode_shutdown(void *buf, size_t cap, const struct ipc_ctl_shutdown *m,
 			    size_t *ret_len)

@@ -172,3 +172,39 @@ void sluice_stats_free(struct sluice_stats *s)
 	ipc_ctl_stats_reply_fini(&s->r);
 	free(s);
 }
+
+int sluice_remove(struct sluice_client *c, const char *name, struct sluice_error *err)
+{
+	struct ipc_ctl_remove rm, out;
+	struct ipc_ctl_msg m;
+	size_t len, nfds = 0;
+	char emsg[256], what[300];
+	uint32_t req;
+	int rc;
+
+	snprintf(what, sizeof(what), "rm \"%s\"", name);
+	len = strlen(name);
+	if (!len || len > IPC_CTL_NAME_MAX)
+		return lc_fail(err, -EINVAL, "%s: a name has 1 to %d bytes", what,
+			       IPC_CTL_NAME_MAX);
+	memcpy(rm.name, name, len + 1);
+	pthread_mutex_lock(&c->lock);
+	rc = lc_ensure_locked(c, err);
+	if (rc < 0)
+		goto out;
+	req = lc_req_id_locked(c);
+	rc = ipc_ctl_encode_remove(c->sbuf, IPC_CTL_MAX_MSG, IPC_CTL_REMOVE, req, &rm, &len);
+	if (rc < 0) {
+		rc = lc_fail(err, rc, "%s: encoding: %s", what, strerror(-rc));
+		goto out;
+	}
+	rc = lc_call_locked(c, len, req, IPC_CTL_REMOVED, &m, NULL, 0, &nfds, what, err);
+	if (rc < 0)
+		goto out;
+	rc = ipc_ctl_decode_remove(&m, IPC_CTL_REMOVED, &out, emsg, sizeof(emsg));
+	if (rc < 0)
+		rc = lc_fail(err, rc, "%s: %s", what, emsg);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}

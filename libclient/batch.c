@@ -172,6 +172,8 @@ const char *sluice_strerror(int code)
 		return "sluiced removed this reader";
 	case ETIME:
 		return "sluiced removed this reader: it held a batch past the lease";
+	case EIDRM:
+		return "the pipeline was removed (sluicectl rm)";
 	case EPROTONOSUPPORT:
 		return "sluiced speaks another protocol version";
 	case ETIMEDOUT:

@@ -285,6 +285,14 @@ int sluice_stats_get(const struct sluice_stats *s, const char *key, int64_t *ret
 const char *sluice_stats_name(const struct sluice_stats *s);
 void sluice_stats_free(struct sluice_stats *s);
 
+/*
+ * Remove pipeline name from the daemon (sluicectl rm): its engine stops, and each of its
+ * readers' next sluice_next fails with -EIDRM ("... was removed by uid N"). Only its owner or
+ * root may (-EACCES), and only root a pipeline of the daemon's config dir. -ENOENT (the
+ * message lists the names that come close, among those this client may read).
+ */
+int sluice_remove(struct sluice_client *c, const char *name, struct sluice_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,6 +77,20 @@ REF_CODEC(detach, IPC_CTL_DETACH)
 REF_CODEC(save_state, IPC_CTL_SAVE_STATE)
 REF_CODEC(detached, IPC_CTL_DETACHED)
 
+#define REMOVE_CODEC(name, type)                                                              \
+	static int enc_##name(void *buf, size_t cap, uint32_t req_id,                         \
+			      const struct ipc_ctl_remove *r, size_t *ret_len)                \
+	{                                                                                     \
+		return ipc_ctl_encode_remove(buf, cap, type, req_id, r, ret_len);             \
+	}                                                                                     \
+	static int dec_##name(const struct ipc_ctl_msg *m, struct ipc_ctl_remove *r, char *e, \
+			      size_t cap)                                                     \
+	{                                                                                     \
+		return ipc_ctl_decode_remove(m, type, r, e, cap);                             \
+	}
+REMOVE_CODEC(remove, IPC_CTL_REMOVE)
+REMOVE_CODEC(removed, IPC_CTL_REMOVED)
+
 /*
  * Decode m as st; when accepted, check its views (CHECK, a statement using `a`), encode it,
  * decode that, encode again, and compare the two encodings.
@@ -133,6 +147,8 @@ RUN(run_list_reply, struct ipc_ctl_list_reply, ipc_ctl_decode_list_reply, ipc_ct
 RUN(run_stats, struct ipc_ctl_stats, ipc_ctl_decode_stats, ipc_ctl_encode_stats, no_fini, NOCHECK)
 RUN(run_stats_reply, struct ipc_ctl_stats_reply, ipc_ctl_decode_stats_reply,
     ipc_ctl_encode_stats_reply, ipc_ctl_stats_reply_fini, if (a.n_stats && !a.stats) abort())
+RUN(run_remove, struct ipc_ctl_remove, dec_remove, enc_remove, no_fini, NOCHECK)
+RUN(run_removed, struct ipc_ctl_remove, dec_removed, enc_removed, no_fini, NOCHECK)
 RUN(run_error, struct ipc_ctl_error, ipc_ctl_decode_error, ipc_ctl_encode_error, no_fini, NOCHECK)
 RUN(run_shutdown, struct ipc_ctl_shutdown, dec_shutdown, enc_shutdown, no_fini, NOCHECK)
 
@@ -156,6 +172,7 @@ static const struct {
 	{ IPC_CTL_DETACHED, run_detached }, { IPC_CTL_STATE, run_state },
 	{ IPC_CTL_LIST, run_list },	    { IPC_CTL_LIST_REPLY, run_list_reply },
 	{ IPC_CTL_STATS, run_stats },	    { IPC_CTL_STATS_REPLY, run_stats_reply },
+	{ IPC_CTL_REMOVE, run_remove },	    { IPC_CTL_REMOVED, run_removed },
 	{ IPC_CTL_ERROR, run_error },	    { IPC_CTL_SHUTDOWN, run_shutdown },
 };
 #define N_RUNS (sizeof(runs) / sizeof(runs[0]))

@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifndef SLUICE_VERSION
+#define SLUICE_VERSION "unknown"
+#endif
+
 struct bench {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -33,7 +37,7 @@ static void usage(FILE *f)
 {
 	size_t i;
 
-	fprintf(f, "usage: sluice-bench BENCHMARK [ARGS...]\n\nbenchmarks:\n");
+	fprintf(f, "usage: sluice-bench [--help|--version] BENCHMARK [ARGS...]\n\nbenchmarks:\n");
 	for (i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
 		fprintf(f, "  %-8s %s\n", benches[i].name, benches[i].summary);
 	fprintf(f, "\nOutput: one `bench=NAME key=value ...` line per measurement.\n");
@@ -50,6 +54,15 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("sluice-bench %s\n", SLUICE_VERSION);
+		return 0;
+	}
+	if (argv[1][0] == '-') {
+		fprintf(stderr, "sluice-bench: unknown option %.*s (try --help)\n",
+			(int)strcspn(argv[1], "="), argv[1]);
+		return 2;
 	}
 	for (i = 0; i < sizeof(benches) / sizeof(benches[0]); i++) {
 		if (!strcmp(argv[1], benches[i].name))

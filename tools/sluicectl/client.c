@@ -3,6 +3,7 @@
 #include "sluicectl.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,7 +13,6 @@
 
 #include "sluice/sluice.h"
 #include "tools/common/cliarg.h"
-#include "report.h"
 #include "tools/common/jsonout.h"
 #include "tools/common/scan.h"
 #include "tools/common/tensorjson.h"
@@ -21,41 +21,64 @@
 
 const char *sluicectl_socket; /* --socket, or NULL: $SLUICE_SOCKET and the defaults */
 
-static int fail(const char *cmd, const char *msg)
+int ctl_fail(const char *cmd, const char *msg)
 {
 	fprintf(stderr, "sluicectl: %s: %s\n", cmd, msg);
 	return 1;
 }
 
-static int usage_error(const char *cmd, const char *msg, const char *usage)
+int ctl_usage_error(const char *cmd, const char *msg, const char *usage)
 {
 	fprintf(stderr, "sluicectl: %s: %s\n%s", cmd, msg, usage);
 	return 2;
 }
 
-static bool is_help(const char *a)
-{
-	return !strcmp(a, "--help") || !strcmp(a, "-h");
-}
-
-static int connect_or_fail(const char *cmd, struct sluice_client **ret)
+int ctl_connect(const char *cmd, struct sluice_client **ret)
 {
 	struct sluice_error err = { 0, "" };
 
 	if (sluice_connect(sluicectl_socket, ret, &err) < 0)
-		return fail(cmd, err.msg);
+		return ctl_fail(cmd, err.msg);
 	return 0;
+}
+
+int ctl_getopt(const char *cmd, int argc, char **argv, const struct option *opts, const char *usage)
+{
+	opterr = 0; /* named below, as the other programs name them */
+	int o = getopt_long(argc, argv, ":h", opts, NULL);
+	if (o == 'h') {
+		fputs(usage, stdout);
+		return -2;
+	}
+	if (o == '?' || o == ':') {
+		const char *a = argv[optind - 1];
+		char msg[300];
+		if (o == '?' && optopt)
+			snprintf(msg, sizeof(msg), "unknown option -%c", optopt);
+		else
+			snprintf(msg, sizeof(msg), "%s %.*s",
+				 o == ':' ? "a value is needed by" : "unknown option",
+				 (int)strcspn(a, "="), a);
+		ctl_usage_error(cmd, msg, usage);
+		return -3;
+	}
+	return o;
 }
 
 /* ---- list ---- */
 
-static const char list_usage[] = "usage: sluicectl [--socket PATH] list\n"
+static const char list_usage[] = "usage: sluicectl [--socket PATH] list [--json]\n"
 				 "\n"
 				 "One line per pipeline of sluiced: name, status, readers, "
 				 "batches\n"
-				 "published, ring occupancy (slots used/slots).\n";
+				 "published, ring occupancy (slots used/slots); with --json one "
+				 "JSON\n"
+				 "document: {\"pipelines\": [{\"name\", \"fingerprint\", "
+				 "\"status\",\n"
+				 "\"readers\", \"batches_published\", \"ring_slots_used\",\n"
+				 "\"ring_slots\"}, ...]}.\n";
 
-static const char *status_name(uint32_t s)
+const char *ctl_status_name(uint32_t s)
 {
 	switch (s) {
 	case SLUICE_PIPELINE_RUNNING:
@@ -69,215 +92,80 @@ static const char *status_name(uint32_t s)
 	}
 }
 
+static void list_json(const struct sluice_pipeline_info *list, size_t n, struct jsonout *j)
+{
+	jsonout_cstr(j, "{\"pipelines\": [");
+	for (size_t i = 0; i < n; i++) {
+		const struct sluice_pipeline_info *p = &list[i];
+		char fp[33];
+		for (int k = 0; k < 16; k++)
+			snprintf(fp + 2 * k, 3, "%02x", p->fingerprint[k]);
+		jsonout_cstr(j, i ? ", {\"name\": " : "{\"name\": ");
+		jsonout_str(j, p->name, strlen(p->name));
+		jsonout_cstr(j, ", \"fingerprint\": \"");
+		jsonout_cstr(j, fp);
+		jsonout_cstr(j, "\", \"status\": \"");
+		jsonout_cstr(j, ctl_status_name(p->status));
+		jsonout_cstr(j, "\", \"readers\": ");
+		jsonout_uint64(j, p->n_readers);
+		jsonout_cstr(j, ", \"batches_published\": ");
+		jsonout_uint64(j, p->batches_published);
+		jsonout_cstr(j, ", \"ring_slots_used\": ");
+		jsonout_uint64(j, p->ring_slots_used);
+		jsonout_cstr(j, ", \"ring_slots\": ");
+		jsonout_uint64(j, p->ring_slots);
+		jsonout_char(j, '}');
+	}
+	jsonout_cstr(j, "]}");
+}
+
 int cmd_list(int argc, char **argv)
 {
+	static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
+					      { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
 	struct sluice_client *c = NULL;
 	struct sluice_error err = { 0, "" };
 	struct sluice_pipeline_info *list = NULL;
 	size_t n = 0;
-	int rc;
+	bool json = false;
+	int rc, o;
 
-	if (argc > 1 && is_help(argv[1])) {
-		fputs(list_usage, stdout);
-		return 0;
+	optind = 0;
+	while ((o = ctl_getopt("list", argc, argv, opts, list_usage)) != -1) {
+		if (o < 0)
+			return o == -2 ? 0 : 2;
+		json = true;
 	}
-	if (argc > 1)
-		return usage_error("list", "too many arguments", list_usage);
-	if (connect_or_fail("list", &c))
+	if (optind < argc)
+		return ctl_usage_error("list", "too many arguments", list_usage);
+	if (ctl_connect("list", &c))
 		return 1;
 	rc = sluice_list(c, &list, &n, &err);
 	sluice_disconnect(c);
 	if (rc < 0)
-		return fail("list", err.msg);
-	printf("%-32s %-9s %7s %12s %11s\n", "NAME", "STATUS", "READERS", "PUBLISHED", "RING");
-	for (size_t i = 0; i < n; i++) {
-		const struct sluice_pipeline_info *p = &list[i];
-		char ring[32];
-
-		snprintf(ring, sizeof(ring), "%u/%u", p->ring_slots_used, p->ring_slots);
-		printf("%-32s %-9s %7u %12" PRIu64 " %11s\n", p->name, status_name(p->status),
-		       p->n_readers, p->batches_published, ring);
-	}
-	sluice_list_free(list);
-	return fflush(stdout) == 0 ? 0 : fail("list", "writing the output failed");
-}
-
-/* ---- stats ---- */
-
-static const char stats_usage[] = "usage: sluicectl [--socket PATH] stats NAME [--json]\n"
-				  "\n"
-				  "The statistics of pipeline NAME: one 'key value' per line and "
-				  "a\n"
-				  "table of the engine's stages (docs/pipeline.md), or with --json "
-				  "one\n"
-				  "JSON object of every key (stage.STAGE.COUNTER among them) and\n"
-				  "\"stages\": {STAGE: {COUNTER: value}}. Both end with the resource\n"
-				  "model since the pipeline started (\"model\": docs/plumber.md): each\n"
-				  "stage's rate, CPU per batch, cores and share, the rate its readers\n"
-				  "ask for, the rate predicted at this allocation and with every core,\n"
-				  "and what limits it. 'sluicectl top' shows it live.\n";
-
-#define STAGE_PREFIX "stage."
-
-/* "stage.parse.cpu_ns" -> its stage ("parse", *ret_len bytes) and counter, or NULL. */
-static const char *stage_key(const char *key, size_t *ret_len, const char **ret_counter)
-{
-	if (strncmp(key, STAGE_PREFIX, strlen(STAGE_PREFIX)) != 0)
-		return NULL;
-	const char *st = key + strlen(STAGE_PREFIX), *dot = strchr(st, '.');
-	if (!dot || dot == st || !dot[1])
-		return NULL;
-	*ret_len = (size_t)(dot - st);
-	*ret_counter = dot + 1;
-	return st;
-}
-
-/* The stages in the order the daemon listed them: for stage i, the key index it starts at. */
-static size_t stage_starts(const struct sluice_stats *s, size_t *starts, size_t cap)
-{
-	size_t n = 0, len, prev_len = 0;
-	const char *prev = NULL, *counter;
-	int64_t v;
-	for (size_t i = 0; i < sluice_stats_count(s); i++) {
-		const char *st = stage_key(sluice_stats_at(s, i, &v), &len, &counter);
-		if (st && (!prev || len != prev_len || strncmp(st, prev, len) != 0) && n < cap) {
-			starts[n++] = i;
-			prev = st;
-			prev_len = len;
-		}
-	}
-	return n;
-}
-
-static void stats_json(const struct sluice_stats *s, struct jsonout *j)
-{
-	size_t len = 0;
-	const char *counter;
-	int64_t v;
-	jsonout_char(j, '{');
-	for (size_t i = 0; i < sluice_stats_count(s); i++) {
-		const char *key = sluice_stats_at(s, i, &v);
-		if (i)
-			jsonout_raw(j, ", ", 2);
-		jsonout_str(j, key, strlen(key));
-		jsonout_raw(j, ": ", 2);
-		jsonout_int64(j, v);
-	}
-	report_stats_json(s, j); /* "model": the resource model since the pipeline started */
-	size_t starts[64], n = stage_starts(s, starts, 64);
-	if (n == 0) {
-		jsonout_char(j, '}');
-		return;
-	}
-	jsonout_raw(j, ", ", 2);
-	jsonout_str(j, "stages", 6);
-	jsonout_raw(j, ": {", 3);
-	for (size_t k = 0; k < n; k++) {
-		const char *st = stage_key(sluice_stats_at(s, starts[k], &v), &len, &counter);
-		jsonout_raw(j, k ? ", " : "", k ? 2 : 0);
-		jsonout_str(j, st, len);
-		jsonout_raw(j, ": {", 3);
-		size_t end = k + 1 < n ? starts[k + 1] : sluice_stats_count(s);
-		for (size_t i = starts[k]; i < end; i++) {
-			const char *sk = stage_key(sluice_stats_at(s, i, &v), &len, &counter);
-			if (!sk)
-				break;
-			jsonout_raw(j, i > starts[k] ? ", " : "", i > starts[k] ? 2 : 0);
-			jsonout_str(j, counter, strlen(counter));
-			jsonout_raw(j, ": ", 2);
-			jsonout_int64(j, v);
-		}
-		jsonout_char(j, '}');
-	}
-	jsonout_raw(j, "}}", 2);
-}
-
-/* One row per stage: what it took and gave, its CPU and waits in ms, how full it is. */
-static void stats_table(const struct sluice_stats *s)
-{
-	static const char *const cols[] = { "elems_in", "elems_out",  "bytes_in",     "bytes_out",
-					    "cpu_ns",	"wait_up_ns", "wait_down_ns", "buffered",
-					    "capacity", "dropped" };
-	size_t starts[64], n = stage_starts(s, starts, 64);
-	if (!n)
-		return;
-	printf("\n%-11s %12s %12s %14s %14s %9s %10s %10s %15s %8s\n", "STAGE", "IN", "OUT",
-	       "BYTES_IN", "BYTES_OUT", "CPU_MS", "WAIT_UP_MS", "WAIT_DN_MS", "BUFFERED/CAP",
-	       "DROPPED");
-	for (size_t k = 0; k < n; k++) {
-		size_t len = 0;
-		const char *counter;
-		int64_t v, val[10] = { 0 };
-		const char *st = stage_key(sluice_stats_at(s, starts[k], &v), &len, &counter);
-		char key[160];
-		for (size_t c = 0; c < 10; c++) {
-			snprintf(key, sizeof(key), STAGE_PREFIX "%.*s.%s", (int)len, st, cols[c]);
-			sluice_stats_get(s, key, &val[c]);
-		}
-		char buf[40];
-		snprintf(buf, sizeof(buf), "%" PRId64 "/%" PRId64, val[7], val[8]);
-		printf("%-11.*s %12" PRId64 " %12" PRId64 " %14" PRId64 " %14" PRId64
-		       " %9.1f %10.1f %10.1f %15s %8" PRId64 "\n",
-		       (int)len, st, val[0], val[1], val[2], val[3], (double)val[4] / 1e6,
-		       (double)val[5] / 1e6, (double)val[6] / 1e6, buf, val[9]);
-	}
-}
-
-int cmd_stats(int argc, char **argv)
-{
-	struct sluice_client *c = NULL;
-	struct sluice_error err = { 0, "" };
-	struct sluice_stats *s = NULL;
-	const char *name = NULL;
-	bool json = false;
-	int rc;
-
-	for (int i = 1; i < argc; i++) {
-		if (is_help(argv[i])) {
-			fputs(stats_usage, stdout);
-			return 0;
-		} else if (!strcmp(argv[i], "--json")) {
-			json = true;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return usage_error("stats", "unknown option", stats_usage);
-		} else if (!name) {
-			name = argv[i];
-		} else {
-			return usage_error("stats", "too many arguments", stats_usage);
-		}
-	}
-	if (!name)
-		return usage_error("stats", "no pipeline NAME given", stats_usage);
-	if (connect_or_fail("stats", &c))
-		return 1;
-	rc = sluice_stats(c, name, &s, &err);
-	sluice_disconnect(c);
-	if (rc < 0)
-		return fail("stats", err.msg);
+		return ctl_fail("list", err.msg);
 	if (json) {
 		struct jsonout j;
-
 		jsonout_init(&j);
-		stats_json(s, &j);
+		list_json(list, n, &j);
 		rc = jsonout_line_write(&j, stdout);
 		jsonout_fini(&j);
 	} else {
-		size_t len;
-		const char *counter;
-		int64_t v;
-		for (size_t i = 0; i < sluice_stats_count(s); i++) {
-			const char *key = sluice_stats_at(s, i, &v);
-			if (!stage_key(key, &len, &counter))
-				printf("%s %" PRId64 "\n", key, v);
+		printf("%-32s %-9s %7s %12s %11s\n", "NAME", "STATUS", "READERS", "PUBLISHED",
+		       "RING");
+		for (size_t i = 0; i < n; i++) {
+			const struct sluice_pipeline_info *p = &list[i];
+			char ring[32];
+
+			snprintf(ring, sizeof(ring), "%u/%u", p->ring_slots_used, p->ring_slots);
+			printf("%-32s %-9s %7u %12" PRIu64 " %11s\n", p->name,
+			       ctl_status_name(p->status), p->n_readers, p->batches_published,
+			       ring);
 		}
-		stats_table(s);
-		report_stats_print(s);
-		rc = 0;
 	}
-	sluice_stats_free(s);
-	if (rc < 0 || fflush(stdout) != 0)
-		return fail("stats", "writing the output failed");
-	return 0;
+	sluice_list_free(list);
+	return rc >= 0 && fflush(stdout) == 0 ? 0 : ctl_fail("list", "writing the output failed");
 }
 
 /*
@@ -345,21 +233,25 @@ int cmd_register(int argc, char **argv)
 	uint8_t fp[16];
 	int rc;
 
-	if (argc > 1 && is_help(argv[1])) {
-		fputs(register_usage, stdout);
-		return 0;
-	}
-	if (argc != 2 || (argv[1][0] == '-' && argv[1][1]))
-		return usage_error("register", argc < 2 ? "no SPEC given" : "one SPEC, no options",
-				   register_usage);
-	if (read_spec(argv[1], &spec, msg, sizeof(msg)) < 0)
-		return fail("register", msg);
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	int o;
+	optind = 0;
+	while ((o = ctl_getopt("register", argc, argv, opts, register_usage)) != -1)
+		if (o < 0)
+			return o == -2 ? 0 : 2;
+	if (argc - optind != 1)
+		return ctl_usage_error("register", optind >= argc ? "no SPEC given" : "one SPEC",
+				       register_usage);
+	const char *path = argv[optind];
+	if (read_spec(path, &spec, msg, sizeof(msg)) < 0)
+		return ctl_fail("register", msg);
 	char *dir;
-	if (spec_file_dir(argv[1], &dir) < 0) {
+	if (spec_file_dir(path, &dir) < 0) {
 		free(spec);
-		return fail("register", "out of memory");
+		return ctl_fail("register", "out of memory");
 	}
-	if (connect_or_fail("register", &c)) {
+	if (ctl_connect("register", &c)) {
 		free(dir);
 		free(spec);
 		return 1;
@@ -369,12 +261,12 @@ int cmd_register(int argc, char **argv)
 	sluice_disconnect(c);
 	free(spec);
 	if (rc < 0)
-		return fail("register", err.msg);
+		return ctl_fail("register", err.msg);
 	printf("%s ", name);
 	for (int i = 0; i < 16; i++)
 		printf("%02x", fp[i]);
 	printf("\n");
-	return fflush(stdout) == 0 ? 0 : fail("register", "writing the output failed");
+	return fflush(stdout) == 0 ? 0 : ctl_fail("register", "writing the output failed");
 }
 
 /* ---- drain ---- */
@@ -425,114 +317,151 @@ struct drain_opts {
 
 static int drain_args(int argc, char **argv, struct drain_opts *o)
 {
+	enum {
+		OPT_JSON = 1,
+		OPT_MODE,
+		OPT_BATCHES,
+		OPT_INDEX,
+		OPT_COUNT,
+		OPT_CATCH_UP,
+		OPT_GROUP,
+		OPT_VALUES,
+		OPT_STATE_IN,
+		OPT_STATE_OUT,
+		OPT_PAUSE_AFTER
+	};
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "mode", required_argument, NULL, OPT_MODE },
+		{ "batches", required_argument, NULL, OPT_BATCHES },
+		{ "index", required_argument, NULL, OPT_INDEX },
+		{ "count", required_argument, NULL, OPT_COUNT },
+		{ "catch-up", optional_argument, NULL, OPT_CATCH_UP },
+		{ "group", required_argument, NULL, OPT_GROUP },
+		{ "values", required_argument, NULL, OPT_VALUES },
+		{ "state-in", required_argument, NULL, OPT_STATE_IN },
+		{ "state-out", required_argument, NULL, OPT_STATE_OUT },
+		{ "pause-after", required_argument, NULL, OPT_PAUSE_AFTER },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
 	sluice_attach_opts_init(&o->ao);
 	o->max_batches = UINT64_MAX;
 	o->pause_after = UINT64_MAX;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+	optind = 0;
+	while ((opt = ctl_getopt("drain", argc, argv, opts, drain_usage)) != -1) {
+		const char *val = optarg;
 		uint64_t v;
 
-		if (is_help(a)) {
-			fputs(drain_usage, stdout);
+		switch (opt) {
+		case -2:
 			return 1;
-		} else if (!strcmp(a, "--json")) {
+		case -3:
+			return 2;
+		case OPT_JSON:
 			o->json = true;
-		} else if (!strcmp(a, "--mode")) {
-			if (val && !strcmp(val, "broadcast"))
+			break;
+		case OPT_MODE:
+			if (!strcmp(val, "broadcast"))
 				o->ao.mode = SLUICE_MODE_BROADCAST;
-			else if (val && !strcmp(val, "split"))
+			else if (!strcmp(val, "split"))
 				o->ao.mode = SLUICE_MODE_SPLIT;
-			else if (val && !strcmp(val, "rank"))
+			else if (!strcmp(val, "rank"))
 				o->ao.mode = SLUICE_MODE_RANK;
 			else
-				return usage_error("drain", "--mode is broadcast, split or rank",
-						   drain_usage);
-			i++;
-		} else if (!strcmp(a, "--pause-after")) {
-			if (!val || cli_parse_u64(val, UINT64_MAX, &v))
-				return usage_error("drain", "--pause-after needs a number",
-						   drain_usage);
+				return ctl_usage_error(
+					"drain", "--mode is broadcast, split or rank", drain_usage);
+			break;
+		case OPT_PAUSE_AFTER:
+			if (cli_parse_u64(val, UINT64_MAX, &v))
+				return ctl_usage_error("drain", "--pause-after needs a number",
+						       drain_usage);
 			o->pause_after = v;
-			i++;
-		} else if (!strcmp(a, "--batches") || !strcmp(a, "--index") ||
-			   !strcmp(a, "--count")) {
-			if (!val || cli_parse_u64(val, a[2] == 'b' ? UINT64_MAX : UINT32_MAX, &v))
-				return usage_error("drain",
-						   "--batches, --index and --count need "
-						   "a number",
-						   drain_usage);
-			if (a[2] == 'b') {
+			break;
+		case OPT_BATCHES:
+		case OPT_INDEX:
+		case OPT_COUNT:
+			if (cli_parse_u64(val, opt == OPT_BATCHES ? UINT64_MAX : UINT32_MAX, &v))
+				return ctl_usage_error("drain",
+						       "--batches, --index and --count need "
+						       "a number",
+						       drain_usage);
+			if (opt == OPT_BATCHES) {
 				o->max_batches = v;
-			} else if (a[2] == 'i') {
+			} else if (opt == OPT_INDEX) {
 				o->ao.rank_index = (uint32_t)v;
 				o->have_index = true;
 			} else {
 				o->ao.rank_count = (uint32_t)v;
 				o->have_count = true;
 			}
-			i++;
-		} else if (!strcmp(a, "--catch-up")) {
+			break;
+		case OPT_CATCH_UP:
 			o->ao.lag_policy = SLUICE_LAG_CATCH_UP;
-			if (val && val[0] >= '0' && val[0] <= '9') {
+			/* --catch-up=N, or --catch-up N: a number that follows is its N */
+			if (!val && optind < argc && argv[optind][0] >= '0' &&
+			    argv[optind][0] <= '9')
+				val = argv[optind++];
+			if (val) {
 				if (cli_parse_u64(val, UINT32_MAX, &v) || v == 0)
-					return usage_error("drain", "--catch-up N: N >= 1",
-							   drain_usage);
+					return ctl_usage_error("drain", "--catch-up N: N >= 1",
+							       drain_usage);
 				o->ao.max_lag = v;
-				i++;
 			}
-		} else if (!strcmp(a, "--group")) {
-			if (!val || !val[0])
-				return usage_error("drain", "--group needs a name", drain_usage);
+			break;
+		case OPT_GROUP:
+			if (!val[0])
+				return ctl_usage_error("drain", "--group needs a name",
+						       drain_usage);
 			o->ao.group = val;
-			i++;
-		} else if (!strcmp(a, "--values")) {
-			if (!val || !val[0])
-				return usage_error("drain", "--values needs NAME[,NAME...]",
-						   drain_usage);
+			break;
+		case OPT_VALUES:
+			if (!val[0])
+				return ctl_usage_error("drain", "--values needs NAME[,NAME...]",
+						       drain_usage);
 			o->values = val;
-			i++;
-		} else if (!strcmp(a, "--state-in") || !strcmp(a, "--state-out")) {
-			if (!val)
-				return usage_error("drain", "--state-in/--state-out need a FILE",
-						   drain_usage);
-			*(a[8] == 'i' ? &o->state_in : &o->state_out) = val;
-			i++;
-		} else if (a[0] == '-' && a[1]) {
-			return usage_error("drain", "unknown option", drain_usage);
-		} else if (!o->name) {
-			o->name = a;
-		} else {
-			return usage_error("drain", "too many arguments", drain_usage);
+			break;
+		case OPT_STATE_IN:
+			o->state_in = val;
+			break;
+		case OPT_STATE_OUT:
+			o->state_out = val;
+			break;
 		}
 	}
+	if (optind < argc)
+		o->name = argv[optind++];
+	if (optind < argc)
+		return ctl_usage_error("drain", "too many arguments", drain_usage);
 	if (!o->name)
-		return usage_error("drain", "no pipeline NAME given", drain_usage);
+		return ctl_usage_error("drain", "no pipeline NAME given", drain_usage);
 	if (o->values && !o->json)
-		return usage_error("drain", "--values needs --json", drain_usage);
+		return ctl_usage_error("drain", "--values needs --json", drain_usage);
 	if ((o->ao.mode == SLUICE_MODE_RANK) != (o->have_index && o->have_count) ||
 	    (o->ao.mode != SLUICE_MODE_RANK && (o->have_index || o->have_count)))
-		return usage_error("drain", "--mode rank goes with --index I --count N",
-				   drain_usage);
+		return ctl_usage_error("drain", "--mode rank goes with --index I --count N",
+				       drain_usage);
 	if (o->ao.mode == SLUICE_MODE_RANK && o->ao.rank_index >= o->ao.rank_count)
-		return usage_error("drain", "--index must be below --count", drain_usage);
+		return ctl_usage_error("drain", "--index must be below --count", drain_usage);
 	if (o->ao.lag_policy && o->ao.mode != SLUICE_MODE_BROADCAST)
-		return usage_error("drain", "--catch-up is for broadcast readers", drain_usage);
+		return ctl_usage_error("drain", "--catch-up is for broadcast readers", drain_usage);
 	if (o->ao.group && o->ao.mode == SLUICE_MODE_BROADCAST)
-		return usage_error("drain",
-				   "--group is for split and rank readers (a broadcast "
-				   "reader is a group of its own)",
-				   drain_usage);
+		return ctl_usage_error("drain",
+				       "--group is for split and rank readers (a broadcast "
+				       "reader is a group of its own)",
+				       drain_usage);
 	struct stat st;
 	if (stat(o->name, &st) == 0 && S_ISREG(st.st_mode)) {
 		/* a spec file: attach by spec (the daemon starts it, or finds it running) */
 		char msg[600];
 		if (read_spec(o->name, &o->spec, msg, sizeof(msg)) < 0) {
-			fail("drain", msg);
+			ctl_fail("drain", msg);
 			return 3;
 		}
 		o->ao.spec_json = o->spec;
 		if (spec_file_dir(o->name, &o->spec_dir) < 0) {
-			fail("drain", "out of memory");
+			ctl_fail("drain", "out of memory");
 			return 3;
 		}
 		o->ao.spec_dir = o->spec_dir;
@@ -652,14 +581,13 @@ int cmd_drain(int argc, char **argv)
 	int rc, status = 1;
 
 	memset(&o, 0, sizeof(o));
-	memset(&o, 0, sizeof(o));
 	rc = drain_args(argc, argv, &o);
 	if (rc == 3) /* a spec file that could not be read */
 		return 1;
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	jsonout_init(&j);
-	if (connect_or_fail("drain", &c))
+	if (ctl_connect("drain", &c))
 		goto out_quiet;
 	if (o.state_in) {
 		FILE *f = fopen(o.state_in, "rb");
@@ -748,7 +676,7 @@ int cmd_drain(int argc, char **argv)
 	status = 0;
 out:
 	if (status)
-		fail("drain", msg[0] ? msg : "failed");
+		ctl_fail("drain", msg[0] ? msg : "failed");
 out_quiet:
 	sluice_detach(r);
 	sluice_disconnect(c);
@@ -756,4 +684,39 @@ out_quiet:
 	free(o.spec);
 	free(o.spec_dir);
 	return status;
+}
+
+/* ---- rm ---- */
+
+static const char rm_usage[] = "usage: sluicectl [--socket PATH] rm NAME\n"
+			       "\n"
+			       "Remove pipeline NAME from sluiced: its engine stops and its "
+			       "readers'\n"
+			       "next call fails, saying who removed it. Only its owner or root "
+			       "may\n"
+			       "(root only for the pipelines of sluiced's --config-dir).\n";
+
+int cmd_rm(int argc, char **argv)
+{
+	static const struct option opts[] = { { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	struct sluice_client *c = NULL;
+	struct sluice_error err = { 0, "" };
+	int o, rc;
+
+	optind = 0;
+	while ((o = ctl_getopt("rm", argc, argv, opts, rm_usage)) != -1)
+		if (o < 0)
+			return o == -2 ? 0 : 2;
+	if (optind >= argc)
+		return ctl_usage_error("rm", "no pipeline NAME given", rm_usage);
+	if (optind + 1 < argc)
+		return ctl_usage_error("rm", "one NAME", rm_usage);
+	if (ctl_connect("rm", &c))
+		return 1;
+	rc = sluice_remove(c, argv[optind], &err);
+	sluice_disconnect(c);
+	if (rc < 0)
+		return ctl_fail("rm", err.msg);
+	return 0;
 }

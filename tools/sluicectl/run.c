@@ -3,6 +3,7 @@
 #include "sluicectl.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -294,44 +295,87 @@ static int resolve_values(struct run *r, char *msg, size_t cap)
 
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
-	int i;
+	enum {
+		OPT_JSON = 1,
+		OPT_CACHE_UNCOMPRESSED,
+		OPT_CACHE_MEMORY,
+		OPT_BATCHES,
+		OPT_WORKERS,
+		OPT_VALUES,
+		OPT_STATE_IN,
+		OPT_STATE_OUT,
+		OPT_DIRECT,
+		OPT_ENGINE
+	};
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "cache-uncompressed", no_argument, NULL, OPT_CACHE_UNCOMPRESSED },
+		{ "cache-memory", required_argument, NULL, OPT_CACHE_MEMORY },
+		{ "batches", required_argument, NULL, OPT_BATCHES },
+		{ "workers", required_argument, NULL, OPT_WORKERS },
+		{ "values", required_argument, NULL, OPT_VALUES },
+		{ "state-in", required_argument, NULL, OPT_STATE_IN },
+		{ "state-out", required_argument, NULL, OPT_STATE_OUT },
+		{ "direct", no_argument, NULL, OPT_DIRECT },
+		{ "engine", required_argument, NULL, OPT_ENGINE },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
 
 	memset(o, 0, sizeof(*o));
 	o->max_batches = UINT64_MAX;
 	o->engine = IOX_ENGINE_AUTO;
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+	opterr = 0; /* named below */
+	optind = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		const char *val = optarg, *a = argv[optind - 1];
+		uint64_t v;
 
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+		switch (c) {
+		case 'h':
 			run_usage(stdout);
 			return 1;
-		} else if (!strcmp(a, "--json")) {
+		case ':':
+			fprintf(stderr, "sluicectl: run: %s needs a value\n", a);
+			return -1;
+		case '?':
+			if (optopt)
+				fprintf(stderr, "sluicectl: run: unknown option -%c\n", optopt);
+			else
+				fprintf(stderr, "sluicectl: run: unknown option %.*s\n",
+					(int)strcspn(a, "="), a);
+			return -1;
+		case OPT_JSON:
 			o->json = true;
-		} else if (!strcmp(a, "--cache-uncompressed")) {
+			break;
+		case OPT_CACHE_UNCOMPRESSED:
 			o->cache_uncompressed = true;
-		} else if (!strcmp(a, "--cache-memory")) {
-			if (!val || cli_parse_u64(val, UINT64_MAX, &o->cache_bytes) < 0 ||
+			break;
+		case OPT_CACHE_MEMORY:
+			if (cli_parse_u64(val, UINT64_MAX, &o->cache_bytes) < 0 ||
 			    !o->cache_bytes) {
 				fprintf(stderr, "sluicectl: run: --cache-memory needs a number of "
 						"bytes\n");
 				return -1;
 			}
-			i++;
-		} else if (!strcmp(a, "--batches") || !strcmp(a, "--workers")) {
-			bool batches = a[2] == 'b';
-			uint64_t v;
+			break;
+		case OPT_BATCHES:
+		case OPT_WORKERS: {
+			bool batches = c == OPT_BATCHES;
 
-			if (!val ||
-			    cli_parse_u64(val, batches ? UINT64_MAX : RUN_MAX_WORKERS, &v) < 0 ||
+			if (cli_parse_u64(val, batches ? UINT64_MAX : RUN_MAX_WORKERS, &v) < 0 ||
 			    (!batches && v == 0)) {
-				fprintf(stderr, "sluicectl: run: %s needs a number%s\n", a,
+				fprintf(stderr, "sluicectl: run: --%s needs a number%s\n",
+					batches ? "batches" : "workers",
 					batches ? "" : " from 1 to 4096");
 				return -1;
 			}
 			*(batches ? &o->max_batches : &o->workers) = v;
-			i++;
-		} else if (!strcmp(a, "--values")) {
-			int e = val ? add_values(o, val) : -EINVAL;
+			break;
+		}
+		case OPT_VALUES: {
+			int e = add_values(o, val);
 
 			if (e == -ENOMEM) {
 				fprintf(stderr, "sluicectl: run: out of memory\n");
@@ -341,38 +385,37 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 				fprintf(stderr, "sluicectl: run: --values needs NAME[,NAME...]\n");
 				return -1;
 			}
-			i++;
-		} else if (!strcmp(a, "--state-in") || !strcmp(a, "--state-out")) {
-			if (!val) {
-				fprintf(stderr, "sluicectl: run: %s needs a file\n", a);
-				return -1;
-			}
-			*(a[8] == 'i' ? &o->state_in : &o->state_out) = val;
-			i++;
-		} else if (!strcmp(a, "--direct")) {
+			break;
+		}
+		case OPT_STATE_IN:
+			o->state_in = val;
+			break;
+		case OPT_STATE_OUT:
+			o->state_out = val;
+			break;
+		case OPT_DIRECT:
 			o->direct = true;
-		} else if (!strcmp(a, "--engine")) {
-			if (val && !strcmp(val, "auto")) {
+			break;
+		case OPT_ENGINE:
+			if (!strcmp(val, "auto")) {
 				o->engine = IOX_ENGINE_AUTO;
-			} else if (val && (!strcmp(val, "uring") || !strcmp(val, "io_uring"))) {
+			} else if (!strcmp(val, "uring") || !strcmp(val, "io_uring")) {
 				o->engine = IOX_ENGINE_URING;
-			} else if (val && !strcmp(val, "pread")) {
+			} else if (!strcmp(val, "pread")) {
 				o->engine = IOX_ENGINE_PREAD;
 			} else {
 				fprintf(stderr, "sluicectl: run: --engine is auto, uring or "
 						"pread\n");
 				return -1;
 			}
-			i++;
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "sluicectl: run: unknown option '%s'\n", a);
-			return -1;
-		} else if (!o->spec_path) {
-			o->spec_path = a;
-		} else {
-			fprintf(stderr, "sluicectl: run: too many arguments\n");
-			return -1;
+			break;
 		}
+	}
+	if (optind < argc)
+		o->spec_path = argv[optind++];
+	if (optind < argc) {
+		fprintf(stderr, "sluicectl: run: too many arguments\n");
+		return -1;
 	}
 	if (!o->spec_path) {
 		fprintf(stderr, "sluicectl: run: no SPEC given\n");

@@ -3,6 +3,7 @@
 #include "sluicectl.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -66,35 +67,52 @@ int cmd_validate(int argc, char **argv)
 	int npos = 0, i, rc;
 	size_t k;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
+	static const struct option opts[] = {
+		{ "threads", required_argument, NULL, 't' },
+		{ "max-errors", required_argument, NULL, 'm' },
+		{ "no-crc", no_argument, NULL, 'c' },
+		{ "no-pool", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	opterr = 0; /* named below */
+	optind = 0;
+	while ((i = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		const char *a = argv[optind - 1];
 
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+		if (i == 'h') {
 			validate_usage(stdout);
 			return 0;
-		} else if (!strcmp(a, "--threads") || !strcmp(a, "--max-errors")) {
-			uint64_t *dst = a[2] == 't' ? &threads : &max_errors;
-
-			if (i + 1 >= argc || cli_parse_u64(argv[i + 1], 1u << 20, dst) < 0) {
-				fprintf(stderr, "sluicectl validate: %s needs a number\n", a);
+		} else if (i == 't' || i == 'm') {
+			if (cli_parse_u64(optarg, 1u << 20, i == 't' ? &threads : &max_errors) <
+			    0) {
+				fprintf(stderr, "sluicectl validate: --%s needs a number\n",
+					i == 't' ? "threads" : "max-errors");
 				return 2;
 			}
-			i++;
-		} else if (!strcmp(a, "--no-crc")) {
+		} else if (i == 'c') {
 			crc = false;
-		} else if (!strcmp(a, "--no-pool")) {
+		} else if (i == 'p') {
 			use_pool = false;
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "sluicectl validate: unknown option '%s'\n", a);
+		} else {
+			if (i == ':')
+				fprintf(stderr, "sluicectl validate: %s needs a value\n", a);
+			else if (optopt)
+				fprintf(stderr, "sluicectl validate: unknown option -%c\n", optopt);
+			else
+				fprintf(stderr, "sluicectl validate: unknown option %.*s\n",
+					(int)strcspn(a, "="), a);
 			validate_usage(stderr);
 			return 2;
-		} else if (npos < 2) {
-			pos[npos++] = a;
-		} else {
+		}
+	}
+	for (; optind < argc; optind++) {
+		if (npos == 2) {
 			fprintf(stderr, "sluicectl validate: too many arguments\n");
 			validate_usage(stderr);
 			return 2;
 		}
+		pos[npos++] = argv[optind];
 	}
 	if (!npos) {
 		validate_usage(stderr);

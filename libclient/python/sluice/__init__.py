@@ -35,7 +35,7 @@ from . import _lib
 
 __version__ = _lib.VERSION
 
-__all__ = ["attach", "register", "Reader", "Batch", "Ragged", "Strings", "SluiceError",
+__all__ = ["attach", "register", "remove", "Reader", "Batch", "Ragged", "Strings", "SluiceError",
            "SluiceTimeout", "library_path"]
 
 Ragged = collections.namedtuple("Ragged", ["values", "row_splits"])
@@ -174,6 +174,20 @@ def stats(name, *, socket=None):
             return out
         finally:
             L.sluice_stats_free(s)
+    finally:
+        L.sluice_disconnect(c)
+
+
+def remove(name, *, socket=None):
+    """Remove pipeline `name` from sluiced (as `sluicectl rm`): its readers' next call raises
+    SluiceError "... the pipeline was removed by uid N". Only its owner or root may."""
+    L = _lib.lib()
+    c = _connect(socket)
+    try:
+        err = _lib.Error()
+        rc = L.sluice_remove(c, name.encode("utf-8"), ctypes.byref(err))
+        if rc < 0:
+            raise _error(rc, err, "remove")
     finally:
         L.sluice_disconnect(c)
 

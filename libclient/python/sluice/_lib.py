@@ -88,6 +88,7 @@ _SIGNATURES = {
     "sluice_stats_count": (ctypes.c_size_t, [_P]),
     "sluice_stats_at": (ctypes.c_char_p, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int64)]),
     "sluice_stats_free": (None, [_P]),
+    "sluice_remove": (ctypes.c_int, [_P, ctypes.c_char_p, _ERR]),
     "sluice_attach_opts_init": (None, [ctypes.POINTER(AttachOpts)]),
     "sluice_attach": (ctypes.c_int, [_P, ctypes.POINTER(AttachOpts), ctypes.POINTER(_P), _ERR]),
     "sluice_detach": (None, [_P]),

@@ -1,0 +1,511 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Operating sluice (issue 21, "Operate"): the programs' command lines, `sluicectl list --json`,
+"did you mean", `sluicectl rm`, SIGHUP's reload of the config dir, journald priorities, the
+Prometheus output. A real sluiced on a real socket, driven by sluicectl; every wait is on the
+event it checks (a log line, a process's exit, a listing), never a sleep.
+
+The parts that need another user (rm by a non-owner, what nobody's "did you mean" may name) run
+when this runs as root (clients as `nobody` through setpriv) and are skipped, said so,
+otherwise. Exit 0 pass, 1 fail, 77 skip.
+"""
+
+import json
+import os
+import pwd
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_daemon as td  # noqa: E402
+from test_daemon import check, ctl, spec, Daemon  # noqa: E402
+
+ROOT = os.geteuid() == 0
+
+
+def wait_for(cond, what, timeout=30.0):
+    """Poll cond() until it is true (its value) or timeout seconds pass (None, and a FAIL)."""
+    end = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > end:
+            check(False, "within %.0f s: %s" % (timeout, what))
+            return None
+        time.sleep(0.02)
+
+
+def log_lines(tmp):
+    with open(os.path.join(tmp, "sluiced.log")) as f:
+        return f.read().splitlines()
+
+
+def write_spec(path, s):
+    with open(path, "w") as f:
+        json.dump(s, f)
+    os.chmod(path, 0o644)
+
+
+def listed(d, user=None):
+    r = ctl(d, "list", "--json", user=user)
+    return {p["name"]: p for p in json.loads(r.stdout)["pipelines"]} if r.returncode == 0 else None
+
+
+# ---- the programs' command lines ----
+
+def test_programs():
+    progs = [("sluiced", os.environ["SLUICED"]), ("sluicectl", os.environ["SLUICECTL"])]
+    bench = os.path.join(os.environ["SLUICE_BUILD_DIR"], "tools", "sluice-bench")
+    if os.path.exists(bench):
+        progs.append(("sluice-bench", bench))
+    else:
+        print("SKIP sluice-bench's options: not built (meson -Dbench=true builds it)")
+    for name, path in progs:
+        def run(*a):
+            return subprocess.run([path] + list(a), capture_output=True, text=True, timeout=30)
+        r = run("--help")
+        check(r.returncode == 0 and r.stdout.startswith("usage: " + name) and not r.stderr,
+              "%s --help: usage on stdout, exit 0 (%d)" % (name, r.returncode))
+        r = run("--version")
+        check(r.returncode == 0 and re.fullmatch(re.escape(name) + r" \d+\.\d+\.\d+\n", r.stdout)
+              is not None, "%s --version: NAME VERSION on stdout, exit 0 (%r)" % (name, r.stdout))
+        for bogus in ("--bogus", "--bogus=3"):
+            r = run(bogus)
+            check(r.returncode == 2 and "%s: unknown option --bogus" % name in r.stderr and
+                  "needs a value" not in r.stderr,
+                  "%s %s: named as an unknown option, exit 2 (%r)" % (name, bogus,
+                                                                      r.stderr.strip()))
+    r = subprocess.run([os.environ["SLUICED"], "--socket"], capture_output=True, text=True)
+    check(r.returncode == 2 and "--socket needs a value" in r.stderr,
+          "sluiced --socket without its value: named, exit 2 (%r)" % r.stderr.strip())
+    for args in (["list", "--bogus"], ["stats", "--bogus", "x"], ["rm", "--bogus", "x"],
+                 ["drain", "--bogus", "x"], ["register", "--bogus", "x"], ["run", "--bogus", "x"],
+                 ["validate", "--bogus", "x"]):
+        r = subprocess.run([os.environ["SLUICECTL"]] + args, capture_output=True, text=True)
+        check(r.returncode == 2 and "unknown option --bogus" in r.stderr,
+              "sluicectl %s: an unknown option of the command, exit 2 (%r)" % (
+                  args[0], r.stderr.strip().splitlines()[0] if r.stderr else ""))
+        r = subprocess.run([os.environ["SLUICECTL"], args[0], "--help"], capture_output=True,
+                           text=True)
+        check(r.returncode == 0 and r.stdout.startswith("usage: sluicectl"),
+              "sluicectl %s --help: usage on stdout, exit 0" % args[0])
+
+
+# ---- a daemon ----
+
+def test_list_json(d):
+    r = ctl(d, "list", "--json")
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        doc = None
+    check(r.returncode == 0 and doc is not None and len(r.stdout.strip().splitlines()) == 1,
+          "list --json: one JSON document (%r)" % r.stdout[:200])
+    ps = {p["name"]: p for p in (doc or {}).get("pipelines", [])}
+    keys = {"name", "fingerprint", "status", "readers", "batches_published", "ring_slots_used",
+            "ring_slots"}
+    check({"mnist-train", "bc"} <= set(ps) and all(set(p) == keys for p in ps.values()) and
+          all(re.fullmatch("[0-9a-f]{32}", p["fingerprint"]) for p in ps.values()) and
+          all(p["status"] in ("running", "finished", "failed") for p in ps.values()),
+          "list --json names the config dir's pipelines with every field (%s)" % sorted(ps))
+    r2 = ctl(d, "--socket=" + d.sock, "list")
+    check(r2.returncode == 0 and "mnist-train" in r2.stdout,
+          "sluicectl --socket=PATH works as --socket PATH")
+
+
+def test_opt_equals(d, tmp):
+    """--opt=VALUE as --opt VALUE, options before or after the operand."""
+    r = ctl(d, "drain", "--batches=3", "mnist-train", "--json", "--mode=broadcast")
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    check(r.returncode == 0 and len(lines) == 3,
+          "drain --batches=3 NAME --json --mode=broadcast: 3 batches (%s)" % r.stderr.strip())
+    p = os.path.join(tmp, "conf", "bc.json")
+    r = subprocess.run([os.environ["SLUICECTL"], "run", p, "--batches=2", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and len(r.stdout.splitlines()) == 2,
+          "run SPEC --batches=2 --json: 2 batches (%s)" % r.stderr.strip())
+    r = subprocess.run([os.environ["SLUICECTL"], "validate", "--threads=2",
+                        os.path.join(tmp, "data")], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "validate --threads=2 DIR (%s)" % r.stderr.strip()[-200:])
+
+
+def test_did_you_mean(d, pub):
+    # root's own, near the name, that nobody may not read
+    write_spec(os.path.join(pub, "hidden.json"), spec("../data", name="mnist-trains", seed=5))
+    r = ctl(d, "register", os.path.join(pub, "hidden.json"))
+    check(r.returncode == 0, "register mnist-trains (%s)" % r.stderr.strip())
+    r = ctl(d, "stats", "mnist_train")
+    check(r.returncode == 1 and 'no pipeline named "mnist_train"; did you mean "mnist-train" or '
+          '"mnist-trains"?' in r.stderr,
+          "stats of an unknown name lists the close ones, closest first (%r)" % r.stderr.strip())
+    r = ctl(d, "drain", "mnist_trian")
+    check(r.returncode == 1 and 'did you mean "mnist-train"' in r.stderr,
+          "attach by an unknown name too, a swap of two letters is close (%r)" %
+          r.stderr.strip())
+    r = ctl(d, "stats", "zzz-nothing")
+    check(r.returncode == 1 and 'no pipeline named "zzz-nothing"' in r.stderr and
+          "did you mean" not in r.stderr,
+          "nothing close: no suggestion (%r)" % r.stderr.strip())
+    if not ROOT:
+        print("SKIP what nobody's suggestions may name: not root")
+        return
+    r = ctl(d, "stats", "mnist_train", user="nobody")
+    check(r.returncode == 1 and 'did you mean "mnist-train"?' in r.stderr and
+          "mnist-trains" not in r.stderr,
+          "nobody is never told of a name it may not read (%r)" % r.stderr.strip())
+
+
+PY_REMOVE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import sluice
+it = iter(sluice.attach(spec=sys.argv[3], socket=sys.argv[2]))
+next(it)
+sluice.remove(sys.argv[4], socket=sys.argv[2])
+try:
+    for _ in it:
+        pass
+    print("END without an error")
+except sluice.SluiceError as e:
+    print("ERROR %s" % e.strerror)
+"""
+
+
+def test_rm(d, tmp, pub):
+    nb = pwd.getpwnam("nobody") if ROOT else None
+    s = spec("../data", name="victim", epochs=None, seed=9)
+    if nb:
+        s["readers"] = {"uids": [nb.pw_uid]}
+    write_spec(os.path.join(pub, "victim.json"), s)
+    r = ctl(d, "register", os.path.join(pub, "victim.json"))
+    check(r.returncode == 0, "register victim (%s)" % r.stderr.strip())
+    rd = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "victim",
+                           "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = rd.stdout.readline()
+    check(first.startswith("{"), "a reader of victim reads (%r)" % first)
+    if nb:
+        r = ctl(d, "rm", "victim", user="nobody")
+        check(r.returncode == 1 and "only its owner or root" in r.stderr,
+              "rm by a reader that is not its owner: EACCES (%r)" % r.stderr.strip())
+        r = ctl(d, "rm", "bc", user="nobody")
+        check(r.returncode == 1 and "config dir: only root" in r.stderr,
+              "rm of a config-dir pipeline by a user: EACCES (%r)" % r.stderr.strip())
+    else:
+        print("SKIP rm by another user: not root")
+    r = ctl(d, "rm", "victim")
+    check(r.returncode == 0, "rm victim by its owner (%s)" % r.stderr.strip())
+    try:
+        out, err = rd.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        rd.kill()
+        out, err = rd.communicate()
+    check(rd.returncode == 1 and
+          'pipeline "victim": the pipeline was removed by uid %d' % os.geteuid() in err,
+          "the attached reader's next call fails saying who removed it (exit %s, %r)" % (
+              rd.returncode, err.strip()[-300:]))
+    ps = listed(d)
+    check(ps is not None and "victim" not in ps, "victim is no longer listed")
+    r = ctl(d, "stats", "victim")
+    check(r.returncode == 1 and 'no pipeline named "victim"' in r.stderr,
+          "nor found by name (%r)" % r.stderr.strip())
+    wait_for(lambda: any("pipeline victim dropped: its last reader is gone" in ln
+                         for ln in log_lines(tmp)),
+             "the log says victim went with its last reader")
+    # split readers: one is handed the error batch, the others the ring's error; none hangs
+    write_spec(os.path.join(pub, "victim2.json"), spec("../data", name="victim2", epochs=None,
+                                                       seed=11))
+    r = ctl(d, "register", os.path.join(pub, "victim2.json"))
+    rds = [subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "victim2",
+                             "--json", "--mode=split"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    firsts = [p.stdout.readline() for p in rds]
+    r2 = ctl(d, "rm", "victim2")
+    errs = []
+    for p in rds:
+        try:
+            errs.append((p.communicate(timeout=30)[1], p.returncode))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            errs.append(("no end within 30 s", p.wait()))
+    check(r.returncode == 0 and r2.returncode == 0 and all(f.startswith("{") for f in firsts) and
+          all(rc == 1 and "the pipeline was removed" in e for e, rc in errs),
+          "two split readers of a removed pipeline both end with an error saying so (%s)" %
+          [(rc, e.strip()[-120:]) for e, rc in errs])
+    r = ctl(d, "rm", "victm")
+    check(r.returncode == 1 and 'no pipeline named "victm"' in r.stderr,
+          "rm of a name that is not there: ENOENT (%r)" % r.stderr.strip())
+    if td.reader_loadable():
+        pkg = os.path.join(os.environ.get("SLUICE_SRC_DIR", os.path.join(HERE, "..", "..")),
+                           "libclient", "python")
+        s3 = json.dumps(spec(os.path.join(tmp, "data"), name="victim3", epochs=None, seed=12))
+        r = subprocess.run([sys.executable, "-c", PY_REMOVE, pkg, d.sock, s3, "victim3"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.stdout.startswith("ERROR ") and "the pipeline was removed by uid" in r.stdout,
+              "Python: sluice.remove(), and its reader's next batch raises saying so (%s)" %
+              (r.stdout + r.stderr).strip()[-300:])
+    else:
+        print("SKIP sluice.remove in Python: libsluice.so cannot be loaded here")
+    if nb:
+        write_spec(os.path.join(pub, "own.json"), spec("../data", name="nobodys", seed=10))
+        r = ctl(d, "register", os.path.join(pub, "own.json"), user="nobody")
+        r2 = ctl(d, "rm", "nobodys", user="nobody")
+        ps = listed(d)
+        check(r.returncode == 0 and r2.returncode == 0 and ps is not None and
+              "nobodys" not in ps,
+              "a user removes its own pipeline (%s)" % (r.stderr + r2.stderr).strip())
+
+
+def test_reload(d, tmp, conf):
+    def hup_and_wait():
+        n = sum("SIGHUP: reloaded" in ln for ln in log_lines(tmp))
+        d.p.send_signal(signal.SIGHUP)
+        return wait_for(lambda: [ln for ln in log_lines(tmp) if "SIGHUP: reloaded" in ln][n:],
+                        "the reload's log line")
+    write_spec(os.path.join(conf, "added.json"), spec(os.path.join(tmp, "data"), name="added",
+                                                       seed=21, epochs=None))
+    got = hup_and_wait()
+    check(got and "1 started" in got[0], "SIGHUP with a new spec: started (%s)" % got)
+    ps = listed(d)
+    check(ps is not None and "added" in ps and d.p.poll() is None,
+          "the new spec's pipeline is listed, the daemon runs on")
+    # a changed spec is refused, the running one stays
+    write_spec(os.path.join(conf, "bc.json"), spec(os.path.join(tmp, "data"), name="bc",
+                                                    batch=7))
+    got = hup_and_wait()
+    check(got and "1 refused" in got[0] and
+          any("bc.json changed: refused" in ln for ln in log_lines(tmp)),
+          "SIGHUP with a changed spec: refused, with a log line (%s)" % got)
+    rd = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d.sock, "drain", "added",
+                           "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = rd.stdout.readline()
+    os.unlink(os.path.join(conf, "added.json"))
+    got = hup_and_wait()
+    check(got and "1 removed" in got[0], "SIGHUP after a spec file went: removed (%s)" % got)
+    try:
+        out, err = rd.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        rd.kill()
+        out, err = rd.communicate()
+    check(first.startswith("{") and rd.returncode == 0,
+          "its reader drains what was published and gets the end of the stream (exit %s, %s)" %
+          (rd.returncode, err.strip()[-200:]))
+    wait_for(lambda: any("pipeline added dropped: its last reader is gone" in ln
+                         for ln in log_lines(tmp)),
+             "the drained pipeline is dropped with its last reader")
+    ps = listed(d)
+    check(ps is not None and "added" not in ps and "bc" in ps,
+          "its pipeline is gone, the others stay")
+    check(sum("SIGHUP: reloaded" in ln for ln in log_lines(tmp)) == 3,
+          "each reload is logged once")
+
+
+def test_events_logged_once(d, tmp):
+    r = ctl(d, "drain", "bc")
+    check(r.returncode == 0, "drain bc (%s)" % r.stderr.strip())
+    lines = log_lines(tmp)
+    ids = [m.group(1) for m in (re.search(r"reader (\d+) \(pid \d+, uid \d+\) attached to bc ",
+                                          ln) for ln in lines) if m]
+    rid = ids[-1] if ids else None
+    att = [ln for ln in lines if rid and "reader %s (" % rid in ln and "attached to bc" in ln]
+    det = [ln for ln in lines if rid and "reader %s (" % rid in ln and "detached from bc" in ln]
+    check(len(att) == 1 and len(det) == 1,
+          "a reader's attach and detach are logged once each (%d, %d)" % (len(att), len(det)))
+    check(sum("pipeline bc finished" in ln for ln in lines) == 1 and
+          sum("pipeline bc from" in ln for ln in lines) == 1,
+          "a pipeline's start and finish are logged once each")
+
+
+PROM_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|'
+                       r'\\.)*",?)*)\} (-?\d+)$')
+
+
+def parse_prom(text):
+    """The samples of a Prometheus text exposition, checked line by line: (errors, samples as
+    (metric, {label: value}, value), types by metric)."""
+    errors, samples, types, done, cur = [], [], {}, set(), None
+    for i, ln in enumerate(text.splitlines()):
+        if ln.startswith("# HELP "):
+            parts = ln.split(" ", 3)
+            if len(parts) < 4 or parts[2] in done:
+                errors.append("line %d: HELP again or empty: %s" % (i + 1, ln))
+        elif ln.startswith("# TYPE "):
+            parts = ln.split(" ")
+            if len(parts) != 4 or parts[3] not in ("counter", "gauge") or parts[2] in types:
+                errors.append("line %d: bad TYPE: %s" % (i + 1, ln))
+            else:
+                types[parts[2]] = parts[3]
+                if cur:
+                    done.add(cur)
+                cur = parts[2]
+        else:
+            m = PROM_LINE.match(ln)
+            if not m:
+                errors.append("line %d: not a sample: %r" % (i + 1, ln))
+                continue
+            if m.group(1) != cur or m.group(1) in done:
+                errors.append("line %d: %s outside its family" % (i + 1, m.group(1)))
+            labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"',
+                                     m.group(2)))
+            samples.append((m.group(1), labels, int(m.group(3))))
+    return errors, samples, types
+
+
+def test_prometheus(d, tmp):
+    r = ctl(d, "stats", "--prometheus")
+    errors, samples, types = parse_prom(r.stdout)
+    check(r.returncode == 0 and not errors and samples,
+          "stats --prometheus: every line a HELP, TYPE or sample, families together (%s)" %
+          (errors[:3] or r.stderr.strip()))
+    pub = [s for s in samples if s[0] == "sluice_batches_published"]
+    check({s[1].get("pipeline") for s in pub} >= {"bc", "mnist-train"} and
+          types.get("sluice_batches_published") == "counter" and
+          types.get("sluice_readers") == "gauge",
+          "... sluice_batches_published{pipeline=...} of every pipeline, typed")
+    check(any(s[0] == "sluice_stage_elems_out" and s[1].get("stage") for s in samples),
+          "... and the stages' counters with a stage label")
+    r = ctl(d, "stats", "--prometheus", "bc")
+    errors, samples, _ = parse_prom(r.stdout)
+    check(r.returncode == 0 and not errors and samples and
+          all(s[1]["pipeline"] == "bc" for s in samples),
+          "stats --prometheus NAME: that pipeline's only")
+    path = os.path.join(tmp, "sluice.prom")
+    r = ctl(d, "stats", "--prometheus", "--textfile", path)
+    with open(path) as f:
+        errors, samples, _ = parse_prom(f.read())
+    check(r.returncode == 0 and r.stdout == "" and not errors and samples and
+          not os.path.exists(path + ".tmp"),
+          "--textfile PATH: the same text in PATH, no temporary left (%s)" % r.stderr.strip())
+    r = ctl(d, "stats", "--textfile", path)
+    check(r.returncode == 2, "--textfile without --prometheus is a usage error")
+
+
+def raw_msg(t, req, fields):
+    body = b"".join(struct.pack("<HI", tag, len(v)) + v for tag, v in fields)
+    return struct.pack("<IHHIII", 0x4c434c53, 1, t, 0, req, len(body)) + body
+
+
+def raw_fields(m):
+    t, req, n = struct.unpack_from("<HxxxxII", m, 6)
+    body, out, off = m[20:20 + n], {}, 0
+    while off + 6 <= len(body):
+        tag, ln = struct.unpack_from("<HI", body, off)
+        out[tag] = body[off + 6:off + 6 + ln]
+        off += 6 + ln
+    return t, req, out
+
+
+def test_unknown_request(d):
+    """A request type this daemon does not know (a later client's): ERROR -EOPNOTSUPP naming
+    it, and the connection goes on (docs/protocol.md); REMOVE itself is one such type for a
+    daemon older than it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(10)
+    try:
+        s.connect(d.sock)
+        s.send(raw_msg(0x0001, 1, [(1, struct.pack("<I", 1)), (2, struct.pack("<I", os.getpid()))]))
+        t, _, _ = raw_fields(s.recv(65536))
+        s.send(raw_msg(0x0042, 2, []))
+        t2, req2, f2 = raw_fields(s.recv(65536))
+        code = struct.unpack("<i", f2[1])[0] if 1 in f2 else None
+        s.send(raw_msg(0x0006, 3, []))
+        t3, req3, _ = raw_fields(s.recv(65536))
+    except (OSError, struct.error) as e:
+        check(False, "an unknown request type: %s" % e)
+        return
+    finally:
+        s.close()
+    check(t == 0x8001 and t2 == 0x8000 and req2 == 2 and code == -95 and
+          b"0x0042" in f2.get(2, b""),
+          "an unknown request type: ERROR -EOPNOTSUPP naming it (%s, %r)" % (code, f2.get(2)))
+    check(t3 == 0x8006 and req3 == 3, "... and the connection goes on: LIST answers")
+
+
+def test_journal(tmp, data):
+    jt = os.path.join(tmp, "journal")
+    os.makedirs(os.path.join(jt, "conf"))
+    write_spec(os.path.join(jt, "conf", "j.json"), spec(data, name="j"))
+    with open(os.path.join(jt, "conf", "broken.json"), "w") as f:
+        f.write("{")
+    name, comp, contents, _ = td.bad_inputs()[1]  # fails at its first record
+    td.write_one_file(os.path.join(jt, "bad"), contents, comp)
+    write_spec(os.path.join(jt, "conf", "jbad.json"),
+               spec(os.path.join(jt, "bad"), name="jbad", batch=2, on_corrupt="fail",
+                    primary_features=[{"from_name": "id", "to_name": "id"}]))
+    log = os.path.join(jt, "sluiced.log")
+    open(log, "w").close()
+    st = os.stat(log)
+    d = Daemon(jt, os.path.join(jt, "conf"),
+               env={"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
+    try:
+        wait_for(lambda: any("listening on" in ln for ln in log_lines(jt)), "sluiced listens")
+        wait_for(lambda: any("pipeline jbad failed" in ln for ln in log_lines(jt)),
+                 "the bad pipeline's failure is logged")
+        r = ctl(d, "drain", "j")
+    finally:
+        rc = d.stop()
+    lines = log_lines(jt)
+    bad = [ln for ln in lines if not re.match(r"<[346]>", ln)]
+    check(rc == 0 and r.returncode == 0 and lines and not bad,
+          "stderr is the journal (JOURNAL_STREAM): every line has a <N> priority (%s)" % bad[:3])
+    check(any(ln.startswith("<6>") and "listening on" in ln for ln in lines) and
+          any(ln.startswith("<4>") and "broken.json" in ln for ln in lines) and
+          sum(ln.startswith("<3>pipeline jbad failed") for ln in lines) == 1 and
+          not any("sluiced: " in ln[:12] for ln in lines),
+          "... <6> for events, <4> for a skipped spec, <3> (once) for a pipeline that failed, "
+          "no 'sluiced: ' prefix")
+    plain = log_lines(tmp)
+    check(plain and all(ln.startswith("sluiced: ") for ln in plain),
+          "without JOURNAL_STREAM (or another file's): plain 'sluiced: ' lines")
+
+
+def main():
+    for v in ("SLUICED", "SLUICECTL", "SLUICE_BUILD_DIR"):
+        if not os.environ.get(v):
+            td.common.skip("%s is not set (run through meson test)" % v)
+    td.common.protos()
+    test_programs()
+    with tempfile.TemporaryDirectory(prefix="sluice-cli-") as tmp:
+        os.chmod(tmp, 0o755)  # nobody reads the dataset and the specs
+        data = os.path.join(tmp, "data")
+        td.write_dataset(data)
+        for f in os.listdir(data):
+            os.chmod(os.path.join(data, f), 0o644)
+        os.chmod(data, 0o755)
+        conf = os.path.join(tmp, "conf")
+        os.makedirs(conf)
+        pub = os.path.join(tmp, "pub")
+        os.makedirs(pub)
+        os.chmod(pub, 0o755)
+        write_spec(os.path.join(conf, "bc.json"), spec(data, name="bc", epochs=1))
+        write_spec(os.path.join(conf, "mnist-train.json"),
+                   spec(data, name="mnist-train", epochs=None))
+        d = Daemon(tmp, conf, ["--linger", "600"])
+        check(d.ready, "sluiced is ready")
+        try:
+            test_list_json(d)
+            test_unknown_request(d)
+            test_opt_equals(d, tmp)
+            test_did_you_mean(d, pub)
+            test_rm(d, tmp, pub)
+            test_events_logged_once(d, tmp)
+            test_prometheus(d, tmp)
+            test_reload(d, tmp, conf)
+        finally:
+            rc = d.stop()
+        check(rc == 0, "sluiced stops cleanly (exit %s)" % rc)
+        test_journal(tmp, data)
+    if td.FAILS:
+        print("%d checks failed" % len(td.FAILS))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
