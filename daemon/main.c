@@ -142,8 +142,7 @@ static uint64_t read_cpu_max(const char *path)
 		return UINT64_MAX;
 	unsigned long long quota, period;
 	uint64_t v = UINT64_MAX;
-	if (fgets(buf, sizeof(buf), f) && sscanf(buf, "%llu %llu", &quota, &period) == 2 &&
-	    period)
+	if (fgets(buf, sizeof(buf), f) && sscanf(buf, "%llu %llu", &quota, &period) == 2 && period)
 		v = quota * 1000 / period;
 	fclose(f);
 	return v;

@@ -45,7 +45,8 @@ void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resu
  * Server thread.
  */
 struct dmn_pipeline *dmn_resume_recreate(struct dmn *d, const struct dmn_resume *rs,
-					 const struct ipc_ctl_attach *m, const struct io_creds *who);
+					 const struct ipc_ctl_attach *m,
+					 const struct io_creds *who);
 /* The token ATTACHED gives for pl (0: none, the state directory is off). */
 size_t dmn_resume_token(struct dmn *d, const struct dmn_pipeline *pl, uint8_t *buf, size_t cap);
 

@@ -36,9 +36,9 @@ static inline uint64_t dmn_now_ms(void)
 /* Daemon-wide settings (command line). */
 struct dmn_config {
 	const char *socket_path;
-	const char *config_dir;	    /* pipeline specs loaded at start, or NULL */
-	const char *state_dir;	    /* where positions are kept across restarts, or NULL */
-	unsigned workers;	    /* the shared parse pool; 0: every CPU */
+	const char *config_dir; /* pipeline specs loaded at start, or NULL */
+	const char *state_dir;	/* where positions are kept across restarts, or NULL */
+	unsigned workers;	/* the shared parse pool; 0: every CPU */
 	double cpus; /* the cores sluiced may use (affinity, cgroup cpu.max): the model's budget */
 	uint64_t pipeline_bytes;    /* a pipeline's ring data area: its maximum */
 	uint64_t total_bytes;	    /* all rings' maximums together (docs/DECISIONS.md) */

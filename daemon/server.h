@@ -14,7 +14,7 @@ struct dmn_reader {
 	struct dmn_pipeline *pl;
 	unsigned ring_id;
 	enum ipc_ring_mode mode;
-	int group; /* its index in pl->groups[], -1: broadcast */
+	int group;	      /* its index in pl->groups[], -1: broadcast */
 	uint64_t attached_ns; /* dmn_now_ns() at its attach */
 	struct dmn_reader *next;
 };

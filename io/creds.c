@@ -96,7 +96,8 @@ void io_creds_leave(const struct io_creds *c)
 	setfsuid(geteuid()); /* first: root's file capabilities come back with fsuid 0 */
 	setfsgid(getegid());
 	if (own.n >= 0)
-		syscall(SYS_setgroups, (size_t)own.n, own.list); /* this thread only, unlike glibc's */
+		syscall(SYS_setgroups, (size_t)own.n,
+			own.list); /* this thread only, unlike glibc's */
 }
 
 int io_creds_enter(const struct io_creds *c)

@@ -114,8 +114,8 @@ void pl_cache_destroy(struct pl_cache *c)
 	free(c);
 }
 
-int pl_cache_key_of(const struct io_creds *creds, const char *path, enum tfr_compression compression,
-		    struct pl_cache_key *ret)
+int pl_cache_key_of(const struct io_creds *creds, const char *path,
+		    enum tfr_compression compression, struct pl_cache_key *ret)
 {
 	struct stat st;
 	int fd = io_creds_open(creds, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);

@@ -90,8 +90,8 @@ void pl_cache_destroy(struct pl_cache *c);
  * finds in the cache only files it could read itself. 0 or -errno (open's: the reader will
  * say what is wrong).
  */
-int pl_cache_key_of(const struct io_creds *creds, const char *path, enum tfr_compression compression,
-		    struct pl_cache_key *ret);
+int pl_cache_key_of(const struct io_creds *creds, const char *path,
+		    enum tfr_compression compression, struct pl_cache_key *ret);
 
 /*
  * The entry for key, with a reference for the caller (pl_cache_put), or NULL (a miss: counted).
@@ -128,8 +128,8 @@ struct pl_cache_entry *pl_cache_fill_begin(struct pl_cache *c, const struct pl_c
  * Append the next record: len bytes of data, followed by its 4-byte footer at data + len unless
  * flags has PL_CACHE_REC_CHECKED; its header's offset in the (decompressed) file. Readers may
  * read it at once. *ret_stored (may be NULL): where its bytes now are, as long as a reference to
- * e is held (pl_cache_entry_ref). 0, or -ENOSPC (over the budget: end the fill with complete false), -ESTALE
- * (the file changed meanwhile: likewise), -ENOMEM.
+ * e is held (pl_cache_entry_ref). 0, or -ENOSPC (over the budget: end the fill with complete
+ * false), -ESTALE (the file changed meanwhile: likewise), -ENOMEM.
  */
 int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
 		      unsigned flags, const uint8_t **ret_stored);

@@ -49,7 +49,7 @@ struct pl_frame_opts {
 	 * it does not hold is put there as it is framed, when it fits (pl_cache_fill_begin).
 	 */
 	struct pl_cache *cache;
-	const struct io_creds *creds; /* the cache is looked up for files these rights open */
+	const struct io_creds *creds;	  /* the cache is looked up for files these rights open */
 	struct pl_cache_user *cache_user; /* the pipeline's (shared by its framers) */
 	/*
 	 * With a cache: project a record before it goes in (the cache keeps, per file, what the

@@ -100,7 +100,8 @@ static double demand(const struct pl_model_in *in)
 	double d = 0;
 	for (size_t i = 0; i < in->n_readers; i++) {
 		const struct pl_model_reader *r = &in->readers[i];
-		uint64_t w = r->window_ns && r->window_ns < in->wall_ns ? r->window_ns : in->wall_ns;
+		uint64_t w =
+			r->window_ns && r->window_ns < in->wall_ns ? r->window_ns : in->wall_ns;
 		if (r->wait_ns >= GREEDY_SHARE * (double)w || !r->taken)
 			continue; /* it takes what it gets */
 		double rate = (double)r->taken / ((double)(w - r->wait_ns) / 1e9);
@@ -148,8 +149,8 @@ void pl_model_fit(const struct pl_model_in *in, struct pl_model *m)
 	m->predicted_all_per_s = pl_model_predict(m, in->host_cpus, in->host_cpus);
 
 	uint64_t room = in->producer_wait_ns;
-	uint64_t engine_room = in->st[PL_STAGE_PARSE].wait_down_ns +
-			       in->st[PL_STAGE_DELIVER].wait_down_ns;
+	uint64_t engine_room =
+		in->st[PL_STAGE_PARSE].wait_down_ns + in->st[PL_STAGE_DELIVER].wait_down_ns;
 	if (engine_room > room)
 		room = engine_room;
 	if (in->commit_failures) {
@@ -167,8 +168,7 @@ void pl_model_fit(const struct pl_model_in *in, struct pl_model *m)
 		for (unsigned i = 0; i < PL_STAGE_COUNT_; i++)
 			if (pl_stage_sequential(i))
 				drv_parse -= m->stages[i].cpu_per_batch_ns;
-		if (m->bottleneck < 0 ||
-		    drv_parse > m->stages[m->bottleneck].cpu_per_batch_ns)
+		if (m->bottleneck < 0 || drv_parse > m->stages[m->bottleneck].cpu_per_batch_ns)
 			m->bottleneck = drv_parse > 0 ? PL_STAGE_PARSE : m->bottleneck;
 	} else if (m->pool_cap > 0 && m->pool_cap <= m->predicted_per_s) {
 		m->limit = PL_LIMIT_STAGE_CPU;

@@ -43,9 +43,9 @@ struct pl_model_reader {
 /* One window of a pipeline's counters (the differences between two readings, or since start). */
 struct pl_model_in {
 	uint64_t wall_ns;
-	uint64_t batches;			    /* made in the window */
+	uint64_t batches;			   /* made in the window */
 	struct pl_stage_stats st[PL_STAGE_COUNT_]; /* their differences */
-	uint64_t read_wait_ns;			    /* the driver blocked on reads */
+	uint64_t read_wait_ns;			   /* the driver blocked on reads */
 	/*
 	 * The threads' CPU: the driver's (every stage it ran, the parse tasks it ran itself
 	 * included) and the pool workers' task time. 0 and 0: unknown, the stages' split is used.
@@ -62,8 +62,8 @@ struct pl_model_in {
 };
 
 struct pl_model_stage {
-	double elems_per_s;  /* elements out per second */
-	double per_batch;    /* elements per batch (Plumber's visit ratio) */
+	double elems_per_s; /* elements out per second */
+	double per_batch;   /* elements per batch (Plumber's visit ratio) */
 	double cpu_per_batch_ns;
 	double cores; /* CPU-seconds per second */
 	double share; /* of the pipeline's CPU */

@@ -46,9 +46,9 @@ struct pl_pipeline_opts {
 	 * cache: docs/BENCHMARKS.md, "cache"; for slow or remote storage, set it).
 	 */
 	bool cache_uncompressed;
-	bool direct;	   /* O_DIRECT reads where the file system takes them (default off:
-			    * no kernel copy, but no page cache either; for big files on
-			    * NVMe, docs/io-engine.md) */
+	bool direct; /* O_DIRECT reads where the file system takes them (default off:
+		      * no kernel copy, but no page cache either; for big files on
+		      * NVMe, docs/io-engine.md) */
 	/*
 	 * Whose rights read the dataset: every directory, manifest, list file and data file is
 	 * opened with them (io/creds.h; copied). NULL: the process's own.

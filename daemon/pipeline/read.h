@@ -43,7 +43,7 @@ struct pl_read_opts {
 	 */
 	int (*evacuate)(void *ctx, const void *owner, uint64_t below);
 	void *evacuate_ctx;
-	const atomic_bool *stop; /* set: a blocked next returns -ECANCELED */
+	const atomic_bool *stop;      /* set: a blocked next returns -ECANCELED */
 	const struct io_creds *creds; /* files are opened with these rights (struct iox_opts') */
 	struct pl_stage_stats *st;
 	struct pl_read_totals *tot;

@@ -98,8 +98,8 @@ static void sink_end(void *ctx, int rc, const struct io_error *err)
 }
 
 /* One run on workers: the model of its window and its measured batch rate. */
-static int run(const struct pl_spec *spec, unsigned workers, double seconds,
-	       struct pl_model *ret_m, double *ret_free_cpus, struct io_error *err)
+static int run(const struct pl_spec *spec, unsigned workers, double seconds, struct pl_model *ret_m,
+	       double *ret_free_cpus, struct io_error *err)
 {
 	struct sched_pool_opts o;
 	struct sched_pool *pool;
@@ -153,8 +153,9 @@ static int run(const struct pl_spec *spec, unsigned workers, double seconds,
 	pl_model_fit(&in, ret_m);
 	if (getenv("SLUICE_PREDICT_DEBUG")) {
 		const struct pl_model *m = ret_m;
-		fprintf(stderr, "workers %u: %.1f/s seq_cap %.1f pool_cap %.1f cores_cap %.1f "
-				"disk %.1f driver_cpu %.3f parse_ns %.3f wall %.3f read_wait %.3f\n",
+		fprintf(stderr,
+			"workers %u: %.1f/s seq_cap %.1f pool_cap %.1f cores_cap %.1f "
+			"disk %.1f driver_cpu %.3f parse_ns %.3f wall %.3f read_wait %.3f\n",
 			workers, m->batches_per_s, m->seq_cap, m->pool_cap, m->cores_cap,
 			m->disk_cap, (double)(b.driver_cpu_ns - a.driver_cpu_ns) / 1e9,
 			(double)(b.parse_ns - a.parse_ns) / 1e9, t1 - t0,

@@ -122,8 +122,9 @@ void report_print(FILE *f, const struct report_window *w, const struct pl_model 
 		fprintf(f, "  no batch in the window: nothing to predict\n");
 		return;
 	}
-	fprintf(f, "  predicted at most %.1f batches/s with %u workers on %.2f cores, %.1f with "
-		   "all %u cores of the host\n",
+	fprintf(f,
+		"  predicted at most %.1f batches/s with %u workers on %.2f cores, %.1f with "
+		"all %u cores of the host\n",
 		m->predicted_per_s, in->workers, in->cpus, m->predicted_all_per_s, in->host_cpus);
 	const char *b = bottleneck(m);
 	fprintf(f, "  limit: %s%s%s%s\n", pl_limit_name(m->limit), b ? " (stage " : "", b ? b : "",
@@ -197,8 +198,8 @@ void report_json(struct jsonout *j, const struct report_window *w, const struct 
 		char id[32];
 		snprintf(id, sizeof(id), "%" PRIu64, w->reader_ids[i]);
 		key(j, id, i == 0);
-		uint64_t win = r->window_ns && r->window_ns < w->in.wall_ns ? r->window_ns
-									      : w->in.wall_ns;
+		uint64_t win =
+			r->window_ns && r->window_ns < w->in.wall_ns ? r->window_ns : w->in.wall_ns;
 		jsonout_char(j, '{');
 		key(j, "taken_per_s", true);
 		jsonout_double(j, win ? (double)r->taken / ((double)win / 1e9) : 0);

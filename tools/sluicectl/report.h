@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sluicectl: the resource model of a pipeline's stats (daemon/pipeline/model.h), for stats and top. */
+/* sluicectl: the resource model of a pipeline's stats (daemon/pipeline/model.h), for stats and top.
+ */
 #ifndef SLUICE_TOOLS_SLUICECTL_REPORT_H
 #define SLUICE_TOOLS_SLUICECTL_REPORT_H
 

@@ -37,7 +37,7 @@ struct seen {
 
 static const char *status_text(enum sluice_pipeline_status s)
 {
-	return s == SLUICE_PIPELINE_RUNNING	 ? "running"
+	return s == SLUICE_PIPELINE_RUNNING    ? "running"
 	       : s == SLUICE_PIPELINE_FINISHED ? "finished"
 	       : s == SLUICE_PIPELINE_FAILED   ? "failed"
 					       : "?";
@@ -82,8 +82,8 @@ static void print_row(const struct sluice_pipeline_info *p, const struct report_
 	       m->bottleneck >= 0 ? pl_stage_name((unsigned)m->bottleneck) : "-");
 	for (size_t i = 0; i < w->in.n_readers; i++) {
 		const struct pl_model_reader *r = &w->readers[i];
-		uint64_t win = r->window_ns && r->window_ns < w->in.wall_ns ? r->window_ns
-									      : w->in.wall_ns;
+		uint64_t win =
+			r->window_ns && r->window_ns < w->in.wall_ns ? r->window_ns : w->in.wall_ns;
 		double secs = (double)win / 1e9;
 		printf("  reader %-15" PRIu64 " %9.1f taken/s, waiting %5.1f%%\n", w->reader_ids[i],
 		       secs > 0 ? (double)r->taken / secs : 0,
@@ -191,13 +191,15 @@ int cmd_top(int argc, char **argv)
 		} else if (!strcmp(a, "--interval") && i + 1 < argc) {
 			interval = strtod(argv[++i], &end);
 			if (*end || !(interval >= 0.05 && interval <= 3600)) {
-				fprintf(stderr, "sluicectl: top: --interval: 0.05 to 3600 seconds\n%s",
+				fprintf(stderr,
+					"sluicectl: top: --interval: 0.05 to 3600 seconds\n%s",
 					top_usage);
 				return 2;
 			}
 		} else if (!strcmp(a, "--iterations") && i + 1 < argc) {
 			if (cli_parse_u64(argv[++i], UINT32_MAX, &iterations) < 0 || !iterations) {
-				fprintf(stderr, "sluicectl: top: --iterations: a count of 1 or more\n%s",
+				fprintf(stderr,
+					"sluicectl: top: --iterations: a count of 1 or more\n%s",
 					top_usage);
 				return 2;
 			}
@@ -217,9 +219,10 @@ int cmd_top(int argc, char **argv)
 	int rc = 0;
 	for (uint64_t k = 0; !iterations || k < iterations; k++) {
 		if (k) {
-			struct timespec ts = { .tv_sec = (time_t)interval,
-					       .tv_nsec = (long)((interval - (double)(time_t)interval) *
-								 1e9) };
+			struct timespec ts = {
+				.tv_sec = (time_t)interval,
+				.tv_nsec = (long)((interval - (double)(time_t)interval) * 1e9)
+			};
 			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 				;
 		}

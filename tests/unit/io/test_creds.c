@@ -23,7 +23,7 @@
 #include "io/creds.h"
 
 #define NOBODY 65534
-#define TEAM 4242 /* a group no one is in */
+#define TEAM   4242 /* a group no one is in */
 
 static char dir[] = "/tmp/sluice-test-creds-XXXXXX";
 static char secret[300], team[300], open_[300];

@@ -46,9 +46,9 @@ static void test_sequential(void **state)
 	cost(&in, PL_STAGE_PARSE, 200 * US);
 	struct pl_model m;
 	pl_model_fit(&in, &m);
-	assert_float_equal(m.seq_cap, 1250, 1e-6);	/* 1 s / 800 us */
-	assert_float_equal(m.pool_cap, 10000, 1e-6);	/* 2 workers / 200 us */
-	assert_float_equal(m.cores_cap, 2000, 1e-6);	/* 2 cores / 1 ms */
+	assert_float_equal(m.seq_cap, 1250, 1e-6);   /* 1 s / 800 us */
+	assert_float_equal(m.pool_cap, 10000, 1e-6); /* 2 workers / 200 us */
+	assert_float_equal(m.cores_cap, 2000, 1e-6); /* 2 cores / 1 ms */
 	assert_float_equal(m.predicted_per_s, 1250, 1e-6);
 	assert_int_equal(m.limit, PL_LIMIT_SEQUENTIAL);
 	assert_int_equal(m.bottleneck, PL_STAGE_FRAME);
@@ -148,11 +148,11 @@ static void test_demand(void **state)
 	struct pl_model_in in = window(2, 2, 2);
 	cost(&in, PL_STAGE_PARSE, 100 * US);
 	struct pl_model_reader r[] = {
-		{ .taken = 100, .wait_ns = 0 },		/* 100 a second, never waiting */
-		{ .taken = 50, .wait_ns = 500 * MS },	/* 50 in half a second: 100 */
-		{ .taken = 900, .wait_ns = 950 * MS },	/* always waiting: takes all it gets */
-		{ .taken = 60, .wait_ns = 400 * MS },	/* 60 in 0.6 s: 100 */
-		{ .taken = 40, .wait_ns = 200 * MS },	/* 40 in 0.8 s: 50, the slowest */
+		{ .taken = 100, .wait_ns = 0 },	       /* 100 a second, never waiting */
+		{ .taken = 50, .wait_ns = 500 * MS },  /* 50 in half a second: 100 */
+		{ .taken = 900, .wait_ns = 950 * MS }, /* always waiting: takes all it gets */
+		{ .taken = 60, .wait_ns = 400 * MS },  /* 60 in 0.6 s: 100 */
+		{ .taken = 40, .wait_ns = 200 * MS },  /* 40 in 0.8 s: 50, the slowest */
 	};
 	in.readers = r;
 	in.n_readers = 4;
