@@ -3,6 +3,7 @@
 #include "sluicectl.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -177,37 +178,44 @@ static int refresh(struct sluice_client *c, bool json, struct seen **io_seen, si
 
 int cmd_top(int argc, char **argv)
 {
+	enum { OPT_INTERVAL = 1, OPT_ITERATIONS, OPT_JSON };
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, OPT_INTERVAL },
+		{ "iterations", required_argument, NULL, OPT_ITERATIONS },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	double interval = 1;
 	uint64_t iterations = 0; /* for ever */
 	bool json = false;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		char *end;
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(top_usage, stdout);
+	int opt;
+	char *end;
+	optind = 0;
+	while ((opt = ctl_getopt("top", argc, argv, opts, top_usage)) != -1) {
+		switch (opt) {
+		case -2:
 			return 0;
-		} else if (!strcmp(a, "--json")) {
-			json = true;
-		} else if (!strcmp(a, "--interval") && i + 1 < argc) {
-			interval = strtod(argv[++i], &end);
-			if (*end || !(interval >= 0.05 && interval <= 3600)) {
-				fprintf(stderr,
-					"sluicectl: top: --interval: 0.05 to 3600 seconds\n%s",
-					top_usage);
-				return 2;
-			}
-		} else if (!strcmp(a, "--iterations") && i + 1 < argc) {
-			if (cli_parse_u64(argv[++i], UINT32_MAX, &iterations) < 0 || !iterations) {
-				fprintf(stderr,
-					"sluicectl: top: --iterations: a count of 1 or more\n%s",
-					top_usage);
-				return 2;
-			}
-		} else {
-			fprintf(stderr, "sluicectl: top: unknown argument %s\n%s", a, top_usage);
+		case -3:
 			return 2;
+		case OPT_JSON:
+			json = true;
+			break;
+		case OPT_INTERVAL:
+			interval = strtod(optarg, &end);
+			if (*end || !(interval >= 0.05 && interval <= 3600))
+				return ctl_usage_error("top", "--interval: 0.05 to 3600 seconds",
+						       top_usage);
+			break;
+		case OPT_ITERATIONS:
+			if (cli_parse_u64(optarg, UINT32_MAX, &iterations) < 0 || !iterations)
+				return ctl_usage_error("top", "--iterations: a count of 1 or more",
+						       top_usage);
+			break;
 		}
 	}
+	if (optind < argc)
+		return ctl_usage_error("top", "too many arguments", top_usage);
 	struct sluice_client *c = NULL;
 	struct sluice_error err = { 0, "" };
 	if (sluice_connect(sluicectl_socket, &c, &err) < 0) {
