@@ -292,12 +292,21 @@ class IterableDataset(torch.utils.data.IterableDataset):
         return self._reader
 
     def __iter__(self):
+        # A batch handed on is not kept here while this generator waits to be asked again
+        # (hence `yield box.pop()`: no local holds it across the yield). In a DataLoader worker
+        # it is pickled and dropped; were the generator to hold it, the worker would hold a
+        # batch of its split group while not reading, and the group's end of stream would wait
+        # for it (the daemon keeps the end from a member while another may still give a batch
+        # back) while the DataLoader, in order, waits for that member: a deadlock.
         reader = self._open()
         epoch = None
+        box = []
         if self._pending is not None:  # the first batch of this epoch, taken by the last one
-            out, epoch, end = self._pending
+            pending, epoch, end = self._pending
             self._pending = None
-            yield out
+            box.append(pending)
+            del pending
+            yield box.pop()
             if end:
                 return
         while True:
@@ -306,15 +315,16 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 self.close()
                 return
             with b:
-                out = b.to_torch(self.device, self.non_blocking)
+                box.append(b.to_torch(self.device, self.non_blocking))
                 end, e = b.end_of_epoch, b.epoch
+            del b
             if epoch is not None and e != epoch:
                 # split between workers, the batch that ends the epoch went to another one:
                 # this one ends its epoch at the first batch of the next, kept for then
-                self._pending = (out, e, end)
+                self._pending = (box.pop(), e, end)
                 return
             epoch = e
-            yield out
+            yield box.pop()
             if end:
                 return
 
