@@ -80,7 +80,20 @@ void dmn_name_suggest(struct dmn_registry *d, const char *name, const struct io_
 	unsigned dist[N], n = 0;
 	buf[0] = '\0';
 	for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
-		if (pl->private_ || !dmn_may_read(pl, who) || !dmn_name_close(name, pl->name))
+		if (pl->private_ || !dmn_may_read(pl, who))
+			continue;
+		if (strcmp(pl->name, name) == 0) {
+			/* only root misses a name that exists and it may read: a user's, which
+			   root never reaches by name (DECISIONS.md, "Names belong to their owners")
+			 */
+			snprintf(buf, cap,
+				 " of root or the host's config dir (uid %u has one: root does not "
+				 "attach to a user's pipeline by name; attach by its spec, or "
+				 "register one of root's)",
+				 (unsigned)pl->owner);
+			return;
+		}
+		if (!dmn_name_close(name, pl->name))
 			continue;
 		bool dup = false; /* two users' pipelines of one name */
 		for (unsigned i = 0; i < n; i++)

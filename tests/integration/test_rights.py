@@ -159,6 +159,15 @@ def test_names(d, pub):
     check(r.returncode == 1 and "already called" in r.stderr,
           "a user's name is one pipeline: nobody's second prod-train is refused (%s)" %
           r.stderr.strip()[-200:])
+    only = os.path.join(pub, "nb-only.json")
+    write_spec(only, spec("../open", name="nb-only", batch=17, epochs=None))
+    r = ctl(d, "register", only, user="nobody")
+    r2, lines = drain(d, "nb-only", "--batches", "1")
+    check(r.returncode == 0 and r2.returncode == 1 and not lines and
+          "root does not attach to a user's pipeline by name" in r2.stderr and
+          "uid %d has one" % pwd.getpwnam("nobody").pw_uid in r2.stderr,
+          "root never reaches a user's name by chance, and is told whose it is (%s)" %
+          r2.stderr.strip()[-200:])
     try:
         pwd.getpwnam("daemon")
         r, _ = drain(d, "prod-train", "--batches", "1", user="daemon")
