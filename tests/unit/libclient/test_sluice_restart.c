@@ -190,7 +190,7 @@ struct two {
 	struct sluice_reader *r;
 	_Atomic int got;
 	_Atomic int rc; /* written after msg */
-	char msg[256];
+	char msg[sizeof(((struct sluice_error *)0)->msg)];
 };
 
 static void *two_reader(void *arg)
