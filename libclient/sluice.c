@@ -298,7 +298,8 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 		r->redeliv_below = out.redelivered_below;
 		r->redeliv_epochs = out.redelivered_epochs;
 	}
-	memcpy(r->token, out.token, out.token_len); /* decoded: <= IPC_CTL_TOKEN_MAX */
+	if (out.token_len) /* decoded: <= IPC_CTL_TOKEN_MAX (none: a daemon without a state dir) */
+		memcpy(r->token, out.token, out.token_len);
 	r->token_len = out.token_len;
 	r->gen = atomic_load_explicit(&c->gen, memory_order_relaxed);
 	ipc_ctl_attached_fini(&out);
