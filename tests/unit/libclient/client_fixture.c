@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,6 +30,34 @@ static const struct ipc_ring_tensor test_schema[2] = {
 	{ .name = "tok", .dtype = IPC_DTYPE_INT64, .rank = 2, .ragged = 1, .shape = { -1, -1 } },
 };
 
+/*
+ * The fake server's checks run on its own thread, and cmocka is not thread-safe: a failed check
+ * there notes its line (the first one) and srv_stop fails the test from the main thread.
+ */
+static _Atomic int thread_fail_line;
+
+static void thread_fail(int line)
+{
+	int none = 0;
+	atomic_compare_exchange_strong(&thread_fail_line, &none, line);
+}
+
+#define T_EQ(a, b)                                    \
+	do {                                          \
+		if ((long long)(a) != (long long)(b)) \
+			thread_fail(__LINE__);        \
+	} while (0)
+#define T_TRUE(c)                              \
+	do {                                   \
+		if (!(c))                      \
+			thread_fail(__LINE__); \
+	} while (0)
+#define T_STREQ(a, b)                          \
+	do {                                   \
+		if (strcmp((a), (b)) != 0)     \
+			thread_fail(__LINE__); \
+	} while (0)
+
 static void srv_send(int fd, const void *buf, size_t len, const int *fds, size_t nfds)
 {
 	int rc = ipc_ctl_send(fd, buf, len, fds, nfds);
@@ -44,7 +73,7 @@ static void srv_error(int fd, uint32_t req, int code, const char *text)
 	size_t len;
 
 	snprintf(e.text, sizeof(e.text), "%s", text);
-	assert_int_equal(ipc_ctl_encode_error(buf, sizeof(buf), req, &e, &len), 0);
+	T_EQ(ipc_ctl_encode_error(buf, sizeof(buf), req, &e, &len), 0);
 	srv_send(fd, buf, len, NULL, 0);
 }
 
@@ -68,7 +97,7 @@ static void srv_attach(struct srv *s, int ci, const struct ipc_ctl_msg *m)
 	size_t len;
 	char emsg[256];
 
-	assert_int_equal(ipc_ctl_decode_attach(m, &a, emsg, sizeof(emsg)), 0);
+	T_EQ(ipc_ctl_decode_attach(m, &a, emsg, sizeof(emsg)), 0);
 	s->n_attach++;
 	snprintf(s->last_name, sizeof(s->last_name), "%s", a.name[0] ? a.name : "(spec)");
 	s->last_state_len = a.state_len < sizeof(s->last_state) ? a.state_len : 0;
@@ -92,7 +121,7 @@ static void srv_attach(struct srv *s, int ci, const struct ipc_ctl_msg *m)
 	}
 	for (k = 0; k < MAX_RDRS && s->rdr_conn[k] >= 0; k++)
 		;
-	assert_true(k < MAX_RDRS);
+	T_TRUE(k < MAX_RDRS);
 	s->rdr_conn[k] = ci;
 	s->rdr_id[k] = id;
 	memset(&out, 0, sizeof(out));
@@ -112,15 +141,15 @@ static void srv_attach(struct srv *s, int ci, const struct ipc_ctl_msg *m)
 	out.fingerprint[0] = 0xab;
 	out.ring_version = 1;
 	out.n_slots = info.n_slots;
-	assert_int_equal(fstat(ipc_ring_data_fd(s->ring), &st), 0);
+	T_EQ(fstat(ipc_ring_data_fd(s->ring), &st), 0);
 	out.data_bytes = (uint64_t)st.st_size;
-	assert_int_equal(fstat(cb_fd, &st), 0);
+	T_EQ(fstat(cb_fd, &st), 0);
 	out.ctl_bytes = (uint64_t)st.st_size;
 	out.tensors = ti;
 	out.n_tensors = 2;
 	out.token = s->token;
 	out.token_len = s->token ? (uint32_t)strlen(s->token) : 0;
-	assert_int_equal(ipc_ctl_encode_attached(buf, sizeof(buf), m->req_id, &out, &len), 0);
+	T_EQ(ipc_ctl_encode_attached(buf, sizeof(buf), m->req_id, &out, &len), 0);
 	fds[0] = ipc_ring_data_fd(s->ring);
 	fds[1] = cb_fd;
 	srv_send(fd, buf, len, fds, 2);
@@ -131,7 +160,7 @@ bool srv_remove(struct srv *s, int ci, uint64_t id)
 {
 	for (int k = 0; k < MAX_RDRS; k++) {
 		if (s->rdr_conn[k] >= 0 && (ci < 0 || s->rdr_conn[k] == ci) && s->rdr_id[k] == id) {
-			assert_int_equal(ipc_ring_remove_reader(s->ring, s->rdr_id[k]), 0);
+			T_EQ(ipc_ring_remove_reader(s->ring, s->rdr_id[k]), 0);
 			s->rdr_conn[k] = -1;
 			return true;
 		}
@@ -152,8 +181,8 @@ static bool srv_handle(struct srv *s, int ci)
 
 	if (n <= 0)
 		return false;
-	assert_int_equal(nfds, 0);
-	assert_int_equal(ipc_ctl_msg_parse(in, (size_t)n, &m, emsg, sizeof(emsg)), 0);
+	T_EQ(nfds, 0);
+	T_EQ(ipc_ctl_msg_parse(in, (size_t)n, &m, emsg, sizeof(emsg)), 0);
 	switch (m.type) {
 	case IPC_CTL_HELLO: {
 		struct ipc_ctl_hello h;
@@ -161,9 +190,9 @@ static bool srv_handle(struct srv *s, int ci)
 					       .server_pid = 1,
 					       .max_msg = IPC_CTL_MAX_MSG };
 
-		assert_int_equal(ipc_ctl_decode_hello(&m, &h, emsg, sizeof(emsg)), 0);
-		assert_int_equal(h.version, IPC_CTL_VERSION);
-		assert_string_equal(h.client, "libsluice");
+		T_EQ(ipc_ctl_decode_hello(&m, &h, emsg, sizeof(emsg)), 0);
+		T_EQ(h.version, IPC_CTL_VERSION);
+		T_STREQ(h.client, "libsluice");
 		s->n_hello++;
 		if (s->hello_mode == HELLO_ERROR_V2) {
 			struct ipc_ctl_error e = { .code = -EPROTONOSUPPORT };
@@ -171,13 +200,12 @@ static bool srv_handle(struct srv *s, int ci)
 			snprintf(e.text, sizeof(e.text),
 				 "client speaks protocol 1, sluiced "
 				 "speaks 2");
-			assert_int_equal(ipc_ctl_encode_error(out, sizeof(out), m.req_id, &e, &len),
-					 0);
+			T_EQ(ipc_ctl_encode_error(out, sizeof(out), m.req_id, &e, &len), 0);
 			set_version(out, 2);
 			srv_send(fd, out, len, NULL, 0);
 			return false;
 		}
-		assert_int_equal(ipc_ctl_encode_hello_ok(out, sizeof(out), m.req_id, &ok, &len), 0);
+		T_EQ(ipc_ctl_encode_hello_ok(out, sizeof(out), m.req_id, &ok, &len), 0);
 		if (s->hello_mode == HELLO_OK_V2)
 			set_version(out, 2);
 		srv_send(fd, out, len, NULL, 0);
@@ -190,18 +218,16 @@ static bool srv_handle(struct srv *s, int ci)
 	case IPC_CTL_SAVE_STATE: {
 		struct ipc_ctl_reader_ref ref;
 
-		assert_int_equal(ipc_ctl_decode_reader_ref(&m, m.type, &ref, emsg, sizeof(emsg)),
-				 0);
+		T_EQ(ipc_ctl_decode_reader_ref(&m, m.type, &ref, emsg, sizeof(emsg)), 0);
 		if (m.type == IPC_CTL_DETACH) {
 			s->n_detach++;
 			if (!srv_remove(s, ci, ref.reader_id)) {
 				srv_error(fd, m.req_id, -ENOENT, "no such reader");
 				return true;
 			}
-			assert_int_equal(ipc_ctl_encode_reader_ref(out, sizeof(out),
-								   IPC_CTL_DETACHED, m.req_id, &ref,
-								   &len),
-					 0);
+			T_EQ(ipc_ctl_encode_reader_ref(out, sizeof(out), IPC_CTL_DETACHED, m.req_id,
+						       &ref, &len),
+			     0);
 		} else {
 			char st[32];
 			struct ipc_ctl_state state = { .reader_id = ref.reader_id, .state = st };
@@ -210,8 +236,7 @@ static bool srv_handle(struct srv *s, int ci)
 			state.state_len =
 				(uint32_t)snprintf(st, sizeof(st), "pos:%llu:%d",
 						   (unsigned long long)ref.reader_id, s->n_save);
-			assert_int_equal(
-				ipc_ctl_encode_state(out, sizeof(out), m.req_id, &state, &len), 0);
+			T_EQ(ipc_ctl_encode_state(out, sizeof(out), m.req_id, &state, &len), 0);
 		}
 		srv_send(fd, out, len, NULL, 0);
 		return true;
@@ -220,7 +245,7 @@ static bool srv_handle(struct srv *s, int ci)
 		struct ipc_ctl_register reg;
 		struct ipc_ctl_registered r = { .created = true };
 
-		assert_int_equal(ipc_ctl_decode_register(&m, &reg, emsg, sizeof(emsg)), 0);
+		T_EQ(ipc_ctl_decode_register(&m, &reg, emsg, sizeof(emsg)), 0);
 		if (reg.spec_len < 2 || reg.spec[0] != '{') {
 			srv_error(fd, m.req_id, -EINVAL, "spec: $: expected an object");
 			return true;
@@ -228,8 +253,7 @@ static bool srv_handle(struct srv *s, int ci)
 		snprintf(r.name, sizeof(r.name), "a-rather-long-pipeline-name");
 		for (int k = 0; k < 16; k++)
 			r.fingerprint[k] = (uint8_t)(k * 17);
-		assert_int_equal(ipc_ctl_encode_registered(out, sizeof(out), m.req_id, &r, &len),
-				 0);
+		T_EQ(ipc_ctl_encode_registered(out, sizeof(out), m.req_id, &r, &len), 0);
 		srv_send(fd, out, len, NULL, 0);
 		return true;
 	}
@@ -242,8 +266,7 @@ static bool srv_handle(struct srv *s, int ci)
 						    .n_slots = 8 };
 		struct ipc_ctl_list_reply lr = { .pipelines = &pi, .n_pipelines = 1 };
 
-		assert_int_equal(ipc_ctl_encode_list_reply(out, sizeof(out), m.req_id, &lr, &len),
-				 0);
+		T_EQ(ipc_ctl_encode_list_reply(out, sizeof(out), m.req_id, &lr, &len), 0);
 		srv_send(fd, out, len, NULL, 0);
 		return true;
 	}
@@ -252,14 +275,13 @@ static bool srv_handle(struct srv *s, int ci)
 		struct ipc_ctl_stat kv[2] = { { "batches_published", 7 }, { "wait_ns", -1 } };
 		struct ipc_ctl_stats_reply sr = { .stats = kv, .n_stats = 2 };
 
-		assert_int_equal(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), 0);
+		T_EQ(ipc_ctl_decode_stats(&m, &st, emsg, sizeof(emsg)), 0);
 		if (strcmp(st.name, "train")) {
 			srv_error(fd, m.req_id, -ENOENT, "no such pipeline");
 			return true;
 		}
 		snprintf(sr.name, sizeof(sr.name), "%s", st.name);
-		assert_int_equal(ipc_ctl_encode_stats_reply(out, sizeof(out), m.req_id, &sr, &len),
-				 0);
+		T_EQ(ipc_ctl_encode_stats_reply(out, sizeof(out), m.req_id, &sr, &len), 0);
 		srv_send(fd, out, len, NULL, 0);
 		return true;
 	}
@@ -332,7 +354,7 @@ static void *srv_main(void *arg)
 			size_t len;
 
 			snprintf(sd.reason, sizeof(sd.reason), "sluiced is restarting");
-			assert_int_equal(ipc_ctl_encode_shutdown(buf, sizeof(buf), &sd, &len), 0);
+			T_EQ(ipc_ctl_encode_shutdown(buf, sizeof(buf), &sd, &len), 0);
 			srv_send(s->conns[ci], buf, len, NULL, 0);
 		}
 		close(s->conns[ci]);
@@ -403,6 +425,9 @@ void srv_stop(struct srv *s, bool keep_ring)
 {
 	assert_int_equal(write(s->stop[1], "x", 1), 1);
 	assert_int_equal(pthread_join(s->th, NULL), 0);
+	int line = atomic_exchange(&thread_fail_line, 0);
+	if (line)
+		fail_msg("the fake server thread's check at client_fixture.c:%d failed", line);
 	close(s->stop[0]);
 	close(s->stop[1]);
 	close(s->lfd);
