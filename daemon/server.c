@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "daemon/pipeline/cache.h"
+#include "daemon/pipeline/model.h"
 #include "log.h"
 #include "positions.h"
 #include "sched/sched.h"
@@ -90,31 +91,6 @@ void dmn_conn_close(struct dmn *d, struct dmn_conn *c)
 		}
 	}
 	free(c);
-}
-
-/* The host's busy CPU time so far (/proc/stat: every state but idle and iowait), ns; 0 unknown. */
-static uint64_t host_busy_ns(void)
-{
-	FILE *f = fopen("/proc/stat", "re");
-	unsigned long long v[8] = { 0 };
-	int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-			   &v[3], &v[4], &v[5], &v[6], &v[7])
-		  : 0;
-	if (f)
-		fclose(f);
-	long hz = sysconf(_SC_CLK_TCK);
-	if (n < 8 || hz <= 0)
-		return 0;
-	return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * (1000000000ull / (uint64_t)hz);
-}
-
-/* This process's CPU time so far, ns. */
-static uint64_t own_cpu_ns(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* The caller's rights (a view of c's: not owned). */
@@ -675,8 +651,8 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "host_cpus", sysconf(_SC_NPROCESSORS_ONLN) },
 		/* what the host's other processes use (between two readings): its busy time
 		   less sluiced's */
-		{ "host_busy_ns", (int64_t)host_busy_ns() },
-		{ "sluiced_cpu_ns", (int64_t)own_cpu_ns() },
+		{ "host_busy_ns", (int64_t)pl_model_host_busy_ns() },
+		{ "sluiced_cpu_ns", (int64_t)pl_model_own_cpu_ns() },
 	};
 	/* then every counter of every stage of the engine (docs/pipeline.md), stage.NAME.COUNTER,
 	 * and per reader: batches taken, time waited in next, lag (batches behind) */

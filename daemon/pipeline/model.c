@@ -2,7 +2,10 @@
 /* The resource model of a pipeline's window of counters (model.h, docs/plumber.md). */
 #include "model.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "pipeline.h"
 
@@ -209,4 +212,27 @@ void pl_model_in_from_stats(const struct pl_stats *a, const struct pl_stats *b, 
 		o->wait_down_ns = since(y->wait_down_ns, x->wait_down_ns);
 		o->dropped = since(y->dropped, x->dropped);
 	}
+}
+
+uint64_t pl_model_host_busy_ns(void)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	unsigned long long v[8] = { 0 };
+	int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			   &v[3], &v[4], &v[5], &v[6], &v[7])
+		  : 0;
+	if (f)
+		fclose(f);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (n < 8 || hz <= 0)
+		return 0;
+	return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * (1000000000ull / (uint64_t)hz);
+}
+
+uint64_t pl_model_own_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

@@ -97,6 +97,14 @@ struct pl_stats; /* pipeline.h */
 void pl_model_in_from_stats(const struct pl_stats *a, const struct pl_stats *b, uint64_t wall_ns,
 			    struct pl_model_in *in);
 
+/*
+ * The allocation's measures, read twice around a window: the host's busy CPU time so far
+ * (/proc/stat, every state but idle and iowait; 0: unknown) and this process's, in ns. What
+ * the host's other processes used is the first's difference less the second's.
+ */
+uint64_t pl_model_host_busy_ns(void);
+uint64_t pl_model_own_cpu_ns(void);
+
 /* The model of one window. */
 void pl_model_fit(const struct pl_model_in *in, struct pl_model *ret);
 /* The largest batch rate at an allocation of workers and cpus (cores), by m's costs. */

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,31 +45,6 @@ static void nap(double s)
 			       .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-}
-
-/* The host's busy CPU-seconds so far (/proc/stat: every state but idle and iowait), or -1. */
-static double host_busy_s(void)
-{
-	FILE *f = fopen("/proc/stat", "re");
-	unsigned long long v[8] = { 0 };
-	int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-			   &v[3], &v[4], &v[5], &v[6], &v[7])
-		  : 0;
-	if (f)
-		fclose(f);
-	long hz = sysconf(_SC_CLK_TCK);
-	if (n < 8 || hz <= 0)
-		return -1;
-	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
-}
-
-static double own_cpu_s(void)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) < 0)
-		return 0;
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 /* The deliver callback: every batch is given back at once (a reader as fast as it can be). */
@@ -127,10 +101,12 @@ static int run(const struct pl_spec *spec, unsigned workers, double seconds, str
 	nap(seconds / 2); /* warm-up: the shuffle buffer fills, read buffers are first touched */
 	struct pl_stats a, b;
 	pl_pipeline_get_stats(p, &a);
-	double t0 = scan_now_s(), h0 = host_busy_s(), o0 = own_cpu_s();
+	double t0 = scan_now_s();
+	uint64_t h0 = pl_model_host_busy_ns(), o0 = pl_model_own_cpu_ns();
 	nap(seconds);
 	pl_pipeline_get_stats(p, &b);
-	double t1 = scan_now_s(), h1 = host_busy_s(), o1 = own_cpu_s();
+	double t1 = scan_now_s();
+	uint64_t h1 = pl_model_host_busy_ns(), o1 = pl_model_own_cpu_ns();
 	bool ended = atomic_load(&s.ended);
 	pl_pipeline_destroy(p);
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_CANCEL);
@@ -145,7 +121,7 @@ static int run(const struct pl_spec *spec, unsigned workers, double seconds, str
 	in.workers = workers;
 	in.host_cpus = host > 0 ? (unsigned)host : 1;
 	/* the allocation is what the host's other processes left: cores less their use */
-	double others = h0 >= 0 && h1 >= 0 ? (h1 - h0 - (o1 - o0)) / (t1 - t0) : 0;
+	double others = h0 && h1 ? ((double)(h1 - h0) - (double)(o1 - o0)) / 1e9 / (t1 - t0) : 0;
 	in.cpus = in.host_cpus - (others > 0 ? others : 0);
 	if (in.cpus < 0.25)
 		in.cpus = 0.25;
