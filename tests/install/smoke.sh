@@ -16,8 +16,8 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAIL $*"; exit 1; }
-ok() { echo "ok   $*"; }
+# shellcheck source=tests/install/lib.sh
+. "$src/tests/install/lib.sh"
 unset SLUICE_LIBRARY SLUICE_BUILD_DIR LD_LIBRARY_PATH SLUICE_SOCKET || true
 
 for f in sbin/sluiced bin/sluicectl include/sluice/sluice.h; do
@@ -31,24 +31,7 @@ pkg=$(find "$prefix/lib" -path '*-packages/sluice/_installed.py' | head -1)
 [ -n "$pkg" ] || fail "the Python package is not installed under $prefix"
 ok "programs, header, library, sluice.pc, the Python package are installed"
 
-"$prefix/bin/sluicectl" gen ctr "$work/data" --files 2 --records 3000 --seed 3 >/dev/null
-mkdir "$work/conf"
-cat >"$work/conf/smoke.json" <<JSON
-{"name": "smoke", "type": "independent", "args": {
- "dataset": {"type": "dir", "args": {"data_dir": "$work/data"}},
- "target_batch_size": 100, "drop_remainder": false, "epochs": 1,
- "num_read_buffer_bytes": 65536, "num_prefetch": 2,
- "primary_features": [{"from_name": "label", "to_name": "label"}]}}
-JSON
-sock="$work/s.sock"
-"$prefix/sbin/sluiced" --socket "$sock" --config-dir "$work/conf" --workers 2 \
-	2>"$work/sluiced.log" &
-daemon=$!
-for _ in $(seq 300); do # until it answers (a condition, polled)
-	"$prefix/bin/sluicectl" --socket "$sock" list >/dev/null 2>&1 && break
-	kill -0 "$daemon" 2>/dev/null || fail "sluiced exited: $(cat "$work/sluiced.log")"
-	sleep 0.1
-done
+serve_smoke "$prefix/sbin/sluiced" "$prefix/bin/sluicectl" 3000
 listed=$("$prefix/bin/sluicectl" --socket "$sock" list)
 case "$listed" in *smoke*) ;; *) fail "sluiced does not serve smoke: $listed $(cat "$work/sluiced.log")" ;; esac
 ok "the installed sluiced serves a config-dir pipeline"

@@ -17,21 +17,11 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAIL $*"; exit 1; }
+# shellcheck source=tests/install/lib.sh
+. "$(dirname "$0")/lib.sh"
 unset SLUICE_LIBRARY SLUICE_BUILD_DIR LD_LIBRARY_PATH SLUICE_SOCKET PYTHONPATH || true
 
-"$sluicectl" gen ctr "$work/data" --files 2 --records 2000 --seed 3 >/dev/null
-mkdir "$work/conf"
-cat >"$work/conf/smoke.json" <<JSON
-{"name": "smoke", "type": "independent", "args": {
- "dataset": {"type": "dir", "args": {"data_dir": "$work/data"}},
- "target_batch_size": 100, "drop_remainder": false, "epochs": 1,
- "num_read_buffer_bytes": 65536, "num_prefetch": 2,
- "primary_features": [{"from_name": "label", "to_name": "label"}]}}
-JSON
-sock="$work/s.sock"
-"$sluiced" --socket "$sock" --config-dir "$work/conf" --workers 1 2>"$work/sluiced.log" &
-daemon=$!
+serve_smoke "$sluiced" "$sluicectl" 2000
 
 pythons=(/usr/bin/python3)
 if root=$(pyenv root 2>/dev/null); then
