@@ -155,6 +155,37 @@ long pbex_project(const struct pbex_schema *ctx, const struct pbex_schema *lists
 		  const uint8_t *rec, size_t len, uint8_t *out, size_t cap);
 
 /*
+ * The flat form of decoded Example features (for the record cache's decoded level): n features,
+ * as pbex_decode_example gave them for a schema of n names, written so that pbex_flat_view gives
+ * them back in O(n) with no parsing: a 16-byte head per feature (present, kind, count, where its
+ * values are), then the values as the accessors give them (int64 and float arrays in host byte
+ * order; bytes as count 32-bit lengths, then their contents). Host-local, never stored on disk.
+ * The accessors read a flat feature as they read a decoded one.
+ */
+/* Bytes pbex_flatten writes for f[0 .. n). */
+size_t pbex_flat_size(const struct pbex_feature *f, size_t n);
+/*
+ * Write f[0 .. n) to out (8-aligned): its length, or -ENOSPC when cap is less than
+ * pbex_flat_size (or it is over 4 GiB), -EINVAL when out is not aligned.
+ */
+long pbex_flatten(const struct pbex_feature *f, size_t n, uint8_t *out, size_t cap);
+/*
+ * The n features of a flat record, views into p (valid as long as p is). 0, or -EBADMSG when p
+ * is not a flat form of n features (no message: only sluice writes them).
+ */
+int pbex_flat_view(const uint8_t *p, size_t len, size_t n, struct pbex_feature *ret);
+/* Feature k of a flat record, as its values are stored (see above). */
+struct pbex_flat_values {
+	bool present;
+	enum pbex_kind kind;
+	uint32_t count;
+	const uint8_t *values; /* count int64 or float values; bytes: count lengths, then data */
+	uint32_t len;	       /* bytes at values */
+};
+/* 0, or -EBADMSG when p holds no such feature (k past its heads, or out of bounds). */
+int pbex_flat_get(const uint8_t *p, size_t len, size_t k, struct pbex_flat_values *ret);
+
+/*
  * The encoder, for the generator and tests: builds a record into a growable buffer, writing
  * packed lists (as TensorFlow does). Usage: pbex_enc_reset, then for each feature one of the
  * _add_* calls (Example), or _context_* / _list_begin, _step_*, _list_end (SequenceExample),

@@ -151,6 +151,10 @@ void pbex_feature_int64s(const struct pbex_feature *f, int64_t *out)
 	assert(f->kind == PBEX_KIND_INT64 || f->count == 0);
 	if (f->count == 0)
 		return;
+	if (f->flags_ & PBEX_F_FLAT) {
+		memcpy(out, f->src_ + f->start_, (size_t)f->count * 8);
+		return;
+	}
 	if (f->flags_ & PBEX_F_PACKED_RUN) {
 		n = unpack_varints(f->src_ + f->start_, f->src_ + f->end_, out);
 		assert(n == f->count);
@@ -193,6 +197,10 @@ void pbex_feature_floats(const struct pbex_feature *f, float *out)
 	assert(f->kind == PBEX_KIND_FLOAT || f->count == 0);
 	if (f->count == 0)
 		return;
+	if (f->flags_ & PBEX_F_FLAT) {
+		memcpy(out, f->src_ + f->start_, (size_t)f->count * 4);
+		return;
+	}
 	if (f->flags_ & PBEX_F_PACKED_RUN) {
 		copy_floats(f->src_ + f->start_, f->end_ - f->start_, out);
 		return;
@@ -212,6 +220,12 @@ void pbex_feature_floats(const struct pbex_feature *f, float *out)
 void pbex_bytes_iter_init(struct pbex_bytes_iter *it, const struct pbex_feature *f)
 {
 	it->f_ = f;
+	if (f->flags_ & PBEX_F_FLAT) { /* pos_: the next value's index, where its bytes are */
+		it->pos_[0] = 0;
+		it->pos_[1] = f->start_ + f->count * 4;
+		it->pos_[2] = it->pos_[3] = 0;
+		return;
+	}
 	/* pos_: the vwalk's fpos, fend, lpos, lend */
 	it->pos_[0] = f->start_;
 	it->pos_[1] = f->end_;
@@ -229,6 +243,16 @@ bool pbex_bytes_iter_next(struct pbex_bytes_iter *it, const uint8_t **ret_data, 
 
 	if (f->kind != PBEX_KIND_BYTES || f->count == 0)
 		return false;
+	if (f->flags_ & PBEX_F_FLAT) {
+		if (it->pos_[0] >= f->count)
+			return false;
+		uint32_t vlen;
+		memcpy(&vlen, f->src_ + f->start_ + 4 * it->pos_[0]++, 4);
+		*ret_data = f->src_ + it->pos_[1];
+		*ret_len = vlen;
+		it->pos_[1] += vlen;
+		return true;
+	}
 	w.s = f->src_;
 	w.slen = f->src_len_;
 	w.fpos = it->pos_[0];

@@ -33,6 +33,8 @@ enum {
 
 /* pbex_feature.flags_: the values are one packed run at src_[start_ .. end_). */
 #define PBEX_F_PACKED_RUN 1u
+/* pbex_feature.flags_: a flat feature (pbex_flat_view): its values are src_[start_ .. end_) */
+#define PBEX_F_FLAT 2u
 
 /*
  * Depth of each message below the record (the record is 0), for the nesting limit:

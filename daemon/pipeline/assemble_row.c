@@ -257,6 +257,30 @@ static int fill_direct(const struct pl_plan *plan, size_t i, struct pl_worker_sc
 	return 0;
 }
 
+/*
+ * A decoded row from the record cache (rec->flat) of a plan whose outputs are all native: each
+ * feature's values copied straight from the cache into the row, when each has the kind and
+ * count that direct_check wants. 0 when done; 1 otherwise (the general path then does the row,
+ * and says what is wrong with it).
+ */
+static int fill_flat_native(struct pl_bjob *job, const struct pl_rec *rec, size_t pos)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	for (size_t i = 0; i < plan->n_out; i++) {
+		const struct pl_out *o = &plan->out[i];
+		const struct pl_tlay *t = &job->lay[i];
+		struct pbex_flat_values v;
+		enum pbex_kind want =
+			o->feat->deser == MANIFEST_DESER_INT ? PBEX_KIND_INT64 : PBEX_KIND_FLOAT;
+		if (pbex_flat_get(rec->data, rec->len, o->slot, &v) < 0 || !v.present ||
+		    v.kind != want || (int64_t)v.count != o->rec_elems)
+			return 1;
+		memcpy(job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size, v.values,
+		       (size_t)v.count * o->elem_size);
+	}
+	return 0;
+}
+
 int pl_asm_fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row,
 		    struct io_error *err)
 {
@@ -266,6 +290,8 @@ int pl_asm_fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 	bool win = rec->win != NULL;
 	struct pl_crcur cc = { .active = false };
 	int r;
+	if (rec->flat && plan->all_native && fill_flat_native(job, rec, pos) == 0)
+		return 0;
 	if (win) {
 		r = pl_window_assemble(plan, ws, rec, err);
 	} else {

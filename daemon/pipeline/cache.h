@@ -66,6 +66,11 @@ enum {
 	 * record (pbex_project): no footer follows it, and nobody checks it again.
 	 */
 	PL_CACHE_REC_CHECKED = 1u << 1,
+	/*
+	 * Checked too, and its bytes are the flat form of its decoded features (pbex_flatten of
+	 * the projection's pbex_decode_example): a reader takes them with pbex_flat_view.
+	 */
+	PL_CACHE_REC_FLAT = 1u << 2,
 };
 
 struct pl_cache_stats {

@@ -35,6 +35,12 @@ struct pl_chain {
 	uint8_t *proj;		      /* a record projected for the cache */
 	uint64_t data_bytes;	      /* of the files it reads (its shard's) */
 	size_t proj_cap;
+	/* the cache's decoded level: a projected record's features, flat (pbex_flatten) */
+	uint8_t *flat;
+	size_t flat_cap;
+	uint64_t flat_sum, proj_sum; /* bytes of the records flattened, and of their projections */
+	uint64_t level_fills;	     /* cache_filled when the level was last chosen */
+	bool flat_off; /* the decoded level does not fit where the projected one does */
 	uint64_t epoch;
 	atomic_bool stop;
 	struct pl_stage_stats st[PL_STAGE_COUNT_];
@@ -156,11 +162,46 @@ static int validate(void *ctx, const struct pl_rec *rec)
 }
 
 /*
+ * The deepest level of the cache that fits (Plumber's rule): the decoded features of Example
+ * records (what the parse task would decode again), unless the dataset would not fit the budget
+ * that way and would as projected records. Chosen again as files are cached (their sizes are the
+ * samples pl_frame_cache_need goes by).
+ */
+static bool cache_flat(struct pl_chain *c)
+{
+	if (c->plan->sequence_example || c->flat_off)
+		return false;
+	if (c->frame_tot.cache_filled != c->level_fills && c->flat_sum) {
+		c->level_fills = c->frame_tot.cache_filled;
+		uint64_t need = pl_frame_cache_need(&c->frame_tot, c->data_bytes);
+		uint64_t budget = pl_cache_budget(c->o.cache);
+		double as_proj = (double)need * (double)c->proj_sum / (double)c->flat_sum;
+		c->flat_off = need > budget && as_proj <= (double)budget;
+	}
+	return !c->flat_off;
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t need)
+{
+	if (*cap >= need)
+		return 0;
+	size_t n = need + 4096;
+	uint8_t *np = realloc(*buf, n);
+	if (!np)
+		return -ENOMEM;
+	*buf = np;
+	*cap = n;
+	return 0;
+}
+
+/*
  * frame (filling the record cache) → the record with only the features this pipeline reads
- * (pbex_project), once its data CRC is right and the projection decodes; a record that does not
- * is kept whole, so that reading it from the cache fails the way reading it from the file does.
- * (The projection decodes exactly when the record does: the entries it keeps are copied whole,
- * and both walks read every entry's key the same way. fuzz_pbex checks both directions.)
+ * (pbex_project), once its data CRC is right and the projection decodes; for an Example, those
+ * features decoded, in their flat form (2), when the cache keeps that level. A record that does
+ * not project or decode is kept whole, so that reading it from the cache fails the way reading
+ * it from the file does. (The projection decodes exactly when the record does: the entries it
+ * keeps are copied whole, and both walks read every entry's key the same way. fuzz_pbex checks
+ * both directions; the flat form gives the features the decode gave, value for value.)
  */
 static int project(void *ctx, struct pl_rec *rec, const uint8_t **ret_data, uint32_t *ret_len)
 {
@@ -173,20 +214,18 @@ static int project(void *ctx, struct pl_rec *rec, const uint8_t **ret_data, uint
 	int r = pl_row_check_crc(plan, rec);
 	if (r == 0)
 		rec->crc_checked = true; /* the parse task need not check it again */
-	if (r == 0 && c->proj_cap < (size_t)rec->len + 12) {
-		size_t cap = (size_t)rec->len + 12 + 4096;
-		uint8_t *np = realloc(c->proj, cap);
-		if (!np) {
-			pl_prof_leave(c->o.prof, prev);
-			return -ENOMEM;
-		}
-		c->proj = np;
-		c->proj_cap = cap;
+	if (r == 0 && grow(&c->proj, &c->proj_cap, (size_t)rec->len + 12) < 0) {
+		pl_prof_leave(c->o.prof, prev);
+		return -ENOMEM;
 	}
 	long n = r == 0 ? pbex_project(plan->ctx, plan->lists, plan->sequence_example, rec->data,
 				       rec->len, c->proj, c->proj_cap)
 			: -EBADMSG;
-	if (n >= 0) {
+	bool flat = n >= 0 && cache_flat(c);
+	if (n >= 0 && flat) { /* the features as decoded, before defaults (pl_row_decode's) */
+		if (pbex_decode_example(plan->ctx, c->proj, (size_t)n, ws->ctx, NULL) < 0)
+			n = -EBADMSG;
+	} else if (n >= 0) {
 		struct pl_rec pr = *rec;
 		pr.data = c->proj;
 		pr.len = (uint32_t)n;
@@ -194,9 +233,29 @@ static int project(void *ctx, struct pl_rec *rec, const uint8_t **ret_data, uint
 		if (pl_row_decode(plan, ws, &pr, false, NULL) < 0)
 			n = -EBADMSG;
 	}
+	long fl = -1;
+	if (n >= 0 && flat) {
+		size_t need = pbex_flat_size(ws->ctx, plan->n_ctx);
+		fl = grow(&c->flat, &c->flat_cap, need) < 0
+			     ? -ENOMEM
+			     : pbex_flatten(ws->ctx, plan->n_ctx, c->flat, c->flat_cap);
+		if (fl == -ENOMEM) {
+			pl_prof_leave(c->o.prof, prev);
+			return -ENOMEM;
+		}
+		if (fl >= 0) {
+			c->flat_sum += (uint64_t)fl;
+			c->proj_sum += (uint64_t)n;
+		}
+	}
 	pl_prof_leave(c->o.prof, prev);
 	if (n < 0)
 		return 0; /* keep it whole */
+	if (fl >= 0) {
+		*ret_data = c->flat;
+		*ret_len = (uint32_t)fl;
+		return 2;
+	}
 	*ret_data = c->proj;
 	*ret_len = (uint32_t)n;
 	return 1;
@@ -424,6 +483,7 @@ void pl_chain_destroy(struct pl_chain *c)
 	pl_files_destroy(c->files);
 	pl_scratch_destroy(c->ws);
 	free(c->proj);
+	free(c->flat);
 	pl_store_fini(&c->store);
 	free(c->slots);
 	free(c);
@@ -457,7 +517,8 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 		st[i] = c->st[i];
 	ret->read = c->read_tot;
 	ret->skipped_files = c->frame_tot.skipped_files;
-	ret->cache_level = use_cache(c) ? 2 : 0; /* records projected to what it reads */
+	/* 3: decoded features, 2: records projected to what it reads */
+	ret->cache_level = !use_cache(c) ? 0 : c->plan->sequence_example || c->flat_off ? 2 : 3;
 	ret->cache_files = c->frame_tot.cache_files;
 	ret->cache_bytes = c->frame_tot.cache_bytes;
 	ret->cache_filled = c->frame_tot.cache_filled;

@@ -132,11 +132,13 @@ static int fill_add(struct pl_frame *fr, struct pl_rec *rec)
 			return r;
 		if (r == 1)
 			flags |= PL_CACHE_REC_CHECKED;
+		else if (r == 2)
+			flags |= PL_CACHE_REC_FLAT;
 		else
 			data = rec->data, len = rec->len;
 	}
 	int a = pl_cache_fill_add(fr->fill, data, len, rec->offset, flags, &stored);
-	if (a < 0 || r != 1 || !fr->fill_blk)
+	if (a < 0 || r < 1 || !fr->fill_blk)
 		return a;
 	pl_block_unref(rec->blk);
 	fr->fill_blk->blk.refs++;
@@ -144,6 +146,7 @@ static int fill_add(struct pl_frame *fr, struct pl_rec *rec)
 	rec->data = stored;
 	rec->len = len;
 	rec->crc_checked = true;
+	rec->flat = r == 2;
 	return 0;
 }
 
@@ -319,7 +322,8 @@ static int hit_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct i
 		.win_len = -1,
 		/* a projection was checked when it was cached; a whole record by the parse task,
 		   as when it is read from the file */
-		.crc_checked = cr.flags & PL_CACHE_REC_CHECKED,
+		.crc_checked = cr.flags & (PL_CACHE_REC_CHECKED | PL_CACHE_REC_FLAT),
+		.flat = cr.flags & PL_CACHE_REC_FLAT,
 		.decompressed = cr.flags & PL_CACHE_REC_DECOMPRESSED,
 		.file = fr->file,
 		.index = fr->hit_next++,
@@ -348,28 +352,30 @@ uint32_t pl_frame_file(const struct pl_frame *fr)
  */
 static int store_record(struct pl_frame *fr, const struct tfr_record *tr, struct pl_rec *out)
 {
-	struct pl_block *c = fr->cur;
+	struct pl_block *c = fr->cur, *blk;
+	const uint8_t *data;
 	if (c && c->pin && tr->data >= c->data &&
 	    tr->data + tr->len + TFR_FOOTER_LEN <= c->data + c->cap) {
 		c->refs++;
-		out->blk = c;
-		out->data = tr->data;
+		blk = c;
+		data = tr->data;
 	} else {
 		int r = pl_store_copy(fr->o.store, tr->data, tr->len + TFR_FOOTER_LEN, tr->len,
-				      &out->blk, &out->data);
+				      &blk, &data);
 		if (r < 0)
 			return r;
 	}
-	out->win = NULL;
-	out->n_win = 0;
-	out->win_skip = 0;
-	out->win_len = -1;
-	out->len = (uint32_t)tr->len;
-	out->crc_checked = tr->crc_checked;
-	out->decompressed = tr->decompressed;
-	out->file = fr->file;
-	out->index = tr->index;
-	out->offset = tr->offset;
+	*out = (struct pl_rec){
+		.blk = blk,
+		.data = data,
+		.win_len = -1,
+		.len = (uint32_t)tr->len,
+		.crc_checked = tr->crc_checked,
+		.decompressed = tr->decompressed,
+		.file = fr->file,
+		.index = tr->index,
+		.offset = tr->offset,
+	};
 	fr->o.st->elems_out++;
 	fr->o.st->bytes_out += tr->len;
 	if (fr->fill && fill_add(fr, out) < 0)

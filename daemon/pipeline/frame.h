@@ -55,7 +55,8 @@ struct pl_frame_opts {
 	 * With a cache: project a record before it goes in (the cache keeps, per file, what the
 	 * pipelines with the same projection key read of it). 1 and *ret_data, *ret_len (valid
 	 * until the next call) when it was projected, its data CRC checked (rec->crc_checked set:
-	 * the parse task need not check it again); 0 to keep it whole
+	 * the parse task need not check it again); 2 likewise when they are the flat form of its
+	 * decoded features (PL_CACHE_REC_FLAT); 0 to keep it whole
 	 * (a record that does not decode keeps its bytes, so that its errors stay the same);
 	 * -ENOMEM. NULL: records are kept whole, proj_key 0.
 	 */

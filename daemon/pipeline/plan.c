@@ -751,6 +751,10 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 		o->direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
 			    !o->img && !o->box_of && !o->in_lists && o->n_steps == 0 && !o->pad &&
 			    !o->measure && o->dtype != MANIFEST_DTYPE_STRING;
+		o->native = o->direct && ((o->feat->deser == MANIFEST_DESER_INT &&
+					   o->dtype == MANIFEST_DTYPE_INT64) ||
+					  (o->feat->deser == MANIFEST_DESER_FLOAT &&
+					   o->dtype == MANIFEST_DTYPE_FLOAT32));
 		o->str_direct = spec->type == PL_LOADER_INDEPENDENT && o->src == PL_OUT_FEATURE &&
 				!o->in_lists && !o->var_count && o->n_steps == 0 && !o->pad &&
 				o->dtype == MANIFEST_DTYPE_STRING &&
@@ -766,6 +770,9 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 	}
 	plan->n_ctx = n_ctx;
 	plan->n_lists = n_lists;
+	plan->all_native = !plan->sequence_example && plan->n_out > 0;
+	for (size_t i = 0; i < plan->n_out; i++)
+		plan->all_native &= plan->out[i].native;
 	/* what a projected record keeps (the record cache's key): the kind, then the names */
 	uint64_t pf = fp_mix(0x70726f6a, plan->sequence_example);
 	for (size_t i = 0; i < n_ctx; i++)

@@ -93,6 +93,7 @@ struct pl_out {
 	bool list_direct;  /* a ragged numeric feature list without steps, in its native dtype
 			    * (int64, float32): each step's values straight into the row's values */
 	int64_t rec_elems; /* elements of the record shape (when it has no -1) */
+	bool native;	   /* direct, in the dtype it is decoded in (int64, float32) */
 };
 
 struct pl_plan {
@@ -120,6 +121,11 @@ struct pl_plan {
 	uint8_t **dflt_rec;
 	size_t *dflt_len;
 	bool any_dflt;
+	/*
+	 * Every output native (an Example loader): a decoded row from the record cache goes
+	 * straight into the batch (pl_asm_fill_row).
+	 */
+	bool all_native;
 
 	bool measure;	       /* some output needs the measuring pass */
 	uint64_t steps_fp;     /* of the image steps' arguments (a part of the fingerprint) */

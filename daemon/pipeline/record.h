@@ -47,6 +47,7 @@ struct pl_rec {
 	uint32_t file; /* index into the dataset's files */
 	bool crc_checked;
 	bool decompressed;
+	bool flat; /* data is its decoded features' flat form (pbex_flat_view), from the cache */
 	uint64_t index;	 /* in its file */
 	uint64_t offset; /* of its header in the (decompressed) file */
 };

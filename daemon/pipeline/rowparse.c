@@ -148,7 +148,11 @@ int pl_row_decode(const struct pl_plan *plan, struct pl_worker_scratch *ws,
 		if (r < 0)
 			return r; /* the message names the file, record and offset */
 	}
-	if (plan->sequence_example)
+	if (rec->flat) {
+		r = pbex_flat_view(rec->data, rec->len, plan->n_ctx, ws->ctx);
+		if (r < 0)
+			io_error_set(err, "a record in the record cache is damaged (sluice's bug)");
+	} else if (plan->sequence_example)
 		r = pbex_decode_sequence_example(plan->ctx, plan->lists, rec->data, rec->len,
 						 ws->ctx, ws->lists, err);
 	else

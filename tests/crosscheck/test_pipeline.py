@@ -170,6 +170,15 @@ def main_record(i):
     return ex.SerializeToString()
 
 
+WIDE_FEATURES = [{"name": "v", "dtype": "int64", "shape": [20], "deserialize_type": "int"}]
+
+
+def wide_record(i):
+    ex = common.protos()[0].Example()
+    ex.features.feature["v"].int64_list.value.extend((i + k) % 100 for k in range(20))
+    return ex.SerializeToString()
+
+
 def cast_record(i):
     pb = common.protos()[0]
     ex = pb.Example()
@@ -807,7 +816,7 @@ def test_cache_used(tmp, ds):
     write_json(path, gz)
     rc, t = totals(RUN_EXTRA[:2])
     ngz = len([f for f in os.listdir(ds["gzip"]) if not f.startswith("__")])
-    check(rc == 0 and t.get("cache_level") == "2" and int(t.get("cache_filled", -1)) == ngz and
+    check(rc == 0 and t.get("cache_level") == "3" and int(t.get("cache_filled", -1)) == ngz and
           int(t.get("cache_files", -1)) == ngz,
           "cache: a gzip dataset is, by default: %d files filled and read again (%s)" % (ngz, t))
     bad = spec(ds["corrupt"], ["id"], epochs=2, on_corrupt="skip_file")
@@ -838,6 +847,27 @@ def test_cache_used(tmp, ds):
           int(t.get("cache_files", -1)) == 2,
           "cache: in a budget of 1.5 files one file is kept and read in epochs 2 and 3, the "
           "others read from their files (%s)" % t)
+    # the level: an Example's decoded features (3) where they fit; a SequenceExample's
+    # projected records (2)
+    write_json(path, spec(ds["seq"], ["tok", "vec", "word"], "discrete_sequence", min_window=1,
+                          max_window=2, epochs=2))
+    rc, t = totals()
+    check(rc == 0 and t.get("cache_level") == "2" and int(t.get("cache_files", -1)) > 0,
+          "cache: a sequence loader's files are kept as projected records (%s)" % t)
+    # where the decoded level would not fit and the projected one would, the projected one
+    # (20 small int64 values: a varint byte each in the record, 8 bytes decoded)
+    wide = write_dataset(os.path.join(tmp, "wide"), [("w%d.tfrecords" % k, 3000) for k in range(4)],
+                         wide_record, WIDE_FEATURES)
+    write_json(path, spec(wide, ["v"], epochs=3))
+    rc, t = totals(["--cache-memory", str(64 << 20), "--cache-uncompressed"])
+    need = int(t.get("cache_need_bytes", 0))
+    check(rc == 0 and t.get("cache_level") == "3" and int(t.get("cache_filled", -1)) == 4 and
+          need > 0, "cache: 20 decoded int64 values a record fit 64 MiB (%s)" % t)
+    rc, t = totals(["--cache-memory", str(need * 2 // 3), "--cache-uncompressed"])
+    check(rc == 0 and t.get("cache_level") == "2" and int(t.get("cache_filled", -1)) == 4 and
+          int(t.get("cache_files", -1)) == 8,
+          "cache: in 2/3 of what the decoded level needs, the projected records are kept, every "
+          "file (%s)" % t)
 
     def digests(extra):
         p = subprocess.run([SLUICECTL, "run", path, "--json"] + extra, capture_output=True,

@@ -197,6 +197,31 @@ static bool same_list(const struct pbex_feature_list *a, const struct pbex_featu
 	return !pbex_list_iter_next(&ib, &fb);
 }
 
+/*
+ * The flat form (the record cache's decoded level): decoded features, flattened and viewed
+ * again, hold the same values; a buffer one byte short is refused; a cut flat form is not
+ * taken for a whole one.
+ */
+static void check_flat(const struct pbex_feature *f, size_t n)
+{
+	size_t need = pbex_flat_size(f, n);
+	uint64_t *buf = malloc(need + 8); /* 8-aligned */
+	struct pbex_feature v[NNAMES];
+
+	if (!buf)
+		return;
+	uint8_t *out = (uint8_t *)buf;
+	check(need == 0 || pbex_flatten(f, n, out, need - 1) == -ENOSPC, "flatten: short buffer");
+	long len = pbex_flatten(f, n, out, need);
+	check(len == (long)need, "flatten: its size");
+	check(pbex_flat_view(out, (size_t)len, n, v) == 0, "flat view of a flat form");
+	for (size_t i = 0; i < n; i++)
+		check(same_feature(&f[i], &v[i]), "flat feature differs from the decoded one");
+	if (len > 0 && (size_t)len > n * 16 && f[n - 1].count > 0)
+		check(pbex_flat_view(out, (size_t)len - 1, n, v) == -EBADMSG, "a cut flat form");
+	free(buf);
+}
+
 /* The first half of the names: projection must drop the others and keep these exactly. */
 #define NSUB (NNAMES / 2)
 
@@ -258,6 +283,8 @@ static void check_projection(const uint8_t *data, size_t size, bool sequence)
 			check(same_list(&la[i], &lb[i]), "projected feature list differs");
 	}
 	free(out);
+	if (!sequence)
+		check_flat(a, NSUB);
 }
 
 static struct pbex_schema *schema(void)

@@ -506,7 +506,7 @@ def test_record_cache(tmp, data):
                for b in lines]
         check(ref.returncode == 0 and got == want,
               "cache: %s's batches equal sluicectl run's without a cache" % os.path.basename(p))
-    check(flats[0].get("cache_level") == 2 and flats[0].get("cache_filled") == N_FILES and
+    check(flats[0].get("cache_level") == 3 and flats[0].get("cache_filled") == N_FILES and
           flats[0].get("cache_files") == 0,
           "cache: the first pipeline put its %d files in the cache (%s)" % (
               N_FILES, {k: v for k, v in flats[0].items() if k.startswith("cache")}))
