@@ -27,6 +27,7 @@
 #define SMALL_SEG (64u << 10) /* past a record: a segment near the budget's end */
 #define IX_FIRST  64u	      /* records in the index's first block; block b holds IX_FIRST << b */
 #define IX_BLOCKS 40u
+#define IX_AHEAD  16u /* index entries read ahead (pl_cache_entry_record) */
 /*
  * A waiting reader is woken once this many more records are there, or this many more bytes:
  * each wake-up is a futex call on both sides (a follower of a whole CTR file woken every 64
@@ -533,7 +534,12 @@ int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_
 			return r;
 	}
 	uint64_t pos;
-	const struct rec_ix *x = &e->ixb[ix_block(i, &pos)][pos];
+	unsigned b = ix_block(i, &pos);
+	const struct rec_ix *x = &e->ixb[b][pos];
+	/* records are read in order, a few files at a time, among other misses (a later epoch's
+	   shuffle): start the index's next lines now */
+	if (pos + IX_AHEAD < (uint64_t)IX_FIRST << b)
+		__builtin_prefetch(x + IX_AHEAD);
 	ret->data = x->data;
 	ret->len = x->len;
 	ret->offset = x->offset;
