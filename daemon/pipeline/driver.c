@@ -177,7 +177,7 @@ static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t
 static int collect(struct pl_driver *d, size_t b, struct pl_rec **ret_rows, size_t *ret_n)
 {
 	pl_prof_sample(&d->prof, d->rounds++ % PL_PROF_EVERY == 0);
-	struct pl_rec *rows = malloc(b * sizeof(*rows));
+	struct pl_rec *rows = aligned_alloc(PL_REC_ALIGN, b * sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
 	size_t n = 0;

@@ -40,17 +40,24 @@ struct pl_block {
 struct pl_rec {
 	struct pl_block *blk;
 	struct pl_rec *win;
-	uint32_t n_win;
-	int64_t win_skip, win_len;
 	const uint8_t *data; /* followed by the record's footer (its stored CRC) */
+	uint64_t index;	     /* in its file */
+	uint64_t offset;     /* of its header in the (decompressed) file */
 	uint32_t len;
 	uint32_t file; /* index into the dataset's files */
+	uint32_t n_win;
+	/* steps: at most max_window (< 2^31), and a record of 256 MiB holds fewer */
+	int32_t win_skip, win_len;
 	bool crc_checked;
 	bool decompressed;
 	bool flat; /* data is its decoded features' flat form (pbex_flat_view), from the cache */
-	uint64_t index;	 /* in its file */
-	uint64_t offset; /* of its header in the (decompressed) file */
 };
+/*
+ * One cache line: the shuffle buffer's slots and a batch's rows are arrays of them, read at
+ * random (the buffer) or by another thread (the rows), so each is one miss, not two.
+ */
+_Static_assert(sizeof(struct pl_rec) == 64, "struct pl_rec is one cache line");
+#define PL_REC_ALIGN 64
 
 /*
  * A chunk of a file as the read stage hands it on: blk (one reference, the taker's; blk->pin

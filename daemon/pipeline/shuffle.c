@@ -40,8 +40,10 @@ static struct pl_rec *slots_alloc(size_t n)
 {
 	const size_t huge = 2u << 20;
 	size_t bytes = n * sizeof(struct pl_rec);
-	if (bytes < huge)
-		return calloc(n, sizeof(struct pl_rec));
+	if (bytes < huge) {
+		void *p = aligned_alloc(PL_REC_ALIGN, bytes);
+		return p ? memset(p, 0, bytes) : NULL;
+	}
 	bytes = (bytes + huge - 1) & ~(huge - 1);
 	void *p = aligned_alloc(huge, bytes);
 	if (!p)
@@ -175,7 +177,11 @@ static int shuffle_next(struct pl_shuffle *sh, struct pl_rec *ret, struct io_err
 		}
 		if (sh->len == sh->cap) {
 			size_t ncap = sh->cap ? sh->cap * 2 : 64;
-			struct pl_rec *nb = realloc(sh->buf, ncap * sizeof(*nb));
+			struct pl_rec *nb = slots_alloc(ncap); /* aligned: not realloc */
+			if (nb) {
+				memcpy(nb, sh->buf, sh->len * sizeof(*nb));
+				free(sh->buf);
+			}
 			if (!nb) {
 				pl_rec_unref(&x);
 				return -ENOMEM;

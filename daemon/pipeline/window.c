@@ -167,8 +167,8 @@ static int window_next(struct pl_window *w, bool wait, struct pl_rec *out, struc
 	out->blk = NULL;
 	out->win = win;
 	out->n_win = (uint32_t)(j - i);
-	out->win_skip = cont ? skip : 0;
-	out->win_len = cont ? w->len : -1;
+	out->win_skip = cont ? (int32_t)skip : 0;
+	out->win_len = cont ? (int32_t)w->len : -1;
 	w->p += cont && c->stride != PL_NULL ? c->stride : w->len;
 	w->have_len = false;
 	drop_before(w, w->p);
