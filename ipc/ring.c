@@ -564,6 +564,13 @@ int ipc_ring_reserve_flags(struct ipc_ring *r, uint64_t len, unsigned flags,
 			break;
 		if (!(flags & IPC_RING_RESERVE_NO_RECLAIM) && reclaim_oldest(r))
 			continue;
+		/*
+		 * Full, and a catch-up reader may be what holds it: one that attached late, or
+		 * past its limit when the last publish found none (the pass runs after each), would
+		 * otherwise hold every reader back with no publish to move it off.
+		 */
+		if (r->broadcast && !(flags & IPC_RING_RESERVE_NO_RECLAIM) && ipc_ring_lag_pass_(r))
+			continue;
 		if (!r->n_free || (flags & IPC_RING_RESERVE_NO_GROW) ||
 		    r->committed == r->data_size)
 			return -EAGAIN;

@@ -277,7 +277,7 @@ int ipc_ring_group_init_(struct ipc_ring *r, unsigned gid, enum ipc_ring_mode mo
 void ipc_ring_group_fini_(struct group *g);
 uint64_t ipc_ring_assign_pass_(struct ipc_ring *r);
 void ipc_ring_eos_pass_(struct ipc_ring *r);
-void ipc_ring_lag_pass_(struct ipc_ring *r);
+bool ipc_ring_lag_pass_(struct ipc_ring *r);
 
 /* For tests: the daemon's writable view of the header and of reader id's control block. */
 struct ipc_ring_hdr *ipc_ring_hdr_(struct ipc_ring *ring);

@@ -809,10 +809,14 @@ int ipc_ring_reader_moved(const struct ipc_ring *r, unsigned id)
 	return (int)(r->moved >> id & 1);
 }
 
-/* After a publish: move off every reader with a lag limit that is past it. */
-void ipc_ring_lag_pass_(struct ipc_ring *r)
+/*
+ * After a publish, and when a reserve finds no room: move off every reader with a lag limit
+ * that is past it. Whether one was.
+ */
+bool ipc_ring_lag_pass_(struct ipc_ring *r)
 {
 	uint64_t end;
+	bool moved = false;
 
 	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
 		struct reader *rd = &r->rd[i];
@@ -821,6 +825,7 @@ void ipc_ring_lag_pass_(struct ipc_ring *r)
 			continue;
 		sync_cursor(r, i);
 		if (!rd->bad && r->head - rd->cursor > rd->max_lag)
-			ipc_ring_move_reader(r, i, &end);
+			moved |= ipc_ring_move_reader(r, i, &end) == 0;
 	}
+	return moved;
 }

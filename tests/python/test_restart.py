@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from conftest import image_spec, run_reference, shuffled, test_daemon
+from conftest import ctl, image_spec, run_reference, shuffled, test_daemon
 
 import sluice
 
@@ -82,3 +82,38 @@ def test_no_state_dir_is_estale_not_a_replay(tmp_path, data):
             d2.stop()
     seqs = [s for s, _, _ in head + seen]
     assert seqs == list(range(len(seqs))) and 20 <= len(seqs) < 60  # nothing read again
+
+
+def test_reader_moved_by_lag_policy_resumes_after_kill(tmp_path, data):
+    """A catch-up reader that the lag policy moved off to a private pipeline, then kill -9 of
+    sluiced mid-stream: the fast reader resumes on the shared pipeline and the moved one on
+    its private pipeline's record, each with every batch exactly once, in order."""
+    want = _want(run_reference(tmp_path, _spec(data), "label"))
+    tmp, sd, conf = str(tmp_path), str(tmp_path / "state"), str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
+    d2 = None
+    try:
+        name = sluice.register(_spec(data, name="lagged"), socket=d.sock)
+        fast = sluice.attach(name, socket=d.sock)
+        slow = sluice.attach(name, socket=d.sock, lag="catch_up", max_lag=2)
+        b0 = slow.next(timeout=60)
+        s_head = [(b0.seq, b0["label"].reshape(-1).tolist(), b0.redelivered)]
+        # the ring holds 8: the fast reader gets this far only once the held one is moved off
+        f_head = _read(fast, 20)
+        b0.release()
+        _read(slow, 5, s_head)  # the first of them from its own pipeline
+        listed = ctl("--socket", d.sock, "list").stdout
+        assert "lagged@" in listed, "a private pipeline serves the slow reader: " + listed
+        d.stop(signal.SIGKILL)
+        d2 = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
+        f_all = _read(fast, out=f_head)
+        s_all = _read(slow, out=s_head)
+        fast.close()
+        slow.close()
+    finally:
+        rc = d2.stop() if d2 else None
+    assert len(want) == 60
+    assert f_all == want, "the shared pipeline's reader: every batch once, in order"
+    assert s_all == want, "the moved reader, on its private pipeline: every batch once"
+    assert rc == 0

@@ -363,6 +363,41 @@ static void test_lag_policy(void **state)
 }
 
 /*
+ * A catch-up reader that attaches to a full ring, already past its limit: no publish can come
+ * (every slot is held for it) to run the lag pass after it, so the reserve that finds no room
+ * moves it off, and the others go on.
+ */
+static void test_lag_late_reader_full_ring(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	unsigned a_id, b_id;
+	struct ipc_ring_client *b = add(r, 0, &b_id);
+	struct ipc_ring_batch x;
+	uint64_t end;
+
+	(void)state;
+	for (int i = 0; i < 8; i++)
+		put(r, 5000);
+	struct ipc_ring_client *a = add_lag(r, 0, 2, &a_id); /* starts at the oldest: 8 behind */
+	for (uint64_t s = 0; s < 8; s++)
+		take_release(b, s);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 0);
+	assert_int_equal(put(r, 5000), 8); /* no room but what a holds: a is moved off */
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 1);
+	assert_int_equal(ipc_ring_move_reader(r, a_id, &end), 0);
+	assert_int_equal(end, 0); /* it took nothing */
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -EXDEV);
+	take_release(b, 8);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(put(r, 5000), 9);
+	assert_int_equal(ipc_ring_remove_reader(r, a_id), 0);
+	ipc_ring_client_detach(a);
+	ipc_ring_client_detach(b);
+	ipc_ring_destroy(r);
+}
+
+/*
  * The move races the reader's takes: whatever it took before it learnt it was moved is still
  * held for it (its bytes never change while it reads them), and nothing after the end.
  */
@@ -479,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_threads_split),
 		cmocka_unit_test(test_threads_groups),
 		cmocka_unit_test(test_lag_policy),
+		cmocka_unit_test(test_lag_late_reader_full_ring),
 		cmocka_unit_test(test_lag_race),
 	};
 
