@@ -38,7 +38,8 @@ struct pl_chain {
 	/* the cache's decoded level: a projected record's features, flat (pbex_flatten) */
 	uint8_t *flat;
 	size_t flat_cap;
-	uint64_t flat_sum, proj_sum; /* bytes of the records flattened, and of their projections */
+	uint64_t flat_sum, proj_sum; /* bytes of records flattened, and of their projections */
+	uint64_t level_samples;	     /* records in those sums */
 	uint64_t level_fills;	     /* cache_filled when the level was last chosen */
 	bool flat_off; /* the decoded level does not fit where the projected one does */
 	uint64_t epoch;
@@ -194,71 +195,92 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 	return 0;
 }
 
+/* Records whose projection is also measured at level 3: what Plumber's rule weighs it by. */
+#define LEVEL_SAMPLES 4096
+
 /*
- * frame (filling the record cache) → the record with only the features this pipeline reads
- * (pbex_project), once its data CRC is right and the projection decodes; for an Example, those
- * features decoded, in their flat form (2), when the cache keeps that level. A record that does
- * not project or decode is kept whole, so that reading it from the cache fails the way reading
- * it from the file does. (The projection decodes exactly when the record does: the entries it
- * keeps are copied whole, and both walks read every entry's key the same way. fuzz_pbex checks
- * both directions; the flat form gives the features the decode gave, value for value.)
+ * Level 3: an Example's features decoded from the record itself and flattened (2), in one
+ * walk of the record: a projection decodes to the very features its record does (fuzz_pbex),
+ * so there is no need to make one. 0 to keep it whole (it does not decode), -ENOMEM.
+ */
+static int flatten_record(struct pl_chain *c, struct pl_worker_scratch *ws, struct pl_rec *rec,
+			  const uint8_t **ret_data, uint32_t *ret_len)
+{
+	const struct pl_plan *plan = c->plan;
+	if (pbex_decode_example(plan->ctx, rec->data, rec->len, ws->ctx, NULL) < 0)
+		return 0;
+	if (grow(&c->flat, &c->flat_cap, pbex_flat_size(ws->ctx, plan->n_ctx)) < 0)
+		return -ENOMEM;
+	long fl = pbex_flatten(ws->ctx, plan->n_ctx, c->flat, c->flat_cap);
+	if (fl < 0)
+		return 0; /* over 4 GiB decoded: kept as it is */
+	if (c->level_samples < LEVEL_SAMPLES) {
+		if (grow(&c->proj, &c->proj_cap, (size_t)rec->len + 12) < 0)
+			return -ENOMEM;
+		long n = pbex_project(plan->ctx, NULL, false, rec->data, rec->len, c->proj,
+				      c->proj_cap);
+		if (n >= 0) {
+			c->flat_sum += (uint64_t)fl;
+			c->proj_sum += (uint64_t)n;
+			c->level_samples++;
+		}
+	}
+	*ret_data = c->flat;
+	*ret_len = (uint32_t)fl;
+	return 2;
+}
+
+/*
+ * Level 2: the record with only the features this pipeline reads (pbex_project), once the
+ * projection decodes (1). 0 to keep it whole, -ENOMEM.
+ */
+static int project_record(struct pl_chain *c, struct pl_worker_scratch *ws, struct pl_rec *rec,
+			  const uint8_t **ret_data, uint32_t *ret_len)
+{
+	const struct pl_plan *plan = c->plan;
+	if (grow(&c->proj, &c->proj_cap, (size_t)rec->len + 12) < 0)
+		return -ENOMEM;
+	long n = pbex_project(plan->ctx, plan->lists, plan->sequence_example, rec->data, rec->len,
+			      c->proj, c->proj_cap);
+	if (n < 0)
+		return 0;
+	struct pl_rec pr = *rec;
+	pr.data = c->proj;
+	pr.len = (uint32_t)n;
+	pr.crc_checked = true;
+	if (pl_row_decode(plan, ws, &pr, false, NULL) < 0)
+		return 0;
+	*ret_data = c->proj;
+	*ret_len = (uint32_t)n;
+	return 1;
+}
+
+/*
+ * frame (filling the record cache) → what the cache keeps of the record, once its data CRC is
+ * right: its decoded features (level 3, an Example's) or its projection (level 2). A record
+ * that does not decode is kept whole, so that reading it from the cache fails the way reading
+ * it from the file does. (The projection decodes exactly when the record does, to the same
+ * features: the entries it keeps are copied whole, and both walks read every entry's key the
+ * same way. fuzz_pbex checks both directions, and that the flat form gives the features the
+ * decode gave, value for value.)
  */
 static int project(void *ctx, struct pl_rec *rec, const uint8_t **ret_data, uint32_t *ret_len)
 {
 	struct pl_chain *c = ctx;
-	const struct pl_plan *plan = c->plan;
 	struct pl_worker_scratch *ws = scratch(c);
 	if (!ws)
 		return -ENOMEM;
 	unsigned prev = pl_prof_enter(c->o.prof, PL_STAGE_PARSE);
-	int r = pl_row_check_crc(plan, rec);
-	if (r == 0)
+	int r = pl_row_check_crc(c->plan, rec);
+	if (r == 0) {
 		rec->crc_checked = true; /* the parse task need not check it again */
-	if (r == 0 && grow(&c->proj, &c->proj_cap, (size_t)rec->len + 12) < 0) {
-		pl_prof_leave(c->o.prof, prev);
-		return -ENOMEM;
-	}
-	long n = r == 0 ? pbex_project(plan->ctx, plan->lists, plan->sequence_example, rec->data,
-				       rec->len, c->proj, c->proj_cap)
-			: -EBADMSG;
-	bool flat = n >= 0 && cache_flat(c);
-	if (n >= 0 && flat) { /* the features as decoded, before defaults (pl_row_decode's) */
-		if (pbex_decode_example(plan->ctx, c->proj, (size_t)n, ws->ctx, NULL) < 0)
-			n = -EBADMSG;
-	} else if (n >= 0) {
-		struct pl_rec pr = *rec;
-		pr.data = c->proj;
-		pr.len = (uint32_t)n;
-		pr.crc_checked = true;
-		if (pl_row_decode(plan, ws, &pr, false, NULL) < 0)
-			n = -EBADMSG;
-	}
-	long fl = -1;
-	if (n >= 0 && flat) {
-		size_t need = pbex_flat_size(ws->ctx, plan->n_ctx);
-		fl = grow(&c->flat, &c->flat_cap, need) < 0
-			     ? -ENOMEM
-			     : pbex_flatten(ws->ctx, plan->n_ctx, c->flat, c->flat_cap);
-		if (fl == -ENOMEM) {
-			pl_prof_leave(c->o.prof, prev);
-			return -ENOMEM;
-		}
-		if (fl >= 0) {
-			c->flat_sum += (uint64_t)fl;
-			c->proj_sum += (uint64_t)n;
-		}
+		r = cache_flat(c) ? flatten_record(c, ws, rec, ret_data, ret_len)
+				  : project_record(c, ws, rec, ret_data, ret_len);
+	} else {
+		r = 0; /* kept whole: its CRC error is the parse task's to report */
 	}
 	pl_prof_leave(c->o.prof, prev);
-	if (n < 0)
-		return 0; /* keep it whole */
-	if (fl >= 0) {
-		*ret_data = c->flat;
-		*ret_len = (uint32_t)fl;
-		return 2;
-	}
-	*ret_data = c->proj;
-	*ret_len = (uint32_t)n;
-	return 1;
+	return r;
 }
 
 /*
