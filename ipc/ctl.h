@@ -18,7 +18,7 @@
  * Receiving: ipc_ctl_recv() one datagram (and its fds), ipc_ctl_msg_parse() the header, switch
  * on msg.type, ipc_ctl_decode_<type>() the body into a typed struct. Sending: an
  * ipc_ctl_encode_<type>() into a buffer of IPC_CTL_MAX_MSG bytes, then ipc_ctl_send().
- * Nobody outside ctl.c / ctl_msg.c reads or writes the bytes themselves.
+ * Nobody outside ctl.c / ctl_msg*.c reads or writes the bytes themselves.
  *
  * Errors: decoders return -EBADMSG with a one-line message in (emsg, emsg_cap) (emsg may be
  * NULL) naming the message type, the field and what was expected; encoders return -EINVAL for

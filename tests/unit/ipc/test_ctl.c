@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests for ipc/ctl_msg.c: round trips of every message, versions, the builder and the reader. */
+/* Tests for ipc/ctl_msg*.c: round trips of every message, versions, the builder and the reader. */
 #include "ipc/ctl.h"
 
 #include <errno.h>
