@@ -154,13 +154,13 @@ static void put_fields(struct ipc_ctl_builder *b, const struct mdesc *d, const v
 		case K_U32:
 		case K_I32:
 			memcpy(&x32, v, 4);
-			if (x32 || !opt)
+			if (x32 != (uint32_t)f->dflt || !opt)
 				ipc_ctl_put_u32(b, f->tag, x32);
 			break;
 		case K_U64:
 		case K_I64:
 			memcpy(&x64, v, 8);
-			if (x64 || !opt)
+			if (x64 != f->dflt || !opt)
 				ipc_ctl_put_u64(b, f->tag, x64);
 			break;
 		case K_BOOL:
@@ -330,6 +330,17 @@ static int get_value(const struct fdesc *f, const struct ipc_ctl_field *fld, voi
 	return 0;
 }
 
+/* What an absent optional number reads as (NUM_OR; the others are zeroed). */
+static void set_default(const struct fdesc *f, void *m)
+{
+	uint32_t x32 = (uint32_t)f->dflt;
+
+	if (f->kind == K_U32 || f->kind == K_I32)
+		memcpy((uint8_t *)m + f->off, &x32, 4);
+	else if (f->kind == K_U64 || f->kind == K_I64)
+		memcpy((uint8_t *)m + f->off, &f->dflt, 8);
+}
+
 #define MAX_SEQ 4 /* K_SEQ fields in one table */
 
 /*
@@ -353,6 +364,8 @@ static int get_fields(const struct mdesc *d, const uint8_t *body, size_t len, vo
 		if (d->f[i].kind == K_SEQ && n_seq < MAX_SEQ) {
 			repeated |= UINT64_C(1) << d->f[i].tag;
 			seq_f[n_seq++] = &d->f[i];
+		} else if (d->f[i].dflt) {
+			set_default(&d->f[i], m);
 		}
 
 	ipc_ctl_reader_init(&rd, body, len, repeated, what);

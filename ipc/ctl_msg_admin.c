@@ -33,6 +33,7 @@ static const struct fdesc pipeline_f[] = {
 	NUM(5, K_U64, 0, struct ipc_ctl_pipeline_info, batches_published),
 	NUM(6, K_U32, 0, struct ipc_ctl_pipeline_info, slots_used),
 	NUM(7, K_U32, 0, struct ipc_ctl_pipeline_info, n_slots),
+	NUM_OR(8, K_U32, struct ipc_ctl_pipeline_info, owner_uid, IPC_CTL_OWNER_UNKNOWN),
 };
 static const struct mdesc pipeline_d =
 	MDESC("pipeline", 0, false, struct ipc_ctl_pipeline_info, pipeline_f, check_pipeline);

@@ -48,6 +48,9 @@ struct fdesc {
 	size_t off_n;
 	size_t max;
 	const struct mdesc *sub;
+	/* K_U32, K_I32, K_U64, K_I64 that are optional: the value an absent field reads as, which
+	   the encoder leaves out (0 but for fields where 0 means something: NUM_OR) */
+	uint64_t dflt;
 };
 
 struct mdesc {
@@ -61,26 +64,31 @@ struct mdesc {
 };
 
 #define MEMBER_SIZE(st, m) sizeof(((st *)0)->m)
-#define NUM(tag, kind, flags, st, m)                              \
-	{                                                         \
-		tag, kind, flags, #m, offsetof(st, m), 0, 0, NULL \
+#define NUM(tag, kind, flags, st, m)                                 \
+	{                                                            \
+		tag, kind, flags, #m, offsetof(st, m), 0, 0, NULL, 0 \
 	}
-#define STR(tag, flags, st, m)                                                      \
-	{                                                                           \
-		tag, K_STR, flags, #m, offsetof(st, m), 0, MEMBER_SIZE(st, m), NULL \
+/* An optional number whose absence is not 0: it reads as dflt (a peer before the field). */
+#define NUM_OR(tag, kind, st, m, dflt)                              \
+	{                                                           \
+		tag, kind, 0, #m, offsetof(st, m), 0, 0, NULL, dflt \
 	}
-#define VIEW(tag, kind, flags, st, m, len, max)                                     \
-	{                                                                           \
-		tag, kind, flags, #m, offsetof(st, m), offsetof(st, len), max, NULL \
+#define STR(tag, flags, st, m)                                                         \
+	{                                                                              \
+		tag, K_STR, flags, #m, offsetof(st, m), 0, MEMBER_SIZE(st, m), NULL, 0 \
+	}
+#define VIEW(tag, kind, flags, st, m, len, max)                                        \
+	{                                                                              \
+		tag, kind, flags, #m, offsetof(st, m), offsetof(st, len), max, NULL, 0 \
 	}
 #define SHAPE(tag, flags, st, m, cnt)                                        \
 	{                                                                    \
 		tag, K_SHAPE, flags, #m, offsetof(st, m), offsetof(st, cnt), \
-			MEMBER_SIZE(st, m) / sizeof(int64_t), NULL           \
+			MEMBER_SIZE(st, m) / sizeof(int64_t), NULL, 0        \
 	}
-#define SEQ(tag, st, m, cnt, sub)                                             \
-	{                                                                     \
-		tag, K_SEQ, 0, #m, offsetof(st, m), offsetof(st, cnt), 0, sub \
+#define SEQ(tag, st, m, cnt, sub)                                                \
+	{                                                                        \
+		tag, K_SEQ, 0, #m, offsetof(st, m), offsetof(st, cnt), 0, sub, 0 \
 	}
 #define MDESC(whatname, typ, froz, st, fields, chk)                                              \
 	{                                                                                        \
