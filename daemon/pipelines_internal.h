@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The registry's internals: what pipelines.c and groups.c (its consumer groups) share. */
+/* The registry's internals: what its files share (daemon/README.md lists them). */
 #ifndef SLUICE_DAEMON_PIPELINES_INTERNAL_H
 #define SLUICE_DAEMON_PIPELINES_INTERNAL_H
 
@@ -7,6 +7,12 @@
 #include <stdint.h>
 
 #include "registry.h"
+
+/* Names belong to their owner: root's and the config dir's are the host's, one namespace. */
+static inline uid_t dmn_name_space(uid_t owner)
+{
+	return owner == 0 ? (uid_t)-1 : owner;
+}
 
 /*
  * Close the groups of pl that have had no member for DMN_GROUP_GRACE_NS (the producer waits for
@@ -35,5 +41,27 @@ void dmn_pipeline_keep_tick(struct dmn_pipeline *pl);
 int dmn_publish_error(struct dmn_pipeline *pl, int code, const char *text, int tries);
 /* Take pl off the registry and destroy it (why: for the log). Server thread. */
 void dmn_pipeline_drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *why);
+
+/* publish.c: the engine's batches go straight into pl's ring. */
+/*
+ * Set po's allocator (extents of pl's ring: reuse, reclaim or grow; hold while nobody reads)
+ * and its deliver and end callbacks (publish in place, on the driver thread). pl->ring must be
+ * set before the engine starts.
+ */
+void dmn_pipeline_engine_opts(struct dmn_pipeline *pl, struct pl_pipeline_opts *po);
+
+/* budget.c: what pipelines may cost, and what they hold. Server thread. */
+/*
+ * May owner ((uid_t)-1: the config dir) start one more pipeline of --pipeline-memory bytes?
+ * --max-pipelines, the per-uid quotas (root and the config dir not counted) and --memory, for
+ * which ended pipelines without readers are dropped, least recently used first. 0, or -EUSERS,
+ * -EDQUOT, -ENOSPC with msg saying which limit and by how much.
+ */
+int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_cap);
+/* The data bytes of pl's ring (its engine made, its ring not yet): see budget.c. */
+uint64_t dmn_budget_ring_bytes(const struct dmn_registry *d, const struct dmn_pipeline *pl);
+/* Count pl's ring bytes (pl->data_bytes) against --memory, or give them back. */
+void dmn_budget_charge(struct dmn_registry *d, const struct dmn_pipeline *pl);
+void dmn_budget_release(struct dmn_registry *d, const struct dmn_pipeline *pl);
 
 #endif

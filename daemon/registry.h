@@ -180,9 +180,10 @@ struct dmn_pipeline {
 };
 
 /*
- * The registry (pipelines.c): every pipeline of the daemon, the memory budget they share. It
- * knows nothing of connections: the server (server.c) adds and removes readers, and acts on
- * what the registry returns (dmn_pipeline_collect's readers to evict).
+ * The registry (registry.c, create.c, budget.c, publish.c; daemon/README.md): every pipeline of
+ * the daemon, the memory budget they share. It knows nothing of connections: the server
+ * (server.c) adds and removes readers, and acts on what the registry returns
+ * (dmn_pipeline_collect's readers to evict).
  */
 struct dmn_registry {
 	struct dmn_config cfg;

@@ -557,6 +557,7 @@ static int on_list(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *
 		pi[k].batches_published = pl->published;
 		pi[k].slots_used = info.n_slots - info.n_free_slots;
 		pi[k].n_slots = info.n_slots;
+		pi[k].owner_uid = pl->owner == (uid_t)-1 ? IPC_CTL_OWNER_HOST : (uint32_t)pl->owner;
 		pthread_mutex_unlock(&pl->lock);
 		k++;
 	}

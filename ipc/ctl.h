@@ -18,7 +18,7 @@
  * Receiving: ipc_ctl_recv() one datagram (and its fds), ipc_ctl_msg_parse() the header, switch
  * on msg.type, ipc_ctl_decode_<type>() the body into a typed struct. Sending: an
  * ipc_ctl_encode_<type>() into a buffer of IPC_CTL_MAX_MSG bytes, then ipc_ctl_send().
- * Nobody outside ctl.c / ctl_msg.c reads or writes the bytes themselves.
+ * Nobody outside ctl.c / ctl_msg*.c reads or writes the bytes themselves.
  *
  * Errors: decoders return -EBADMSG with a one-line message in (emsg, emsg_cap) (emsg may be
  * NULL) naming the message type, the field and what was expected; encoders return -EINVAL for
@@ -278,7 +278,14 @@ struct ipc_ctl_pipeline_info {
 	uint64_t batches_published;
 	uint32_t slots_used; /* ring occupancy: slots_used of n_slots */
 	uint32_t n_slots;
+	/*
+	 * Who registered it: a uid (0, root, included), or IPC_CTL_OWNER_HOST for one of the
+	 * daemon's config dir. Decoded from a daemon that predates the field: IPC_CTL_OWNER_UNKNOWN.
+	 */
+	uint32_t owner_uid;
 };
+#define IPC_CTL_OWNER_HOST    UINT32_MAX       /* (uid_t)-1: the host's, from the config dir */
+#define IPC_CTL_OWNER_UNKNOWN (UINT32_MAX - 1) /* absent on the wire (docs/protocol.md) */
 
 /* LIST_REPLY (LIST has no fields: ipc_ctl_encode_empty()). */
 struct ipc_ctl_list_reply {

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Control protocol: the typed messages, encoded and decoded from one table per type. */
-#include "ctl.h"
+/* Control protocol: the codec, one encoder and one decoder that walk a message type's table. */
+#include "ctl_msg_internal.h"
 
 #include <endian.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,345 +11,10 @@
 #include "errmsg.h"
 
 /*
- * Each message type is a table of fields: tag, kind, whether it is required, and where it lives
- * in the type's struct. One encoder and one decoder walk the tables, so that every type gets the
- * same checks: fixed lengths for numbers, length limits and no NUL for strings, required fields
- * present, unknown tags skipped, nested entries (K_SEQ) decoded into an allocated array. What a
- * table cannot say (one of name and spec, a rank below its count) is the type's check function,
- * which the encoder runs too, so that we never send what a peer would reject.
+ * The tables are in ctl_msg_conn.c (HELLO, HELLO_OK, ERROR, SHUTDOWN), ctl_msg_reader.c
+ * (REGISTER, ATTACH, DETACH, SAVE_STATE and their replies) and ctl_msg_admin.c (LIST, STATS,
+ * REMOVE and their replies); ctl_msg_internal.h says how a table is written.
  */
-
-enum kind {
-	K_U32,	 /* uint32_t; 4 bytes */
-	K_I32,	 /* int32_t; 4 bytes */
-	K_U64,	 /* uint64_t; 8 bytes */
-	K_I64,	 /* int64_t; 8 bytes */
-	K_BOOL,	 /* bool; a u32 that is 0 or 1 */
-	K_STR,	 /* char[max]: at most max - 1 bytes, copied and NUL-terminated */
-	K_TEXT,	 /* const char * + uint32_t length at off_n: at most max bytes, a view */
-	K_BYTES, /* const void * + uint32_t length at off_n: at most max bytes, a view */
-	K_FP,	 /* uint8_t[IPC_CTL_FP_LEN]: exactly that many bytes */
-	K_SHAPE, /* int64_t[max] + uint32_t count at off_n: count * 8 bytes, little-endian */
-	K_SEQ,	 /* T * + uint32_t count at off_n: a repeated field, each a nested body of sub */
-};
-
-enum {
-	F_REQ = 1,	/* must be present */
-	F_NONEMPTY = 2, /* K_STR, K_TEXT, K_BYTES: at least one byte */
-};
-
-struct mdesc;
-
-struct fdesc {
-	uint16_t tag;
-	uint8_t kind;
-	uint8_t flags;
-	const char *name;
-	size_t off;
-	size_t off_n;
-	size_t max;
-	const struct mdesc *sub;
-};
-
-struct mdesc {
-	const char *what; /* "ctl ATTACH": the prefix of messages */
-	uint16_t type;
-	bool frozen; /* the same in every protocol version (HELLO, ERROR) */
-	size_t size;
-	const struct fdesc *f;
-	unsigned n;
-	int (*check)(const void *m, const char *what, char *emsg, size_t emsg_cap);
-};
-
-#define MEMBER_SIZE(st, m) sizeof(((st *)0)->m)
-#define NUM(tag, kind, flags, st, m)                              \
-	{                                                         \
-		tag, kind, flags, #m, offsetof(st, m), 0, 0, NULL \
-	}
-#define STR(tag, flags, st, m)                                                      \
-	{                                                                           \
-		tag, K_STR, flags, #m, offsetof(st, m), 0, MEMBER_SIZE(st, m), NULL \
-	}
-#define VIEW(tag, kind, flags, st, m, len, max)                                     \
-	{                                                                           \
-		tag, kind, flags, #m, offsetof(st, m), offsetof(st, len), max, NULL \
-	}
-#define SHAPE(tag, flags, st, m, cnt)                                        \
-	{                                                                    \
-		tag, K_SHAPE, flags, #m, offsetof(st, m), offsetof(st, cnt), \
-			MEMBER_SIZE(st, m) / sizeof(int64_t), NULL           \
-	}
-#define SEQ(tag, st, m, cnt, sub)                                             \
-	{                                                                     \
-		tag, K_SEQ, 0, #m, offsetof(st, m), offsetof(st, cnt), 0, sub \
-	}
-#define MDESC(whatname, typ, froz, st, fields, chk)                                              \
-	{                                                                                        \
-		whatname, typ, froz, sizeof(st), fields, sizeof(fields) / sizeof(fields[0]), chk \
-	}
-
-/* ---- the rules a table cannot say ---- */
-
-static int check_hello(const void *v, const char *what, char *emsg, size_t cap)
-{
-	const struct ipc_ctl_hello *m = v;
-
-	if (m->version == 0)
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: version: expected a protocol version, got 0", what);
-	return 0;
-}
-
-static int check_hello_ok(const void *v, const char *what, char *emsg, size_t cap)
-{
-	const struct ipc_ctl_hello_ok *m = v;
-
-	if (m->version == 0)
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: version: expected a protocol version, got 0", what);
-	if (m->max_msg < IPC_CTL_HDR_SIZE)
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: max_msg: %u is less than a header (%d bytes)", what,
-				  m->max_msg, IPC_CTL_HDR_SIZE);
-	return 0;
-}
-
-/* An optional spec_dir is an absolute path. */
-static int check_spec_dir(const char *dir, uint32_t len, const char *what, char *emsg, size_t cap)
-{
-	if (len && dir[0] != '/')
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: spec_dir: expected an absolute path, got \"%.*s\"", what,
-				  (int)(len > 64 ? 64 : len), dir);
-	return 0;
-}
-
-static int check_register(const void *v, const char *what, char *emsg, size_t cap)
-{
-	const struct ipc_ctl_register *m = v;
-	return check_spec_dir(m->spec_dir, m->spec_dir_len, what, emsg, cap);
-}
-
-static int check_attach(const void *v, const char *what, char *emsg, size_t cap)
-{
-	const struct ipc_ctl_attach *m = v;
-	bool has_name = m->name[0] != '\0', has_spec = m->spec_len > 0;
-
-	if (has_name == has_spec)
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: expected exactly one of name and spec, got %s", what,
-				  has_name ? "both" : "neither");
-	if (m->mode >= IPC_CTL_MODE_COUNT_)
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: mode: expected 0 (broadcast), 1 (split) or 2 (rank), got %u",
-				  what, m->mode);
-	if (m->mode == IPC_CTL_MODE_RANK) {
-		if (m->rank_count == 0 || m->rank_index >= m->rank_count)
-			return ipc_errmsg(-EBADMSG, emsg, cap,
-					  "%s: rank_index %u, rank_count %u: expected index < "
-					  "count",
-					  what, m->rank_index, m->rank_count);
-	} else if (m->rank_index || m->rank_count) {
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: rank_index/rank_count given for mode %u: expected them only "
-				  "with "
-				  "mode 2 (rank)",
-				  what, m->mode);
-	}
-	if (m->lag_policy >= IPC_CTL_LAG_COUNT_)
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: lag_policy: expected 0 (hold) or 1 (catch up), got %u", what,
-				  m->lag_policy);
-	if (m->spec_dir_len && !has_spec)
-		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: spec_dir given without a spec", what);
-	return check_spec_dir(m->spec_dir, m->spec_dir_len, what, emsg, cap);
-}
-
-static int check_tensor(const void *v, const char *what, char *emsg, size_t cap)
-{
-	const struct ipc_ctl_tensor_info *m = v;
-	uint32_t i;
-
-	if (m->dtype >= IPC_DTYPE_COUNT_)
-		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: dtype: expected 0..%d, got %u", what,
-				  IPC_DTYPE_COUNT_ - 1, m->dtype);
-	if (m->rank < 1 || m->rank > IPC_BATCH_MAX_RANK)
-		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: shape: rank %u, expected 1..%d", what,
-				  m->rank, IPC_BATCH_MAX_RANK);
-	for (i = 0; i < m->rank; i++)
-		if (m->shape[i] < -1)
-			return ipc_errmsg(-EBADMSG, emsg, cap,
-					  "%s: shape[%u]: %lld, expected -1 (varies) or a size",
-					  what, i, (long long)m->shape[i]);
-	return 0;
-}
-
-static int check_pipeline(const void *v, const char *what, char *emsg, size_t cap)
-{
-	const struct ipc_ctl_pipeline_info *m = v;
-
-	if (m->status >= IPC_CTL_PL_COUNT_)
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: status: expected 0 (running), 1 (finished) or 2 (failed), "
-				  "got %u",
-				  what, m->status);
-	if (m->slots_used > m->n_slots)
-		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: slots_used %u is more than n_slots %u",
-				  what, m->slots_used, m->n_slots);
-	return 0;
-}
-
-static int check_error(const void *v, const char *what, char *emsg, size_t cap)
-{
-	const struct ipc_ctl_error *m = v;
-
-	if (m->code >= 0 || m->code < -4095)
-		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: code: expected a negative errno, got %d", what, m->code);
-	return 0;
-}
-
-/* ---- the tables (tags are the wire contract: docs/protocol.md) ---- */
-
-static const struct fdesc hello_f[] = {
-	NUM(1, K_U32, F_REQ, struct ipc_ctl_hello, version),
-	NUM(2, K_U32, F_REQ, struct ipc_ctl_hello, pid),
-	STR(3, 0, struct ipc_ctl_hello, client),
-};
-static const struct fdesc hello_ok_f[] = {
-	NUM(1, K_U32, F_REQ, struct ipc_ctl_hello_ok, version),
-	NUM(2, K_U32, F_REQ, struct ipc_ctl_hello_ok, server_pid),
-	NUM(3, K_U32, F_REQ, struct ipc_ctl_hello_ok, max_msg),
-	NUM(4, K_U32, 0, struct ipc_ctl_hello_ok, max_readers),
-};
-static const struct fdesc register_f[] = {
-	VIEW(1, K_TEXT, F_REQ | F_NONEMPTY, struct ipc_ctl_register, spec, spec_len,
-	     IPC_CTL_MAX_BODY),
-	VIEW(2, K_TEXT, 0, struct ipc_ctl_register, spec_dir, spec_dir_len, IPC_CTL_DIR_MAX),
-};
-static const struct fdesc registered_f[] = {
-	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_registered, name),
-	NUM(2, K_FP, F_REQ, struct ipc_ctl_registered, fingerprint),
-	NUM(3, K_BOOL, 0, struct ipc_ctl_registered, created),
-};
-static const struct fdesc attach_f[] = {
-	STR(1, 0, struct ipc_ctl_attach, name),
-	VIEW(2, K_TEXT, 0, struct ipc_ctl_attach, spec, spec_len, IPC_CTL_MAX_BODY),
-	NUM(3, K_U32, F_REQ, struct ipc_ctl_attach, mode),
-	NUM(4, K_U32, 0, struct ipc_ctl_attach, rank_index),
-	NUM(5, K_U32, 0, struct ipc_ctl_attach, rank_count),
-	VIEW(6, K_BYTES, 0, struct ipc_ctl_attach, state, state_len, IPC_CTL_STATE_MAX),
-	NUM(7, K_U32, 0, struct ipc_ctl_attach, lag_policy),
-	NUM(8, K_U64, 0, struct ipc_ctl_attach, max_lag),
-	VIEW(9, K_TEXT, 0, struct ipc_ctl_attach, spec_dir, spec_dir_len, IPC_CTL_DIR_MAX),
-	STR(10, 0, struct ipc_ctl_attach, group),
-	VIEW(11, K_BYTES, 0, struct ipc_ctl_attach, resume, resume_len, IPC_CTL_TOKEN_MAX),
-	NUM(12, K_U64, 0, struct ipc_ctl_attach, resume_seq),
-};
-static const struct fdesc tensor_f[] = {
-	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_tensor_info, name),
-	NUM(2, K_U32, F_REQ, struct ipc_ctl_tensor_info, dtype),
-	SHAPE(3, F_REQ, struct ipc_ctl_tensor_info, shape, rank),
-	NUM(4, K_BOOL, 0, struct ipc_ctl_tensor_info, ragged),
-};
-static const struct mdesc tensor_d =
-	MDESC("tensor", 0, false, struct ipc_ctl_tensor_info, tensor_f, check_tensor);
-static const struct fdesc attached_f[] = {
-	NUM(1, K_U64, F_REQ, struct ipc_ctl_attached, reader_id),
-	STR(2, F_REQ | F_NONEMPTY, struct ipc_ctl_attached, name),
-	NUM(3, K_FP, F_REQ, struct ipc_ctl_attached, fingerprint),
-	NUM(4, K_U32, F_REQ, struct ipc_ctl_attached, ring_version),
-	NUM(5, K_U32, F_REQ, struct ipc_ctl_attached, n_slots),
-	NUM(6, K_U64, F_REQ, struct ipc_ctl_attached, data_bytes),
-	NUM(7, K_U64, F_REQ, struct ipc_ctl_attached, ctl_bytes),
-	NUM(8, K_U64, 0, struct ipc_ctl_attached, max_batch_bytes),
-	SEQ(9, struct ipc_ctl_attached, tensors, n_tensors, &tensor_d),
-	NUM(10, K_U64, 0, struct ipc_ctl_attached, first_epoch),
-	VIEW(11, K_BYTES, 0, struct ipc_ctl_attached, token, token_len, IPC_CTL_TOKEN_MAX),
-	NUM(12, K_U64, 0, struct ipc_ctl_attached, skip_below),
-	NUM(13, K_U64, 0, struct ipc_ctl_attached, redelivered_below),
-	NUM(14, K_U64, 0, struct ipc_ctl_attached, redelivered_epochs),
-};
-static const struct fdesc reader_ref_f[] = {
-	NUM(1, K_U64, F_REQ, struct ipc_ctl_reader_ref, reader_id),
-};
-static const struct fdesc state_f[] = {
-	NUM(1, K_U64, F_REQ, struct ipc_ctl_state, reader_id),
-	VIEW(2, K_BYTES, F_REQ | F_NONEMPTY, struct ipc_ctl_state, state, state_len,
-	     IPC_CTL_STATE_MAX),
-};
-static const struct fdesc pipeline_f[] = {
-	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_pipeline_info, name),
-	NUM(2, K_FP, F_REQ, struct ipc_ctl_pipeline_info, fingerprint),
-	NUM(3, K_U32, 0, struct ipc_ctl_pipeline_info, status),
-	NUM(4, K_U32, 0, struct ipc_ctl_pipeline_info, n_readers),
-	NUM(5, K_U64, 0, struct ipc_ctl_pipeline_info, batches_published),
-	NUM(6, K_U32, 0, struct ipc_ctl_pipeline_info, slots_used),
-	NUM(7, K_U32, 0, struct ipc_ctl_pipeline_info, n_slots),
-};
-static const struct mdesc pipeline_d =
-	MDESC("pipeline", 0, false, struct ipc_ctl_pipeline_info, pipeline_f, check_pipeline);
-static const struct fdesc list_reply_f[] = {
-	SEQ(1, struct ipc_ctl_list_reply, pipelines, n_pipelines, &pipeline_d),
-};
-static const struct fdesc stats_f[] = {
-	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_stats, name),
-};
-static const struct fdesc remove_f[] = {
-	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_remove, name),
-};
-static const struct fdesc stat_f[] = {
-	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_stat, key),
-	NUM(2, K_I64, F_REQ, struct ipc_ctl_stat, value),
-};
-static const struct mdesc stat_d = MDESC("stat", 0, false, struct ipc_ctl_stat, stat_f, NULL);
-static const struct fdesc stats_reply_f[] = {
-	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_stats_reply, name),
-	SEQ(2, struct ipc_ctl_stats_reply, stats, n_stats, &stat_d),
-};
-static const struct fdesc error_f[] = {
-	NUM(1, K_I32, F_REQ, struct ipc_ctl_error, code),
-	STR(2, 0, struct ipc_ctl_error, text),
-};
-static const struct fdesc shutdown_f[] = {
-	NUM(1, K_U32, 0, struct ipc_ctl_shutdown, flags),
-	STR(2, 0, struct ipc_ctl_shutdown, reason),
-};
-
-static const struct mdesc hello_d =
-	MDESC("ctl HELLO", IPC_CTL_HELLO, true, struct ipc_ctl_hello, hello_f, check_hello);
-static const struct mdesc hello_ok_d = MDESC("ctl HELLO_OK", IPC_CTL_HELLO_OK, false,
-					     struct ipc_ctl_hello_ok, hello_ok_f, check_hello_ok);
-static const struct mdesc register_d = MDESC("ctl REGISTER", IPC_CTL_REGISTER, false,
-					     struct ipc_ctl_register, register_f, check_register);
-static const struct mdesc registered_d = MDESC("ctl REGISTERED", IPC_CTL_REGISTERED, false,
-					       struct ipc_ctl_registered, registered_f, NULL);
-static const struct mdesc attach_d =
-	MDESC("ctl ATTACH", IPC_CTL_ATTACH, false, struct ipc_ctl_attach, attach_f, check_attach);
-static const struct mdesc attached_d =
-	MDESC("ctl ATTACHED", IPC_CTL_ATTACHED, false, struct ipc_ctl_attached, attached_f, NULL);
-static const struct mdesc detach_d =
-	MDESC("ctl DETACH", IPC_CTL_DETACH, false, struct ipc_ctl_reader_ref, reader_ref_f, NULL);
-static const struct mdesc save_state_d = MDESC("ctl SAVE_STATE", IPC_CTL_SAVE_STATE, false,
-					       struct ipc_ctl_reader_ref, reader_ref_f, NULL);
-static const struct mdesc detached_d = MDESC("ctl DETACHED", IPC_CTL_DETACHED, false,
-					     struct ipc_ctl_reader_ref, reader_ref_f, NULL);
-static const struct mdesc state_d =
-	MDESC("ctl STATE", IPC_CTL_STATE, false, struct ipc_ctl_state, state_f, NULL);
-static const struct mdesc list_reply_d = MDESC("ctl LIST_REPLY", IPC_CTL_LIST_REPLY, false,
-					       struct ipc_ctl_list_reply, list_reply_f, NULL);
-static const struct mdesc stats_d =
-	MDESC("ctl STATS", IPC_CTL_STATS, false, struct ipc_ctl_stats, stats_f, NULL);
-static const struct mdesc stats_reply_d = MDESC("ctl STATS_REPLY", IPC_CTL_STATS_REPLY, false,
-						struct ipc_ctl_stats_reply, stats_reply_f, NULL);
-static const struct mdesc remove_d =
-	MDESC("ctl REMOVE", IPC_CTL_REMOVE, false, struct ipc_ctl_remove, remove_f, NULL);
-static const struct mdesc removed_d =
-	MDESC("ctl REMOVED", IPC_CTL_REMOVED, false, struct ipc_ctl_remove, remove_f, NULL);
-static const struct mdesc error_d =
-	MDESC("ctl ERROR", IPC_CTL_ERROR, true, struct ipc_ctl_error, error_f, check_error);
-static const struct mdesc shutdown_d =
-	MDESC("ctl SHUTDOWN", IPC_CTL_SHUTDOWN, false, struct ipc_ctl_shutdown, shutdown_f, NULL);
 
 /* The largest decoded struct: decoders fill one of these and copy it out on success. */
 union any_msg {
@@ -405,7 +69,7 @@ static bool is_zero(const void *p, size_t n)
 }
 
 /* Free the arrays a decoder allocated in m (K_SEQ) and zero their pointers and counts. */
-static void free_seqs(const struct mdesc *d, void *m)
+void ipc_ctl_msg_free_seqs_(const struct mdesc *d, void *m)
 {
 	unsigned i;
 
@@ -490,13 +154,13 @@ static void put_fields(struct ipc_ctl_builder *b, const struct mdesc *d, const v
 		case K_U32:
 		case K_I32:
 			memcpy(&x32, v, 4);
-			if (x32 || !opt)
+			if (x32 != (uint32_t)f->dflt || !opt)
 				ipc_ctl_put_u32(b, f->tag, x32);
 			break;
 		case K_U64:
 		case K_I64:
 			memcpy(&x64, v, 8);
-			if (x64 || !opt)
+			if (x64 != f->dflt || !opt)
 				ipc_ctl_put_u64(b, f->tag, x64);
 			break;
 		case K_BOOL:
@@ -542,8 +206,8 @@ static void put_fields(struct ipc_ctl_builder *b, const struct mdesc *d, const v
 	}
 }
 
-static int encode(const struct mdesc *d, uint16_t type, void *buf, size_t cap, uint32_t req_id,
-		  const void *m, size_t *ret_len)
+int ipc_ctl_msg_encode_(const struct mdesc *d, uint16_t type, void *buf, size_t cap,
+			uint32_t req_id, const void *m, size_t *ret_len)
 {
 	struct ipc_ctl_builder b;
 
@@ -666,6 +330,17 @@ static int get_value(const struct fdesc *f, const struct ipc_ctl_field *fld, voi
 	return 0;
 }
 
+/* What an absent optional number reads as (NUM_OR; the others are zeroed). */
+static void set_default(const struct fdesc *f, void *m)
+{
+	uint32_t x32 = (uint32_t)f->dflt;
+
+	if (f->kind == K_U32 || f->kind == K_I32)
+		memcpy((uint8_t *)m + f->off, &x32, 4);
+	else if (f->kind == K_U64 || f->kind == K_I64)
+		memcpy((uint8_t *)m + f->off, &f->dflt, 8);
+}
+
 #define MAX_SEQ 4 /* K_SEQ fields in one table */
 
 /*
@@ -689,6 +364,8 @@ static int get_fields(const struct mdesc *d, const uint8_t *body, size_t len, vo
 		if (d->f[i].kind == K_SEQ && n_seq < MAX_SEQ) {
 			repeated |= UINT64_C(1) << d->f[i].tag;
 			seq_f[n_seq++] = &d->f[i];
+		} else if (d->f[i].dflt) {
+			set_default(&d->f[i], m);
 		}
 
 	ipc_ctl_reader_init(&rd, body, len, repeated, what);
@@ -723,7 +400,7 @@ static int get_fields(const struct mdesc *d, const uint8_t *body, size_t len, vo
 			continue;
 		arr = calloc(seq_n[i], sub->size);
 		if (!arr) {
-			free_seqs(d, m);
+			ipc_ctl_msg_free_seqs_(d, m);
 			return -ENOMEM;
 		}
 		set_ptr(m, seq_f[i]->off, arr);
@@ -738,7 +415,7 @@ static int get_fields(const struct mdesc *d, const uint8_t *body, size_t len, vo
 			r = get_fields(sub, fld.val, fld.len, arr + (size_t)k * sub->size, sub_what,
 				       emsg, cap);
 			if (r < 0) {
-				free_seqs(d, m);
+				ipc_ctl_msg_free_seqs_(d, m);
 				return r;
 			}
 			k++;
@@ -747,15 +424,15 @@ static int get_fields(const struct mdesc *d, const uint8_t *body, size_t len, vo
 	if (d->check) {
 		r = d->check(m, what, emsg, cap);
 		if (r < 0) {
-			free_seqs(d, m);
+			ipc_ctl_msg_free_seqs_(d, m);
 			return r;
 		}
 	}
 	return 0;
 }
 
-static int decode(const struct mdesc *d, const struct ipc_ctl_msg *msg, void *ret, char *emsg,
-		  size_t cap)
+int ipc_ctl_msg_decode_(const struct mdesc *d, const struct ipc_ctl_msg *msg, void *ret, char *emsg,
+			size_t cap)
 {
 	union any_msg tmp;
 	int r;
@@ -775,90 +452,7 @@ static int decode(const struct mdesc *d, const struct ipc_ctl_msg *msg, void *re
 	return r;
 }
 
-/* ---- the typed API ---- */
-
-#define CODEC(name, desc, st)                                                          \
-	int ipc_ctl_encode_##name(void *buf, size_t cap, uint32_t req_id, const st *m, \
-				  size_t *ret_len)                                     \
-	{                                                                              \
-		return encode(&desc, desc.type, buf, cap, req_id, m, ret_len);         \
-	}                                                                              \
-	int ipc_ctl_decode_##name(const struct ipc_ctl_msg *msg, st *ret, char *emsg,  \
-				  size_t emsg_cap)                                     \
-	{                                                                              \
-		return decode(&desc, msg, ret, emsg, emsg_cap);                        \
-	}
-
-CODEC(hello, hello_d, struct ipc_ctl_hello)
-CODEC(hello_ok, hello_ok_d, struct ipc_ctl_hello_ok)
-CODEC(register, register_d, struct ipc_ctl_register)
-CODEC(registered, registered_d, struct ipc_ctl_registered)
-CODEC(attach, attach_d, struct ipc_ctl_attach)
-CODEC(attached, attached_d, struct ipc_ctl_attached)
-CODEC(state, state_d, struct ipc_ctl_state)
-CODEC(list_reply, list_reply_d, struct ipc_ctl_list_reply)
-CODEC(stats, stats_d, struct ipc_ctl_stats)
-CODEC(stats_reply, stats_reply_d, struct ipc_ctl_stats_reply)
-CODEC(error, error_d, struct ipc_ctl_error)
-
-int ipc_ctl_encode_remove(void *buf, size_t cap, unsigned type, uint32_t req_id,
-			  const struct ipc_ctl_remove *m, size_t *ret_len)
-{
-	if (type != IPC_CTL_REMOVE && type != IPC_CTL_REMOVED)
-		return -EINVAL;
-	const struct mdesc *d = type == IPC_CTL_REMOVE ? &remove_d : &removed_d;
-	return encode(d, d->type, buf, cap, req_id, m, ret_len);
-}
-
-int ipc_ctl_decode_remove(const struct ipc_ctl_msg *msg, unsigned type, struct ipc_ctl_remove *ret,
-			  char *emsg, size_t emsg_cap)
-{
-	if (type != IPC_CTL_REMOVE && type != IPC_CTL_REMOVED)
-		return -EINVAL;
-	return decode(type == IPC_CTL_REMOVE ? &remove_d : &removed_d, msg, ret, emsg, emsg_cap);
-}
-
-int ipc_ctl_encode_shutdown(void *buf, size_t cap, const struct ipc_ctl_shutdown *m,
-			    size_t *ret_len)
-{
-	return encode(&shutdown_d, IPC_CTL_SHUTDOWN, buf, cap, 0, m, ret_len);
-}
-
-int ipc_ctl_decode_shutdown(const struct ipc_ctl_msg *msg, struct ipc_ctl_shutdown *ret, char *emsg,
-			    size_t emsg_cap)
-{
-	return decode(&shutdown_d, msg, ret, emsg, emsg_cap);
-}
-
-static const struct mdesc *ref_desc(uint16_t type)
-{
-	switch (type) {
-	case IPC_CTL_DETACH:
-		return &detach_d;
-	case IPC_CTL_SAVE_STATE:
-		return &save_state_d;
-	case IPC_CTL_DETACHED:
-		return &detached_d;
-	default:
-		return NULL;
-	}
-}
-
-int ipc_ctl_encode_reader_ref(void *buf, size_t cap, uint16_t type, uint32_t req_id,
-			      const struct ipc_ctl_reader_ref *m, size_t *ret_len)
-{
-	const struct mdesc *d = ref_desc(type);
-
-	return d ? encode(d, type, buf, cap, req_id, m, ret_len) : -EINVAL;
-}
-
-int ipc_ctl_decode_reader_ref(const struct ipc_ctl_msg *msg, uint16_t type,
-			      struct ipc_ctl_reader_ref *ret, char *emsg, size_t emsg_cap)
-{
-	const struct mdesc *d = ref_desc(type);
-
-	return d ? decode(d, msg, ret, emsg, emsg_cap) : -EINVAL;
-}
+/* ---- messages without fields ---- */
 
 int ipc_ctl_encode_empty(void *buf, size_t cap, uint16_t type, uint32_t req_id, size_t *ret_len)
 {
@@ -893,22 +487,4 @@ int ipc_ctl_decode_empty(const struct ipc_ctl_msg *msg, uint16_t type, char *ems
 	while ((r = ipc_ctl_reader_next(&rd, &fld, emsg, emsg_cap)) == 1)
 		;
 	return r;
-}
-
-void ipc_ctl_attached_fini(struct ipc_ctl_attached *m)
-{
-	if (m)
-		free_seqs(&attached_d, m);
-}
-
-void ipc_ctl_list_reply_fini(struct ipc_ctl_list_reply *m)
-{
-	if (m)
-		free_seqs(&list_reply_d, m);
-}
-
-void ipc_ctl_stats_reply_fini(struct ipc_ctl_stats_reply *m)
-{
-	if (m)
-		free_seqs(&stats_reply_d, m);
 }

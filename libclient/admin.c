@@ -12,6 +12,9 @@ _Static_assert((int)SLUICE_PIPELINE_RUNNING == (int)IPC_CTL_PL_RUNNING &&
 		       (int)SLUICE_PIPELINE_FINISHED == (int)IPC_CTL_PL_FINISHED &&
 		       (int)SLUICE_PIPELINE_FAILED == (int)IPC_CTL_PL_FAILED,
 	       "the statuses are the protocol's");
+_Static_assert(SLUICE_OWNER_HOST == IPC_CTL_OWNER_HOST &&
+		       SLUICE_OWNER_UNKNOWN == IPC_CTL_OWNER_UNKNOWN,
+	       "the owners are the protocol's");
 
 static int list_call(struct sluice_client *c, struct ipc_ctl_list_reply *ret,
 		     struct sluice_error *err)
@@ -105,6 +108,7 @@ int sluice_list(struct sluice_client *c, struct sluice_pipeline_info **ret_list,
 		out[i].batches_published = p->batches_published;
 		out[i].ring_slots_used = p->slots_used;
 		out[i].ring_slots = p->n_slots;
+		out[i].owner_uid = p->owner_uid;
 	}
 	*ret_n = lr.n_pipelines;
 	*ret_list = out;

@@ -257,7 +257,14 @@ struct sluice_pipeline_info {
 	uint64_t batches_published;
 	uint32_t ring_slots_used; /* ring occupancy: ring_slots_used of ring_slots */
 	uint32_t ring_slots;
+	/*
+	 * Who registered it: a uid (root's 0 included), SLUICE_OWNER_HOST for a pipeline of the
+	 * daemon's config dir, or SLUICE_OWNER_UNKNOWN from a daemon too old to say.
+	 */
+	uint32_t owner_uid;
 };
+#define SLUICE_OWNER_HOST    UINT32_MAX
+#define SLUICE_OWNER_UNKNOWN (UINT32_MAX - 1)
 
 /*
  * The pipelines the daemon serves that this client may read: *ret_list (*ret_n entries, the

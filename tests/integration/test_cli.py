@@ -109,15 +109,22 @@ def test_list_json(d):
     check(r.returncode == 0 and doc is not None and len(r.stdout.strip().splitlines()) == 1,
           "list --json: one JSON document (%r)" % r.stdout[:200])
     ps = {p["name"]: p for p in (doc or {}).get("pipelines", [])}
-    keys = {"name", "fingerprint", "status", "readers", "batches_published", "ring_slots_used",
-            "ring_slots"}
+    keys = {"name", "owner_uid", "owner", "fingerprint", "status", "readers",
+            "batches_published", "ring_slots_used", "ring_slots"}
     check({"mnist-train", "bc"} <= set(ps) and all(set(p) == keys for p in ps.values()) and
           all(re.fullmatch("[0-9a-f]{32}", p["fingerprint"]) for p in ps.values()) and
           all(p["status"] in ("running", "finished", "failed") for p in ps.values()),
           "list --json names the config dir's pipelines with every field (%s)" % sorted(ps))
+    check(all(ps[n].get("owner_uid", 0) is None and ps[n].get("owner") == "(config)"
+              for n in ("mnist-train", "bc") if n in ps),
+          "list --json: the config dir's pipelines are the host's, no uid's (%s)" %
+          [(p.get("owner_uid"), p.get("owner")) for p in ps.values()])
     r2 = ctl(d, "--socket=" + d.sock, "list")
-    check(r2.returncode == 0 and "mnist-train" in r2.stdout,
-          "sluicectl --socket=PATH works as --socket PATH")
+    rows = [ln.split() for ln in r2.stdout.splitlines()]
+    check(r2.returncode == 0 and rows and rows[0][:2] == ["NAME", "STATUS"] and
+          rows[0][-1] == "OWNER" and ["mnist-train", "(config)"] in [[x[0], x[-1]] for x in rows],
+          "sluicectl --socket=PATH works as --socket PATH; list's OWNER of a config dir "
+          "pipeline is (config) (%r)" % r2.stdout)
 
 
 def test_opt_equals(d, tmp):
@@ -160,6 +167,19 @@ def test_did_you_mean(d, pub):
     check(r.returncode == 1 and 'did you mean "mnist-train"?' in r.stderr and
           "mnist-trains" not in r.stderr,
           "nobody is never told of a name it may not read (%r)" % r.stderr.strip())
+
+
+def test_list_owner(d):
+    """The pipeline this user registered (test_did_you_mean's mnist-trains) is listed as its,
+    by name (test_rights.py lists root's, nobody's and a nameless uid's)."""
+    uid = os.geteuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = str(uid)
+    p = (listed(d) or {}).get("mnist-trains")
+    check(p is not None and p.get("owner_uid") == uid and p.get("owner") == name,
+          "list --json: mnist-trains is uid %d's, %s (%s)" % (uid, name, p))
 
 
 PY_REMOVE = r"""
@@ -493,6 +513,7 @@ def main():
             test_unknown_request(d)
             test_opt_equals(d, tmp)
             test_did_you_mean(d, pub)
+            test_list_owner(d)
             test_rm(d, tmp, pub)
             test_events_logged_once(d, tmp)
             test_prometheus(d, tmp)

@@ -177,6 +177,56 @@ def test_names(d, pub):
         print("SKIP third user: no user daemon")
 
 
+def unnamed_uid():
+    """A uid that no user is called (sluicectl list shows its number)."""
+    for uid in range(54321, 54421):
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    return None
+
+
+def test_owners(d, pub):
+    """sluicectl list names each pipeline's owner: the user name, or the uid where it has none
+    (root's and nobody's pipelines of test_names, and one of a uid without a name)."""
+    nb = pwd.getpwnam("nobody")
+    uid = unnamed_uid()
+    if uid is None:
+        check(False, "a uid without a user name, among 54321..54420")
+        return
+    p = os.path.join(pub, "anon.json")
+    write_spec(p, spec("../open", name="anon-owned", batch=18, epochs=None))
+    r = subprocess.run(["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                        os.environ["SLUICECTL"], "--socket", d.sock, "register", p],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "uid %d, which has no name, registers anon-owned (%s)" %
+          (uid, r.stderr.strip()))
+    r = ctl(d, "list", "--json")
+    ps = json.loads(r.stdout)["pipelines"] if r.returncode == 0 else []
+    owners = {(p["name"], p.get("owner_uid"), p.get("owner")) for p in ps}
+    check(("prod-train", 0, "root") in owners and
+          ("prod-train", nb.pw_uid, "nobody") in owners and
+          ("nb-only", nb.pw_uid, "nobody") in owners and
+          ("anon-owned", uid, str(uid)) in owners,
+          "list --json: owner_uid and owner of root's, nobody's and a nameless uid's "
+          "pipelines (%s)" % sorted(owners, key=str))
+    r = ctl(d, "list")
+    rows = [(x[0], x[-1]) for x in (ln.split() for ln in r.stdout.splitlines()) if x]
+    check(r.returncode == 0 and rows and rows[0] == ("NAME", "OWNER") and
+          ("prod-train", "root") in rows and ("prod-train", "nobody") in rows and
+          ("anon-owned", str(uid)) in rows,
+          "list: an OWNER column, last, a user's name or a nameless uid's number (%r)" %
+          r.stdout)
+    r = ctl(d, "list", "--json", user="nobody")
+    ps = json.loads(r.stdout)["pipelines"] if r.returncode == 0 else []
+    owners = {(p["name"], p.get("owner")) for p in ps}
+    check(("prod-train", "nobody") in owners and ("prod-train", "root") not in owners and
+          ("granted", "root") in owners,
+          "nobody's list: its own prod-train, and root's pipeline that granted it, each with "
+          "its owner; not root's prod-train (%s)" % sorted(owners))
+
+
 def test_unprivileged_daemon(tmp, pub):
     """A daemon without CAP_SETUID serves its own user, and refuses to read for another."""
     run = os.path.join(tmp, "nb-run")
@@ -234,6 +284,7 @@ def main():
         try:
             test_files(d, tmp, pub, shadow)
             test_names(d, pub)
+            test_owners(d, pub)
             r = ctl(d, "list")
             check(r.returncode == 0, "the daemon goes on (%s)" % r.stderr.strip())
         finally:

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,16 +68,16 @@ int ctl_getopt(const char *cmd, int argc, char **argv, const struct option *opts
 
 /* ---- list ---- */
 
-static const char list_usage[] = "usage: sluicectl [--socket PATH] list [--json]\n"
-				 "\n"
-				 "One line per pipeline of sluiced: name, status, readers, "
-				 "batches\n"
-				 "published, ring occupancy (slots used/slots); with --json one "
-				 "JSON\n"
-				 "document: {\"pipelines\": [{\"name\", \"fingerprint\", "
-				 "\"status\",\n"
-				 "\"readers\", \"batches_published\", \"ring_slots_used\",\n"
-				 "\"ring_slots\"}, ...]}.\n";
+static const char list_usage[] =
+	"usage: sluicectl [--socket PATH] list [--json]\n"
+	"\n"
+	"One line per pipeline of sluiced that you may read: name, status, readers, batches\n"
+	"published, ring occupancy (slots used/slots), owner (who registered it: a user name,\n"
+	"the uid where it has none, (config) for the config dir's); with --json one JSON\n"
+	"document: {\"pipelines\": [{\"name\", \"owner_uid\", \"owner\", \"fingerprint\",\n"
+	"\"status\", \"readers\", \"batches_published\", \"ring_slots_used\", \"ring_slots\"},\n"
+	"...]} (owner_uid is null for the config dir's; both are null from a sluiced too old\n"
+	"to say).\n";
 
 const char *ctl_status_name(uint32_t s)
 {
@@ -92,6 +93,27 @@ const char *ctl_status_name(uint32_t s)
 	}
 }
 
+/*
+ * Who owns a pipeline, for a person: its user's name, else its uid; "(config)" for the config
+ * dir's; NULL when the daemon did not say. Points at buf or at a constant.
+ */
+static const char *owner_name(uint32_t uid, char *buf, size_t cap)
+{
+	struct passwd pw, *found = NULL;
+	char pwbuf[4096];
+
+	if (uid == SLUICE_OWNER_UNKNOWN)
+		return NULL;
+	if (uid == SLUICE_OWNER_HOST)
+		return "(config)";
+	if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof(pwbuf), &found) == 0 && found &&
+	    found->pw_name[0])
+		snprintf(buf, cap, "%s", found->pw_name);
+	else
+		snprintf(buf, cap, "%" PRIu32, uid);
+	return buf;
+}
+
 static void list_json(const struct sluice_pipeline_info *list, size_t n, struct jsonout *j)
 {
 	jsonout_cstr(j, "{\"pipelines\": [");
@@ -100,8 +122,20 @@ static void list_json(const struct sluice_pipeline_info *list, size_t n, struct 
 		char fp[33];
 		for (int k = 0; k < 16; k++)
 			snprintf(fp + 2 * k, 3, "%02x", p->fingerprint[k]);
+		char owner_buf[64];
+		const char *owner = owner_name(p->owner_uid, owner_buf, sizeof(owner_buf));
 		jsonout_cstr(j, i ? ", {\"name\": " : "{\"name\": ");
 		jsonout_str(j, p->name, strlen(p->name));
+		jsonout_cstr(j, ", \"owner_uid\": ");
+		if (p->owner_uid == SLUICE_OWNER_HOST || p->owner_uid == SLUICE_OWNER_UNKNOWN)
+			jsonout_cstr(j, "null");
+		else
+			jsonout_uint64(j, p->owner_uid);
+		jsonout_cstr(j, ", \"owner\": ");
+		if (owner)
+			jsonout_str(j, owner, strlen(owner));
+		else
+			jsonout_cstr(j, "null");
 		jsonout_cstr(j, ", \"fingerprint\": \"");
 		jsonout_cstr(j, fp);
 		jsonout_cstr(j, "\", \"status\": \"");
@@ -152,16 +186,18 @@ int cmd_list(int argc, char **argv)
 		rc = jsonout_line_write(&j, stdout);
 		jsonout_fini(&j);
 	} else {
-		printf("%-32s %-9s %7s %12s %11s\n", "NAME", "STATUS", "READERS", "PUBLISHED",
-		       "RING");
+		/* OWNER came last, after the columns scripts may already split by position */
+		printf("%-32s %-9s %7s %12s %11s  %s\n", "NAME", "STATUS", "READERS", "PUBLISHED",
+		       "RING", "OWNER");
 		for (size_t i = 0; i < n; i++) {
 			const struct sluice_pipeline_info *p = &list[i];
-			char ring[32];
+			char ring[32], owner_buf[64];
+			const char *owner = owner_name(p->owner_uid, owner_buf, sizeof(owner_buf));
 
 			snprintf(ring, sizeof(ring), "%u/%u", p->ring_slots_used, p->ring_slots);
-			printf("%-32s %-9s %7u %12" PRIu64 " %11s\n", p->name,
-			       ctl_status_name(p->status), p->n_readers, p->batches_published,
-			       ring);
+			printf("%-32s %-9s %7u %12" PRIu64 " %11s  %s\n", p->name,
+			       ctl_status_name(p->status), p->n_readers, p->batches_published, ring,
+			       owner ? owner : "?");
 		}
 	}
 	sluice_list_free(list);

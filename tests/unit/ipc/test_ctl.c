@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests for ipc/ctl_msg.c: round trips of every message, versions, the builder and the reader. */
+/* Tests for ipc/ctl_msg*.c: round trips of every message, versions, the builder and the reader. */
 #include "ipc/ctl.h"
 
 #include <errno.h>
@@ -298,6 +298,9 @@ static void test_list(void **state)
 		p[i].slots_used = i;
 		p[i].n_slots = 64;
 	}
+	p[0].owner_uid = 0; /* root: sent, not taken for an absent owner */
+	p[1].owner_uid = 1000;
+	p[2].owner_uid = IPC_CTL_OWNER_HOST;
 	assert_int_equal(ipc_ctl_encode_list_reply(buf, sizeof(buf), 8, &in, &len), 0);
 	m = parse_ok(buf, len, IPC_CTL_LIST_REPLY, 8);
 	assert_int_equal(ipc_ctl_decode_list_reply(&m, &out, emsg, sizeof(emsg)), 0);
@@ -313,6 +316,47 @@ static void test_list(void **state)
 	m = parse_ok(buf, len, IPC_CTL_LIST_REPLY, 8);
 	assert_int_equal(ipc_ctl_decode_list_reply(&m, &out, emsg, sizeof(emsg)), 0);
 	assert_int_equal(out.n_pipelines, 0);
+	ipc_ctl_list_reply_fini(&out);
+}
+
+/* LIST_REPLY's owner_uid (tag 8) came after version 1: an entry without it is an older daemon's. */
+static void test_list_owner_absent(void **state)
+{
+	static const uint8_t fp[IPC_CTL_FP_LEN] = { 1 };
+	struct ipc_ctl_pipeline_info p;
+	struct ipc_ctl_list_reply in = { .pipelines = &p, .n_pipelines = 1 }, out;
+	static uint8_t buf2[1024];
+	struct ipc_ctl_builder b;
+	struct ipc_ctl_msg m;
+	size_t len, len2, mark;
+
+	(void)state;
+	ipc_ctl_builder_init(&b, buf, sizeof(buf), IPC_CTL_LIST_REPLY, 3);
+	mark = ipc_ctl_put_begin(&b, 1);
+	ipc_ctl_put_str(&b, 1, "old", 3);
+	ipc_ctl_put_bytes(&b, 2, fp, sizeof(fp));
+	ipc_ctl_put_end(&b, mark);
+	assert_int_equal(ipc_ctl_builder_finish(&b, &len), 0);
+	m = parse_ok(buf, len, IPC_CTL_LIST_REPLY, 3);
+	assert_int_equal(ipc_ctl_decode_list_reply(&m, &out, emsg, sizeof(emsg)), 0);
+	assert_int_equal(out.n_pipelines, 1);
+	assert_string_equal(out.pipelines[0].name, "old");
+	assert_int_equal(out.pipelines[0].owner_uid, IPC_CTL_OWNER_UNKNOWN);
+
+	/* ... and an unknown owner is left out again: the same bytes */
+	p = out.pipelines[0];
+	ipc_ctl_list_reply_fini(&out);
+	assert_int_equal(ipc_ctl_encode_list_reply(buf2, sizeof(buf2), 3, &in, &len2), 0);
+	assert_int_equal(len2, len);
+	assert_memory_equal(buf2, buf, len);
+
+	/* root's uid 0 is on the wire: 4 bytes more than without an owner */
+	p.owner_uid = 0;
+	assert_int_equal(ipc_ctl_encode_list_reply(buf2, sizeof(buf2), 3, &in, &len2), 0);
+	assert_int_equal(len2, len + IPC_CTL_FIELD_HDR + 4);
+	m = parse_ok(buf2, len2, IPC_CTL_LIST_REPLY, 3);
+	assert_int_equal(ipc_ctl_decode_list_reply(&m, &out, emsg, sizeof(emsg)), 0);
+	assert_int_equal(out.pipelines[0].owner_uid, 0);
 	ipc_ctl_list_reply_fini(&out);
 }
 
@@ -613,6 +657,7 @@ int main(void)
 		cmocka_unit_test(test_attached),
 		cmocka_unit_test(test_reader_ref_state),
 		cmocka_unit_test(test_list),
+		cmocka_unit_test(test_list_owner_absent),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_remove),
 		cmocka_unit_test(test_error_shutdown),

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests for ipc/ctl_msg.c on malformed input: headers, fields, rules, every truncation. */
+/* Tests for ipc/ctl_msg*.c on malformed input: headers, fields, rules, every truncation. */
 #include "ipc/ctl.h"
 
 #include <errno.h>

@@ -263,7 +263,8 @@ static bool srv_handle(struct srv *s, int ci)
 						    .n_readers = 2,
 						    .batches_published = 7,
 						    .slots_used = 3,
-						    .n_slots = 8 };
+						    .n_slots = 8,
+						    .owner_uid = 1000 };
 		struct ipc_ctl_list_reply lr = { .pipelines = &pi, .n_pipelines = 1 };
 
 		T_EQ(ipc_ctl_encode_list_reply(out, sizeof(out), m.req_id, &lr, &len), 0);

@@ -414,6 +414,7 @@ static void test_register_list_stats(void **state)
 	assert_int_equal(list[0].batches_published, 7);
 	assert_int_equal(list[0].ring_slots_used, 3);
 	assert_int_equal(list[0].ring_slots, 8);
+	assert_int_equal(list[0].owner_uid, 1000);
 	sluice_list_free(list);
 	assert_int_equal(sluice_stats(c, "train", &st, &err), 0);
 	assert_string_equal(sluice_stats_name(st), "train");

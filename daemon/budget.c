@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sluiced's budgets: --memory, --max-pipelines, the per-user quotas, --linger. */
+#include "pipelines_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "log.h"
+
+/* Whether pl ended and nobody reads it (the config dir's never count). Server thread. */
+static bool ended_idle(struct dmn_pipeline *pl)
+{
+	if (pl->from_config || pl->n_readers)
+		return false;
+	pthread_mutex_lock(&pl->lock);
+	bool ended = pl->status != DMN_RUNNING;
+	pthread_mutex_unlock(&pl->lock);
+	return ended;
+}
+
+void dmn_pipelines_expire(struct dmn_registry *d)
+{
+	uint64_t now = dmn_now_ns();
+	for (struct dmn_pipeline *pl = d->pipelines, *next; pl; pl = next) {
+		next = pl->next;
+		if (!ended_idle(pl)) {
+			pl->idle_since = 0;
+		} else if (!pl->idle_since) {
+			pl->idle_since = now;
+		} else if (now - pl->idle_since >= d->cfg.linger_ns) {
+			char why[96];
+			snprintf(why, sizeof(why), "dropped: it ended and had no reader for %llu s",
+				 (unsigned long long)((now - pl->idle_since) / 1000000000));
+			dmn_pipeline_drop(d, pl, why);
+		}
+	}
+}
+
+/*
+ * Room for need more ring bytes under --memory: drop ended pipelines without readers, the
+ * least recently used first, until there is. Whether there is.
+ */
+static bool reclaim_idle(struct dmn_registry *d, uint64_t need)
+{
+	while (d->bytes_used + need > d->cfg.total_bytes) {
+		struct dmn_pipeline *oldest = NULL;
+		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
+			if (ended_idle(pl) && (!oldest || pl->last_used < oldest->last_used))
+				oldest = pl;
+		if (!oldest)
+			return false;
+		dmn_pipeline_drop(d, oldest, "dropped for memory: it ended and has no reader");
+	}
+	return true;
+}
+
+int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_cap)
+{
+	if (d->cfg.max_pipelines && d->n_pipelines >= d->cfg.max_pipelines) {
+		snprintf(msg, msg_cap, "sluiced runs its limit of %u pipelines",
+			 d->cfg.max_pipelines);
+		return -EUSERS;
+	}
+	if (owner != 0 && owner != (uid_t)-1 && (d->cfg.user_pipelines || d->cfg.user_bytes)) {
+		unsigned n = 0;
+		uint64_t bytes = 0;
+		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
+			if (pl->owner == owner && !ended_idle(pl)) {
+				n++;
+				bytes += pl->data_bytes;
+			}
+		}
+		if ((d->cfg.user_pipelines && n >= d->cfg.user_pipelines) ||
+		    (d->cfg.user_bytes && bytes + d->cfg.pipeline_bytes > d->cfg.user_bytes)) {
+			snprintf(msg, msg_cap,
+				 "uid %u's quota: it runs %u pipelines of %u and holds %llu of "
+				 "%llu "
+				 "bytes, a pipeline takes %llu (--user-pipelines, --user-memory)",
+				 (unsigned)owner, n, d->cfg.user_pipelines,
+				 (unsigned long long)bytes, (unsigned long long)d->cfg.user_bytes,
+				 (unsigned long long)d->cfg.pipeline_bytes);
+			return -EDQUOT;
+		}
+	}
+	if (!reclaim_idle(d, d->cfg.pipeline_bytes)) {
+		snprintf(msg, msg_cap,
+			 "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
+			 "(--memory, --pipeline-memory)",
+			 (unsigned long long)d->bytes_used, (unsigned long long)d->cfg.total_bytes,
+			 (unsigned long long)d->cfg.pipeline_bytes);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/*
+ * The ring's data bytes: --pipeline-memory, or more when the engine's batches have a known size
+ * and num_prefetch + 2 of them (those being filled, one being read) need more — a batch of 256
+ * float32 ImageNet images is 154 MB — as long as --memory has room for it. Memory is committed
+ * as batches use it (docs/ring.md), so a larger ring costs only what it holds.
+ */
+uint64_t dmn_budget_ring_bytes(const struct dmn_registry *d, const struct dmn_pipeline *pl)
+{
+	unsigned prefetch = 0;
+	uint64_t batch = pl_pipeline_batch_bytes(pl->pl, &prefetch);
+	uint64_t want = batch * (prefetch + 2);
+	want = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+	if (batch == 0 || want <= d->cfg.pipeline_bytes ||
+	    d->bytes_used + want > d->cfg.total_bytes)
+		return d->cfg.pipeline_bytes; /* an unknown size, or no room: the engine will say */
+	dmn_log("pipeline %s: a ring of %llu bytes for %u + 2 batches of %llu bytes (over "
+		"--pipeline-memory %llu)",
+		pl->name, (unsigned long long)want, prefetch, (unsigned long long)batch,
+		(unsigned long long)d->cfg.pipeline_bytes);
+	return want;
+}
+
+void dmn_budget_charge(struct dmn_registry *d, const struct dmn_pipeline *pl)
+{
+	d->bytes_used += pl->data_bytes;
+}
+
+void dmn_budget_release(struct dmn_registry *d, const struct dmn_pipeline *pl)
+{
+	d->bytes_used -= pl->data_bytes;
+}
