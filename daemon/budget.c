@@ -21,6 +21,7 @@ static bool ended_idle(struct dmn_pipeline *pl)
 void dmn_pipelines_expire(struct dmn_registry *d)
 {
 	uint64_t now = dmn_now_ns();
+	dmn_keep_expire(&d->keep, now, d->cfg.linger_ns); /* orphaned private pipelines' records */
 	for (struct dmn_pipeline *pl = d->pipelines, *next; pl; pl = next) {
 		next = pl->next;
 		if (!ended_idle(pl)) {

@@ -363,6 +363,7 @@ int dmn_keep_save(struct dmn_keep *k, const struct dmn_kept *rec)
 		free(n);
 		return -ENOMEM;
 	}
+	n->orphan_ns = 0; /* written again: its pipeline runs */
 	pthread_mutex_lock(&k->lock);
 	struct dmn_kept **pp = find_locked(k, rec->run, rec->fp, rec->name);
 	if (*pp) {
@@ -380,6 +381,18 @@ int dmn_keep_save(struct dmn_keep *k, const struct dmn_kept *rec)
 	return rc;
 }
 
+/* Unlink and free *pp, and remove its file. Under lock. */
+static void forget_locked(struct dmn_keep *k, struct dmn_kept **pp)
+{
+	char path[4200];
+	struct dmn_kept *old = *pp;
+	file_name(k, old->run, old->fp, old->name, ".pos", path, sizeof(path));
+	unlink(path);
+	*pp = old->next;
+	dmn_kept_fini(old);
+	free(old);
+}
+
 void dmn_keep_forget(struct dmn_keep *k, const uint8_t fp[16], const char *name)
 {
 	if (!k->dir)
@@ -388,13 +401,36 @@ void dmn_keep_forget(struct dmn_keep *k, const uint8_t fp[16], const char *name)
 	pthread_mutex_lock(&k->lock);
 	struct dmn_kept **pp = find_locked(k, k->run, fp, name);
 	if (*pp) {
-		struct dmn_kept *old = *pp;
-		*pp = old->next;
-		dmn_kept_fini(old);
-		free(old);
+		forget_locked(k, pp);
+	} else {
+		file_name(k, k->run, fp, name, ".pos", path, sizeof(path));
+		unlink(path);
 	}
-	file_name(k, k->run, fp, name, ".pos", path, sizeof(path));
-	unlink(path);
+	pthread_mutex_unlock(&k->lock);
+}
+
+void dmn_keep_orphan(struct dmn_keep *k, const uint8_t fp[16], const char *name, uint64_t now_ns)
+{
+	if (!k->dir)
+		return;
+	pthread_mutex_lock(&k->lock);
+	struct dmn_kept **pp = find_locked(k, k->run, fp, name);
+	if (*pp)
+		(*pp)->orphan_ns = now_ns ? now_ns : 1;
+	pthread_mutex_unlock(&k->lock);
+}
+
+void dmn_keep_expire(struct dmn_keep *k, uint64_t now_ns, uint64_t linger_ns)
+{
+	if (!k->dir)
+		return;
+	pthread_mutex_lock(&k->lock);
+	for (struct dmn_kept **pp = &k->list; *pp;) {
+		if ((*pp)->orphan_ns && now_ns - (*pp)->orphan_ns >= linger_ns)
+			forget_locked(k, pp);
+		else
+			pp = &(*pp)->next;
+	}
 	pthread_mutex_unlock(&k->lock);
 }
 

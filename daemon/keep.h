@@ -52,6 +52,11 @@ struct dmn_kept {
 	} rank[DMN_KEEP_RANKS];
 	unsigned n_rank;
 	int64_t mtime_ns; /* loaded: its file's (which earlier runs' to keep) */
+	/*
+	 * In memory only: when its pipeline (this run's) was dropped while a reader of it may
+	 * come back with its token (its connection closed without a detach); 0: it was not.
+	 */
+	uint64_t orphan_ns;
 	struct dmn_kept *next;
 };
 
@@ -77,6 +82,13 @@ void dmn_keep_fini(struct dmn_keep *k);
 int dmn_keep_save(struct dmn_keep *k, const struct dmn_kept *rec);
 /* Forget this run's record of the pipeline called name, and remove its file. */
 void dmn_keep_forget(struct dmn_keep *k, const uint8_t fp[16], const char *name);
+/*
+ * This run's record of a pipeline dropped while its reader may still come back (its
+ * connection closed without a detach): kept, as of now_ns, until dmn_keep_expire forgets it.
+ */
+void dmn_keep_orphan(struct dmn_keep *k, const uint8_t fp[16], const char *name, uint64_t now_ns);
+/* Forget the records orphaned at least linger_ns before now_ns (their files removed). */
+void dmn_keep_expire(struct dmn_keep *k, uint64_t now_ns, uint64_t linger_ns);
 /* A copy of the record (run, fp, name) into *ret (its strings are the caller's: fini), or -ENOENT. */
 int dmn_keep_find(struct dmn_keep *k, uint64_t run, const uint8_t fp[16], const char *name,
 		  struct dmn_kept *ret);

@@ -54,7 +54,8 @@ struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name,
 	return host ? host : other;
 }
 
-void dmn_pipeline_drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *why)
+/* resumable: a reader may come back with its token: its record stays for a while */
+static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *why, bool resumable)
 {
 	for (struct dmn_pipeline **pp = &d->pipelines; *pp; pp = &(*pp)->next) {
 		if (*pp == pl) {
@@ -70,25 +71,36 @@ void dmn_pipeline_drop(struct dmn_registry *d, struct dmn_pipeline *pl, const ch
 				pthread_mutex_unlock(&o->lock);
 			}
 			/* no reader left to resume it: its record goes, once its driver (which
-			   writes it) is joined */
+			   writes it) is joined; or, when one may come back, after --linger */
 			struct dmn_keep *keep = d->stopping ? NULL : pl->keep;
 			uint8_t fp[16];
 			char name[sizeof(pl->name)];
 			memcpy(fp, pl->fp, 16);
 			memcpy(name, pl->name, sizeof(name));
 			dmn_pipeline_destroy(d, pl);
-			if (keep)
+			if (keep && resumable)
+				dmn_keep_orphan(keep, fp, name, dmn_now_ns());
+			else if (keep)
 				dmn_keep_forget(keep, fp, name);
 			return;
 		}
 	}
 }
 
-void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl)
+void dmn_pipeline_drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *why)
 {
-	dmn_pipeline_drop(d, pl,
-			  pl->removed ? "dropped: its last reader is gone"
-				      : "stopped: its reader is gone");
+	drop(d, pl, why, false);
+}
+
+void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl, bool resumable)
+{
+	resumable &= !pl->removed && pl->keep != NULL;
+	drop(d, pl,
+	     pl->removed ? "dropped: its last reader is gone"
+	     : resumable ? "stopped: its reader's connection closed (its position is kept for "
+			   "--linger, should it come back)"
+			 : "stopped: its reader is gone",
+	     resumable);
 }
 
 void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl)

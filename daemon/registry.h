@@ -242,8 +242,12 @@ struct dmn_pipeline *dmn_pipeline_find(struct dmn_registry *d, const char *name,
 				       const struct io_creds *who, bool any_owner,
 				       bool *ret_hidden);
 void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl);
-/* Unlink a private pipeline that lost its last reader and destroy it. Server thread. */
-void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl);
+/*
+ * Unlink a private pipeline that lost its last reader and destroy it. resumable: the reader
+ * went without a detach (its connection closed) and may come back with its token: the
+ * pipeline's record in the state directory stays for the config's linger_ns. Server thread.
+ */
+void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl, bool resumable);
 /*
  * Drop the pipelines that ended (finished or failed) and have had no reader for the config's
  * linger_ns (logged; the config dir's stay: the administrator's). Server thread, each tick.

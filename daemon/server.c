@@ -52,8 +52,12 @@ static int reply_error(struct dmn_conn *c, uint32_t req_id, int code, const char
 	return send_msg(c, buf, len, NULL, 0);
 }
 
-/* A reader goes: its ring slot and what the registry kept for it; a private pipeline with it. */
-static void remove_reader(struct dmn *d, struct dmn_reader *r)
+/*
+ * A reader goes: its ring slot and what the registry kept for it; a private pipeline with it.
+ * detached: for good (a detach, an attach that failed); else its connection closed or it was
+ * evicted, and it may come back with its token.
+ */
+static void remove_reader(struct dmn *d, struct dmn_reader *r, bool detached)
 {
 	for (struct dmn_conn *c = d->conns; c; c = c->next) {
 		for (struct dmn_reader **pp = &c->readers; *pp; pp = &(*pp)->next) {
@@ -70,7 +74,7 @@ static void remove_reader(struct dmn *d, struct dmn_reader *r)
 			pl->last_used = dmn_now_ns();
 			free(r);
 			if (pl->private_ && pl->n_readers == 0)
-				dmn_pipeline_drop_private(&d->reg, pl);
+				dmn_pipeline_drop_private(&d->reg, pl, !detached);
 			return;
 		}
 	}
@@ -79,7 +83,7 @@ static void remove_reader(struct dmn *d, struct dmn_reader *r)
 void dmn_conn_close(struct dmn *d, struct dmn_conn *c)
 {
 	while (c->readers)
-		remove_reader(d, c->readers);
+		remove_reader(d, c->readers, false);
 	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	dmn_conn_uncount(d, c);
@@ -418,7 +422,7 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	if (r < 0) {
 		free(rd);
 		if (pl->private_ && pl->n_readers == 0)
-			dmn_pipeline_drop_private(&d->reg, pl);
+			dmn_pipeline_drop_private(&d->reg, pl, false);
 		return reply_error(c, msg->req_id, r, "%s", emsg); /* it names the pipeline */
 	}
 	rd->id = ++d->next_reader_id;
@@ -445,7 +449,7 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	size_t n = pl_pipeline_n_tensors(pl->pl);
 	struct ipc_ctl_tensor_info *ti = calloc(n + 1, sizeof(*ti));
 	if (!ti) {
-		remove_reader(d, rd);
+		remove_reader(d, rd, true);
 		return reply_error(c, msg->req_id, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -468,7 +472,7 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	}
 	free(buf);
 	if (r < 0) {
-		remove_reader(d, rd);
+		remove_reader(d, rd, true);
 		return r;
 	}
 	dmn_log("reader %llu (pid %d, uid %u) attached to %s (%s)", (unsigned long long)rd->id,
@@ -494,7 +498,7 @@ static int on_detach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	if (!r)
 		return reply_error(c, msg->req_id, -ENOENT, "no reader %llu on this connection",
 				   (unsigned long long)m.reader_id);
-	remove_reader(d, r);
+	remove_reader(d, r, true);
 	uint8_t buf[128];
 	size_t len;
 	if (ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_DETACHED, msg->req_id, &m, &len) <
@@ -832,7 +836,7 @@ void dmn_server_collect(struct dmn *d)
 					 why ? why : "?");
 				pthread_mutex_unlock(&pl->lock);
 				bad &= ~(1ull << r->ring_id);
-				remove_reader(d, r);
+				remove_reader(d, r, false);
 			}
 		}
 	}

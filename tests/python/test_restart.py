@@ -8,6 +8,8 @@ daemon is killed, and the ring (8 slots) holds less than the rest, so it must re
 import errno
 import os
 import signal
+import socket
+import time
 
 import pytest
 
@@ -117,3 +119,76 @@ def test_reader_moved_by_lag_policy_resumes_after_kill(tmp_path, data):
     assert f_all == want, "the shared pipeline's reader: every batch once, in order"
     assert s_all == want, "the moved reader, on its private pipeline: every batch once"
     assert rc == 0
+
+
+def _records(sd):
+    return [f for f in os.listdir(sd) if f.endswith(".pos")]
+
+
+def _wait_log(tmp, text, timeout=30):
+    """Until sluiced's log has text (the condition itself, polled)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(os.path.join(tmp, "sluiced.log")) as f:
+            if text in f.read():
+                return
+        time.sleep(0.02)
+    raise AssertionError("sluiced never logged %r" % text)
+
+
+def _sever(sock_path):
+    """Shut down this process's connections to sluiced (the process and sluiced live on)."""
+    n = 0
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        try:
+            if not os.readlink("/proc/self/fd/%d" % fd).startswith("socket:"):
+                continue
+            s = socket.fromfd(fd, socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        try:
+            if s.getpeername() == sock_path:
+                s.shutdown(socket.SHUT_RDWR)
+                n += 1
+        except OSError:
+            pass
+        finally:
+            s.close()
+    return n
+
+
+def test_private_pipeline_resumes_after_its_connection_closes(tmp_path, data):
+    """A reader on a private pipeline (moved off by the lag policy) whose connection closes
+    while sluiced stays up: the pipeline goes with its last reader, but its position stays
+    (for --linger), so the reader comes back with its token and reads on exactly; after the
+    linger the record is gone from the state directory."""
+    want = _want(run_reference(tmp_path, _spec(data), "label"))
+    tmp, sd, conf = str(tmp_path), str(tmp_path / "state"), str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd, "--linger", "2"])
+    try:
+        name = sluice.register(_spec(data, name="lagged"), socket=d.sock)
+        fast = sluice.attach(name, socket=d.sock)
+        slow = sluice.attach(name, socket=d.sock, lag="catch_up", max_lag=2)
+        b0 = slow.next(timeout=60)
+        s_head = [(b0.seq, b0["label"].reshape(-1).tolist(), b0.redelivered)]
+        f_head = _read(fast, 20)
+        b0.release()
+        _read(slow, 5, s_head)
+        assert "lagged@" in ctl("--socket", d.sock, "list").stdout
+        assert _sever(d.sock) >= 1
+        _wait_log(tmp, "stopped: its reader")  # the private pipeline went
+        f_all = _read(fast, out=f_head)
+        s_all = _read(slow, out=s_head)
+        fast.close()
+        slow.close()
+        assert f_all == want, "the shared pipeline's reader: every batch once, in order"
+        assert s_all == want, "the private pipeline's reader came back: every batch once"
+        # the private pipelines' records go (at the detach, or --linger after the close):
+        # only the shared pipeline's stays
+        deadline = time.monotonic() + 30
+        while len(_records(sd)) != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_records(sd)) == 1, _records(sd)
+    finally:
+        d.stop()
