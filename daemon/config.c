@@ -402,7 +402,7 @@ void dmn_opts_usage(FILE *f)
 			snprintf(head, sizeof(head), "--%s[=BOOL]", o->name);
 		else
 			snprintf(head, sizeof(head), "--%s %s", o->name, o->arg);
-		if (strlen(head) > 20) {
+		if (strlen(head) >= 20) { /* help2man needs two spaces after it */
 			fprintf(f, "  %s\n", head);
 			print_help(f, o, NULL, "                       ");
 		} else {
