@@ -83,6 +83,22 @@ def test_programs():
                   "needs a value" not in r.stderr,
                   "%s %s: named as an unknown option, exit 2 (%r)" % (name, bogus,
                                                                       r.stderr.strip()))
+    if os.path.exists(bench):
+        for sub in ("read", "crc", "sched", "pipeline", "next", "reader", "start", "image",
+                    "predict"):
+            r = subprocess.run([bench, sub, "--help"], capture_output=True, text=True)
+            check(r.returncode == 0 and r.stdout.startswith("usage: sluice-bench " + sub),
+                  "sluice-bench %s --help: its usage on stdout, exit 0 (%d)" % (sub,
+                                                                              r.returncode))
+            r = subprocess.run([bench, sub, "--bogus=1"], capture_output=True, text=True)
+            check(r.returncode == 2 and r.stderr.startswith(
+                "sluice-bench %s: unknown option --bogus (try --help)" % sub),
+                "sluice-bench %s --bogus=1: named as an unknown option, exit 2 (%r)" % (
+                    sub, r.stderr.strip()[:200]))
+        r = subprocess.run([bench, "read", "--threads"], capture_output=True, text=True)
+        check(r.returncode == 2 and "sluice-bench read: --threads needs a value" in r.stderr,
+              "sluice-bench read --threads without its value: named, exit 2 (%r)" %
+              r.stderr.strip())
     r = subprocess.run([os.environ["SLUICED"], "--socket"], capture_output=True, text=True)
     check(r.returncode == 2 and "--socket needs a value" in r.stderr,
           "sluiced --socket without its value: named, exit 2 (%r)" % r.stderr.strip())
