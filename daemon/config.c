@@ -406,7 +406,7 @@ void dmn_opts_usage(FILE *f)
 			fprintf(f, "  %s\n", head);
 			print_help(f, o, NULL, "                       ");
 		} else {
-			char first[64];
+			char first[sizeof(head) + 8]; /* "  ", head padded, " " */
 			snprintf(first, sizeof(first), "  %-20s ", head);
 			print_help(f, o, first, "                       ");
 		}

@@ -136,7 +136,7 @@ uint64_t dmn_cgroup_min(const char *proc_cgroup, const char *root, const char *f
 	for (const char *line = proc_cgroup; line && *line;) {
 		size_t n = strcspn(line, "\n");
 		/* "0::/system.slice/sluiced.service": v2; v1 controllers' lines are not read */
-		if (n > 4 && strncmp(line, "0::/", 4) == 0 && n - 3 < sizeof(cg)) {
+		if (n > 3 && strncmp(line, "0::", 3) == 0 && n - 3 < sizeof(cg)) {
 			memcpy(cg, line + 3, n - 3);
 			cg[n - 3] = '\0';
 			for (char *slash;; *slash = '\0') { /* it, then each parent */
@@ -148,8 +148,10 @@ uint64_t dmn_cgroup_min(const char *proc_cgroup, const char *root, const char *f
 						lim = v;
 				}
 				slash = strrchr(cg, '/');
+				/* up to the first level: the host's root cgroup has no limits; "/"
+				   itself is read (in a cgroup namespace, the container's own) */
 				if (!slash || slash == cg)
-					break; /* the root cgroup has no limits */
+					break;
 			}
 		}
 		line += n + (line[n] == '\n');

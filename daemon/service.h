@@ -77,7 +77,9 @@ uint64_t dmn_cgroup_parse_cpu_max(const char *text);
 /*
  * The smallest value of file (parsed by parse) over the cgroup v2 path that proc_cgroup (the
  * text of /proc/self/cgroup) names, under root (/sys/fs/cgroup): the process's cgroup and each
- * parent up to, not including, the root cgroup. UINT64_MAX: none found (cgroup v1, no limit).
+ * parent below the root ("/a/b": /a/b and /a). A process whose cgroup reads "/" (a container's
+ * cgroup namespace) reads root's own file: there it is the container's limit. UINT64_MAX: none
+ * found (cgroup v1, no limit).
  */
 uint64_t dmn_cgroup_min(const char *proc_cgroup, const char *root, const char *file,
 			uint64_t (*parse)(const char *text));

@@ -185,7 +185,7 @@ static void test_cgroup_min(void **state)
 	assert_int_equal(mkdir(path, 0755), 0);
 	snprintf(path, sizeof(path), "%s/system.slice/sluiced.service", root);
 	assert_int_equal(mkdir(path, 0755), 0);
-	put(root, "memory.max", "1\n"); /* the root cgroup's: never read */
+	put(root, "memory.max", "2147483648\n"); /* read only for "0::/" */
 	put(root, "system.slice/memory.max", "4294967296\n");
 	put(root, "system.slice/sluiced.service/memory.max", "max\n");
 	put(root, "system.slice/sluiced.service/cpu.max", "250000 100000\n");
@@ -200,7 +200,11 @@ static void test_cgroup_min(void **state)
 	assert_true(dmn_cgroup_min(mixed, root, "memory.max", dmn_cgroup_parse_max) == 1ull << 30);
 	assert_true(dmn_cgroup_min("12:memory:/system.slice\n", root, "memory.max",
 				   dmn_cgroup_parse_max) == UINT64_MAX);
+	/* "/": a container's cgroup namespace, whose root is the container's cgroup (issue 19's
+	   integration test runs there); a nested path stops below the root */
 	assert_true(dmn_cgroup_min("0::/\n", root, "memory.max", dmn_cgroup_parse_max) ==
+		    2ull << 30);
+	assert_true(dmn_cgroup_min("0::/\n", root, "cpu.max", dmn_cgroup_parse_cpu_max) ==
 		    UINT64_MAX);
 	assert_true(dmn_cgroup_min("", root, "memory.max", dmn_cgroup_parse_max) == UINT64_MAX);
 	/* a file that is not there is no limit */
