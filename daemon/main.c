@@ -179,6 +179,10 @@ static int parse_args(int argc, char **argv, struct dmn_config *cfg, char **ret_
 				say_unknown(name);
 			return -EINVAL;
 		}
+		if (o == OPT_CONFIG && !*optarg) {
+			fprintf(stderr, "sluiced: --config needs a file (--no-config: none)\n");
+			return -EINVAL;
+		}
 		if (o == OPT_CONFIG || o == OPT_NO_CONFIG) {
 			conf = o == OPT_CONFIG ? optarg : NULL;
 			conf_given = o == OPT_CONFIG;
