@@ -42,8 +42,9 @@ struct sluice_client;
 
 /*
  * Connect to sluiced. socket_path NULL: $SLUICE_SOCKET, else $RUNTIME_DIRECTORY/sluice.sock
- * (under systemd), else /run/sluice/sluice.sock if it exists, else
- * $XDG_RUNTIME_DIR/sluice/sluice.sock. -ENOENT / -ECONNREFUSED when no daemon listens,
+ * (under systemd; the first directory where it lists several, ':' between them), else
+ * /run/sluice/sluice.sock if it exists, else $XDG_RUNTIME_DIR/sluice/sluice.sock (sluiced
+ * listens in the same order but for the last two). -ENOENT / -ECONNREFUSED when no daemon listens,
  * -EPROTONOSUPPORT for a daemon of another protocol version.
  */
 int sluice_connect(const char *socket_path, struct sluice_client **ret_client,

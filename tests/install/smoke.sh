@@ -35,6 +35,14 @@ serve_smoke "$prefix/sbin/sluiced" "$prefix/bin/sluicectl" 3000
 listed=$("$prefix/bin/sluicectl" --socket "$sock" list)
 case "$listed" in *smoke*) ;; *) fail "sluiced does not serve smoke: $listed $(cat "$work/sluiced.log")" ;; esac
 ok "the installed sluiced serves a config-dir pipeline"
+# its config file: SYSCONFDIR/sluice/sluiced.conf (/etc for prefix /usr), every key commented
+# out, read by the installed sluiced at its start
+conf="$prefix/etc/sluice/sluiced.conf"
+[ "$prefix" = /usr ] && conf=/etc/sluice/sluiced.conf
+[ -f "$conf" ] || fail "$conf is not installed"
+grep -q "^#memory = " "$conf" || fail "$conf: no commented-out memory key"
+grep -q "settings: $conf," "$work/sluiced.log" || fail "sluiced did not read $conf: $(cat "$work/sluiced.log")"
+ok "the installed sluiced.conf is read at start"
 
 # Python: from anywhere but the source tree; the package's directory on the path only when
 # the prefix is not one /usr/bin/python3 reads by itself

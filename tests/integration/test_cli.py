@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Operating sluice (issue 21, "Operate"): the programs' command lines, `sluicectl list --json`,
 "did you mean", `sluicectl rm`, SIGHUP's reload of the config dir, journald priorities, the
-Prometheus output. A real sluiced on a real socket, driven by sluicectl; every wait is on the
+Prometheus output, sluiced's config file (--config, --no-config, flags over the file, errors that
+name the file's line). A real sluiced on a real socket, driven by sluicectl; every wait is on the
 event it checks (a log line, a process's exit, a listing), never a sleep.
 
 The parts that need another user (rm by a non-owner, what nobody's "did you mean" may name) run
@@ -82,6 +83,22 @@ def test_programs():
                   "needs a value" not in r.stderr,
                   "%s %s: named as an unknown option, exit 2 (%r)" % (name, bogus,
                                                                       r.stderr.strip()))
+    if os.path.exists(bench):
+        for sub in ("read", "crc", "sched", "pipeline", "next", "reader", "start", "image",
+                    "predict"):
+            r = subprocess.run([bench, sub, "--help"], capture_output=True, text=True)
+            check(r.returncode == 0 and r.stdout.startswith("usage: sluice-bench " + sub),
+                  "sluice-bench %s --help: its usage on stdout, exit 0 (%d)" % (sub,
+                                                                              r.returncode))
+            r = subprocess.run([bench, sub, "--bogus=1"], capture_output=True, text=True)
+            check(r.returncode == 2 and r.stderr.startswith(
+                "sluice-bench %s: unknown option --bogus (try --help)" % sub),
+                "sluice-bench %s --bogus=1: named as an unknown option, exit 2 (%r)" % (
+                    sub, r.stderr.strip()[:200]))
+        r = subprocess.run([bench, "read", "--threads"], capture_output=True, text=True)
+        check(r.returncode == 2 and "sluice-bench read: --threads needs a value" in r.stderr,
+              "sluice-bench read --threads without its value: named, exit 2 (%r)" %
+              r.stderr.strip())
     r = subprocess.run([os.environ["SLUICED"], "--socket"], capture_output=True, text=True)
     check(r.returncode == 2 and "--socket needs a value" in r.stderr,
           "sluiced --socket without its value: named, exit 2 (%r)" % r.stderr.strip())
@@ -485,6 +502,147 @@ def test_journal(tmp, data):
           "without JOURNAL_STREAM (or another file's): plain 'sluiced: ' lines")
 
 
+# ---- the config file ----
+
+def start_with(tmp, args, tag):
+    """sluiced with these arguments only (no --socket, no --config-dir of its own), its stderr
+    in tmp/TAG.log; (process, True once READY=1 came) or (process, False) when it exited."""
+    notify = os.path.join(tmp, tag + ".notify")
+    ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ns.bind(notify)
+    ns.settimeout(30)
+    log = open(os.path.join(tmp, tag + ".log"), "w")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SLUICE_SOCKET", "RUNTIME_DIRECTORY", "XDG_RUNTIME_DIR")}
+    env["NOTIFY_SOCKET"] = notify
+    p = subprocess.Popen([os.environ["SLUICED"]] + args, env=env, stderr=log)
+    try:
+        ready = b"READY=1" in ns.recv(4096)
+    except socket.timeout:
+        ready = False
+    finally:
+        ns.close()
+        log.close()
+    return p, ready
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.wait()
+
+
+def ring_slots(sock, name):
+    r = subprocess.run([os.environ["SLUICECTL"], "--socket", sock, "list", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return None
+    ps = {p["name"]: p for p in json.loads(r.stdout)["pipelines"]}
+    return ps[name]["ring_slots"] if name in ps else None
+
+
+def test_config_file(tmp, data):
+    """sluiced --config FILE: the file's settings take effect, the command line's win over
+    them, --no-config reads none, and a bad key or value names the file, the line and the key
+    (exit 2)."""
+    cf = os.path.join(tmp, "cf")
+    os.makedirs(os.path.join(cf, "conf"))
+    write_spec(os.path.join(cf, "conf", "fromconf.json"), spec(data, name="fromconf",
+                                                               epochs=None))
+    sock = os.path.join(cf, "file.sock")
+    path = os.path.join(cf, "sluiced.conf")
+    text = ("# sluiced's settings, as an administrator writes them\n"
+            "\n"
+            "socket = %s\n"
+            "config-dir = %s   # the specs\n"
+            "workers = 1\n"
+            "pipeline-memory = 8M\n"
+            "memory = 96M\n"
+            "ring-slots = 16\n"
+            "direct-io = no\n") % (sock, os.path.join(cf, "conf"))
+    with open(path, "w") as f:
+        f.write(text)
+    p, ready = start_with(cf, ["--config", path], "file")
+    try:
+        check(ready, "sluiced --config FILE starts (%s)" %
+              open(os.path.join(cf, "file.log")).read()[-300:])
+        slots = ring_slots(sock, "fromconf")
+        check(slots == 16, "the file's socket, config-dir and ring-slots = 16 take effect "
+              "(ring_slots %s)" % slots)
+        lines = open(os.path.join(cf, "file.log")).read()
+        check("memory: 98304 KiB for rings (--memory)" in lines and
+              "settings: %s, then the command line's" % path in lines,
+              "... and memory = 96M; the log names the file (%r)" % lines[-400:])
+        with open(path, "a") as f:
+            f.write("linger = 5\n")
+        p.send_signal(signal.SIGHUP)
+        wait_for(lambda: "changed since sluiced started: its settings apply at the next start"
+                 in open(os.path.join(cf, "file.log")).read(),
+                 "SIGHUP after the file changed: the log says its settings wait for a restart")
+    finally:
+        rc = stop(p)
+    check(rc == 0, "sluiced --config FILE stops cleanly (exit %s)" % rc)
+    with open(path, "w") as f:
+        f.write(text)
+    p, ready = start_with(cf, ["--ring-slots=32", "--config", path, "--workers", "2"], "over")
+    try:
+        slots = ring_slots(sock, "fromconf")
+        check(ready and slots == 32,
+              "--ring-slots=32 on the command line wins over the file's 16, before or after "
+              "--config (%s)" % slots)
+    finally:
+        stop(p)
+    other = os.path.join(cf, "other.sock")
+    p, ready = start_with(cf, ["--config", path, "--no-config", "--socket", other,
+                               "--config-dir", os.path.join(cf, "conf"), "--workers", "1"],
+                          "none")
+    try:
+        slots = ring_slots(other, "fromconf")
+        check(ready and slots == 64 and not os.path.exists(sock),
+              "--no-config (the last word): no file read, the defaults (%s)" % slots)
+    finally:
+        stop(p)
+    bad = [("workers = 1\nmemory = 64M\n\n# a typo\ncache-memroy = 1G\n",
+            '%s:5: unknown key "cache-memroy" (did you mean "cache-memory"?)' % path),
+           ("socket = %s\nmemory = 12X\n" % sock, "%s:2: memory: not a number: 12X" % path),
+           ("direct-io = maybe\n", "%s:1: direct-io: not true, false, yes, no, 1 or 0: maybe" %
+            path),
+           ("workers 3\n", '%s:1: expected KEY = VALUE, not "workers 3"' % path),
+           ("workers = 1\nworkers = 2\n", "%s:2: workers is set on line 1 already" % path)]
+    for body, want in bad:
+        with open(path, "w") as f:
+            f.write(body)
+        r = subprocess.run([os.environ["SLUICED"], "--config", path, "--socket", other],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and r.stderr == "sluiced: %s\n" % want,
+              "a bad config file: exit 2, %r (%s, %r)" % (want, r.returncode, r.stderr))
+    r = subprocess.run([os.environ["SLUICED"], "--config", os.path.join(cf, "nothere.conf")],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and "nothere.conf: No such file or directory" in r.stderr,
+          "--config of a file that is not there: exit 2, named (%r)" % r.stderr.strip())
+    r = subprocess.run([os.environ["SLUICED"], "--cache-memroy", "1G"], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode == 2 and "unknown option --cache-memroy (did you mean --cache-memory?"
+          in r.stderr, "an option misspelt: named with the close one (%r)" % r.stderr.strip())
+    r = subprocess.run([os.environ["SLUICED"], "--help"], capture_output=True, text=True)
+    missing = [o for o in ("config", "no-config", "socket", "memory", "direct-io[=BOOL]",
+                           "user-connections") if "--" + o not in r.stdout]
+    check(r.returncode == 0 and not missing, "--help lists --config and the settings (%s)" %
+          missing)
+    example = os.path.join(os.environ["SLUICE_BUILD_DIR"], "daemon", "sluiced.conf")
+    if os.path.exists(example):
+        p, ready = start_with(cf, ["--config", example, "--socket", other, "--workers", "1"],
+                              "example")
+        rc = stop(p)
+        check(ready and rc == 0, "the example sluiced.conf that meson installs (every line "
+              "commented out) is read, sluiced starts (%s)" %
+              open(os.path.join(cf, "example.log")).read()[-300:])
+
+
 def main():
     for v in ("SLUICED", "SLUICECTL", "SLUICE_BUILD_DIR"):
         if not os.environ.get(v):
@@ -522,6 +680,7 @@ def main():
             rc = d.stop()
         check(rc == 0, "sluiced stops cleanly (exit %s)" % rc)
         test_journal(tmp, data)
+        test_config_file(tmp, data)
     if td.FAILS:
         print("%d checks failed" % len(td.FAILS))
         return 1

@@ -312,7 +312,6 @@ int bench_image(int argc, char **argv)
 		OPT_SIZE,
 		OPT_THREADS,
 		OPT_SEED,
-		OPT_HELP
 	};
 	static const struct option longopts[] = {
 		{ "feature", required_argument, NULL, OPT_FEATURE },
@@ -321,7 +320,7 @@ int bench_image(int argc, char **argv)
 		{ "size", required_argument, NULL, OPT_SIZE },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "help", no_argument, NULL, OPT_HELP },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *feature = "image/encoded";
@@ -332,7 +331,8 @@ int bench_image(int argc, char **argv)
 	int c, status = 0;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	const char *name;
+	while ((c = bench_getopt(argc, argv, longopts, &name)) != -1) {
 		uint64_t *v = c == OPT_LIMIT	 ? &limit
 			      : c == OPT_REPEAT	 ? &repeat
 			      : c == OPT_SIZE	 ? &size
@@ -344,15 +344,15 @@ int bench_image(int argc, char **argv)
 			feature = optarg;
 		} else if (v) {
 			if (cli_parse_u64(optarg, 1u << 20, v) || *v == 0) {
-				fprintf(stderr, "sluice-bench image: bad number '%s'\n", optarg);
+				fprintf(stderr,
+					"sluice-bench image: --%s needs a positive number\n", name);
 				return 2;
 			}
-		} else if (c == OPT_HELP) {
+		} else if (c == 'h') {
 			image_usage(stdout);
 			return 0;
 		} else {
-			image_usage(stderr);
-			return 2;
+			return 2; /* bench_getopt said why */
 		}
 	}
 	if (argc - optind != 1) {

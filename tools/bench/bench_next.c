@@ -619,36 +619,40 @@ int bench_next(int argc, char **argv)
 	uint64_t batches = 10000, samples = 4096, repeat = 3;
 	int rc;
 
-	for (int a = 1; a < argc; a++) {
-		const char *arg = argv[a];
-
-		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+	static const struct option opts[] = {
+		{ "ctr", required_argument, NULL, 'c' },
+		{ "sluiced", required_argument, NULL, 'd' },
+		{ "batches", required_argument, NULL, 'b' },
+		{ "samples", required_argument, NULL, 's' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name;
+	int o;
+	optind = 0;
+	while ((o = bench_getopt(argc, argv, opts, &name)) != -1) {
+		if (o == 'h') {
 			next_usage(stdout);
 			return 0;
-		} else if (!strcmp(arg, "--ctr") || !strcmp(arg, "--sluiced")) {
-			if (a + 1 >= argc) {
-				fprintf(stderr, "sluice-bench next: %s needs a path\n", arg);
-				return 2;
-			}
-			*(arg[2] == 'c' ? &ctr : &sluiced) = argv[++a];
-		} else if (!strcmp(arg, "--batches") || !strcmp(arg, "--samples") ||
-			   !strcmp(arg, "--repeat")) {
-			uint64_t *dst = arg[2] == 'b'	? &batches
-					: arg[2] == 's' ? &samples
-							: &repeat;
-
-			if (a + 1 >= argc ||
-			    cli_parse_u64(argv[a + 1], arg[2] == 'r' ? 15 : 1u << 30, dst) < 0 ||
-			    *dst == 0) {
-				fprintf(stderr, "sluice-bench next: %s needs a positive number\n",
-					arg);
-				return 2;
-			}
-			a++;
-		} else {
-			next_usage(stderr);
+		} else if (o == '?') {
 			return 2;
+		} else if (o == 'c' || o == 'd') {
+			*(o == 'c' ? &ctr : &sluiced) = optarg;
+		} else {
+			uint64_t *dst = o == 'b' ? &batches : o == 's' ? &samples : &repeat;
+
+			if (cli_parse_u64(optarg, o == 'r' ? 15 : 1u << 30, dst) < 0 || *dst == 0) {
+				fprintf(stderr, "sluice-bench next: --%s needs a positive number\n",
+					name);
+				return 2;
+			}
 		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "sluice-bench next: unexpected argument %s (try --help)\n",
+			argv[optind]);
+		return 2;
 	}
 	if (!ctr) {
 		next_usage(stderr);

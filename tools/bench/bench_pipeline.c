@@ -598,46 +598,59 @@ int bench_pipeline(int argc, char **argv)
 	int rc = 0, a;
 	size_t i;
 
-	for (a = 1; a < argc; a++) {
-		const char *arg = argv[a];
-
-		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+	static const struct option opts[] = {
+		{ "ctr", required_argument, NULL, 'c' },
+		{ "image", required_argument, NULL, 'i' },
+		{ "imagenet", required_argument, NULL, 'n' },
+		{ "direct", no_argument, NULL, 'd' },
+		{ "queue", no_argument, NULL, 'q' },
+		{ "batches", required_argument, NULL, 'b' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name;
+	optind = 0;
+	while ((a = bench_getopt(argc, argv, opts, &name)) != -1) {
+		switch (a) {
+		case 'h':
 			pipeline_usage(stdout);
 			return 0;
-		} else if (!strcmp(arg, "--ctr") || !strcmp(arg, "--image") ||
-			   !strcmp(arg, "--imagenet")) {
-			if (a + 1 >= argc) {
-				fprintf(stderr, "sluice-bench pipeline: %s needs a directory\n",
-					arg);
-				return 2;
-			}
-			if (!strcmp(arg, "--imagenet"))
-				ds[2].dir = ds[3].dir = argv[a + 1];
-			else
-				ds[arg[2] == 'c' ? 0 : 1].dir = argv[a + 1];
-			a++;
-		} else if (!strcmp(arg, "--direct")) {
+		case '?':
+			return 2;
+		case 'c':
+			ds[0].dir = optarg;
+			break;
+		case 'i':
+			ds[1].dir = optarg;
+			break;
+		case 'n':
+			ds[2].dir = ds[3].dir = optarg;
+			break;
+		case 'd':
 			direct = true;
-		} else if (!strcmp(arg, "--queue")) {
+			break;
+		case 'q':
 			deliver = false;
-		} else if (!strcmp(arg, "--batches") || !strcmp(arg, "--workers") ||
-			   !strcmp(arg, "--repeat")) {
-			uint64_t *dst = arg[2] == 'b'	? &batches
-					: arg[2] == 'w' ? &workers
-							: &repeat;
+			break;
+		default: { /* b, w, r */
+			uint64_t *dst = a == 'b' ? &batches : a == 'w' ? &workers : &repeat;
 
-			if (a + 1 >= argc ||
-			    cli_parse_u64(argv[a + 1], arg[2] == 'b' ? 1u << 30 : 4096, dst) < 0 ||
+			if (cli_parse_u64(optarg, a == 'b' ? 1u << 30 : 4096, dst) < 0 ||
 			    *dst == 0) {
 				fprintf(stderr,
-					"sluice-bench pipeline: %s needs a positive number\n", arg);
+					"sluice-bench pipeline: --%s needs a positive number\n",
+					name);
 				return 2;
 			}
-			a++;
-		} else {
-			pipeline_usage(stderr);
-			return 2;
 		}
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "sluice-bench pipeline: unexpected argument %s (try --help)\n",
+			argv[optind]);
+		return 2;
 	}
 	if (!ds[0].dir && !ds[1].dir && !ds[2].dir) {
 		pipeline_usage(stderr);

@@ -206,50 +206,56 @@ int bench_predict(int argc, char **argv)
 {
 	uint64_t from = 1, to = 2, repeat = 1;
 	double seconds = 4;
-	int first = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+	static const struct option opts[] = {
+		{ "seconds", required_argument, NULL, 's' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "from", required_argument, NULL, 'f' },
+		{ "to", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name;
+	int o;
+	optind = 0;
+	while ((o = bench_getopt(argc, argv, opts, &name)) != -1) {
+		char *end;
+		switch (o) {
+		case 'h':
 			predict_usage(stdout);
 			return 0;
-		} else if (!strcmp(a, "--seconds") && i + 1 < argc) {
-			char *end;
-			seconds = strtod(argv[++i], &end);
-			if (*end || !(seconds >= 0.1 && seconds <= 600)) {
-				predict_usage(stderr);
-				return 2;
-			}
-		} else if (!strcmp(a, "--repeat") && i + 1 < argc) {
-			if (cli_parse_u64(argv[++i], MAX_REPEAT, &repeat) < 0 || !repeat) {
-				predict_usage(stderr);
-				return 2;
-			}
-		} else if ((!strcmp(a, "--from") || !strcmp(a, "--to")) && i + 1 < argc) {
-			if (cli_parse_u64(argv[i + 1], 1024, a[2] == 'f' ? &from : &to) < 0 ||
-			    !(a[2] == 'f' ? from : to)) {
-				predict_usage(stderr);
-				return 2;
-			}
-			i++;
-		} else if (a[0] == '-') {
-			fprintf(stderr, "sluice-bench predict: unknown option %s\n", a);
-			predict_usage(stderr);
+		case '?':
 			return 2;
-		} else if (!first) {
-			first = i;
+		case 's':
+			seconds = strtod(optarg, &end);
+			if (end == optarg || *end || !(seconds >= 0.1 && seconds <= 600)) {
+				fprintf(stderr,
+					"sluice-bench predict: --seconds: not 0.1 to 600: %s\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'r':
+			if (cli_parse_u64(optarg, MAX_REPEAT, &repeat) < 0 || !repeat) {
+				fprintf(stderr, "sluice-bench predict: --repeat: not 1 to %d: %s\n",
+					MAX_REPEAT, optarg);
+				return 2;
+			}
+			break;
+		default: /* f, t */
+			if (cli_parse_u64(optarg, 1024, o == 'f' ? &from : &to) < 0 ||
+			    !(o == 'f' ? from : to)) {
+				fprintf(stderr, "sluice-bench predict: --%s: not 1 to 1024: %s\n",
+					name, optarg);
+				return 2;
+			}
 		}
 	}
-	if (!first) {
+	if (optind == argc) {
 		predict_usage(stderr);
 		return 2;
 	}
 	int status = 0;
-	for (int i = first; i < argc; i++) {
-		if (argv[i][0] == '-') {
-			i += strcmp(argv[i], "--seconds") == 0 || strcmp(argv[i], "--from") == 0 ||
-			     strcmp(argv[i], "--to") == 0 || strcmp(argv[i], "--repeat") == 0;
-			continue;
-		}
+	for (int i = optind; i < argc; i++) {
 		int r = one(argv[i], (unsigned)from, (unsigned)to, seconds, (unsigned)repeat);
 		if (r)
 			status = r;

@@ -233,30 +233,31 @@ int bench_read(int argc, char **argv)
 	size_t i;
 	int rc, a;
 
-	for (a = 1; a < argc; a++) {
-		if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+	static const struct option opts[] = {
+		{ "threads", required_argument, NULL, 't' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name;
+	optind = 0;
+	while ((a = bench_getopt(argc, argv, opts, &name)) != -1) {
+		if (a == 'h') {
 			read_usage(stdout);
 			return 0;
-		} else if (!strcmp(argv[a], "--threads") || !strcmp(argv[a], "--repeat")) {
-			uint64_t *dst = argv[a][2] == 't' ? &threads : &repeat;
-
-			if (a + 1 >= argc || cli_parse_u64(argv[a + 1], 4096, dst) < 0) {
-				fprintf(stderr, "sluice-bench read: %s needs a positive number\n",
-					argv[a]);
-				return 2;
-			}
-			a++;
-		} else if (argv[a][0] == '-' || dir) {
-			read_usage(stderr);
+		}
+		if (a == '?')
 			return 2;
-		} else {
-			dir = argv[a];
+		if (cli_parse_u64(optarg, 4096, a == 't' ? &threads : &repeat) < 0) {
+			fprintf(stderr, "sluice-bench read: --%s needs a positive number\n", name);
+			return 2;
 		}
 	}
-	if (!dir) {
+	if (argc - optind != 1) {
 		read_usage(stderr);
 		return 2;
 	}
+	dir = argv[optind];
 	err.msg[0] = '\0';
 	rc = dataset_open_dir(dir, NULL, &ds, &err);
 	if (rc < 0) {

@@ -43,35 +43,36 @@ static int reader_parse(int argc, char **argv, struct reader_args *a)
 	a->name = NULL;
 	a->batches = 20000;
 	a->warmup = 500;
-	for (i = 1; i < argc; i++) {
-		const char *k = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "batches", required_argument, NULL, 'b' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *k;
+	optind = 0;
+	while ((i = bench_getopt(argc, argv, opts, &k)) != -1) {
+		if (i == 'h') {
 			reader_usage(stdout);
 			return 1;
-		}
-		if (!v) {
-			fprintf(stderr, "sluice-bench reader: %s needs a value\n", k);
+		} else if (i == '?') {
+			return 2;
+		} else if (i == 's') {
+			a->socket = optarg;
+		} else if (i == 'n') {
+			a->name = optarg;
+		} else if (cli_parse_u64(optarg, UINT32_MAX, i == 'b' ? &a->batches : &a->warmup) <
+			   0) {
+			fprintf(stderr, "sluice-bench reader: --%s: not a count: %s\n", k, optarg);
 			return 2;
 		}
-		if (!strcmp(k, "--socket")) {
-			a->socket = v;
-		} else if (!strcmp(k, "--name")) {
-			a->name = v;
-		} else if (!strcmp(k, "--batches") || !strcmp(k, "--warmup")) {
-			uint64_t *dst = !strcmp(k, "--batches") ? &a->batches : &a->warmup;
-
-			if (cli_parse_u64(v, UINT32_MAX, dst) < 0) {
-				fprintf(stderr, "sluice-bench reader: %s: not a count: %s\n", k, v);
-				return 2;
-			}
-		} else {
-			fprintf(stderr, "sluice-bench reader: unknown option %s\n", k);
-			reader_usage(stderr);
-			return 2;
-		}
-		i++;
+	}
+	if (optind != argc) {
+		fprintf(stderr, "sluice-bench reader: unexpected argument %s (try --help)\n",
+			argv[optind]);
+		return 2;
 	}
 	if (!a->name || a->batches == 0) {
 		fprintf(stderr, "sluice-bench reader: --name and a --batches > 0 are needed\n");

@@ -244,6 +244,17 @@ static int make_pool(unsigned workers, struct sched_pool **ret)
 	return sched_pool_create(&o, ret);
 }
 
+static void sched_usage(FILE *f)
+{
+	fprintf(f, "usage: sluice-bench sched [--depth D] [--repeat R] [--workers W]\n"
+		   "                          [--spin ROUNDS]\n"
+		   "\n"
+		   "Tiny tasks (a binary tree of spawns D deep, default 20, each task ROUNDS\n"
+		   "rounds of work, default 200) on the work-stealing pool and on a\n"
+		   "mutex+condvar pool, with 1 to W workers (default: online CPUs), then\n"
+		   "parallel_for's scaling. Each measurement is the best of R runs (default 3).\n");
+}
+
 int bench_sched(int argc, char **argv)
 {
 	uint64_t depth = 20, repeat = 3, max_workers = 0, rounds = 200;
@@ -253,22 +264,42 @@ int bench_sched(int argc, char **argv)
 	uint64_t *out;
 	double t1 = 0, work_ns;
 
-	for (int a = 1; a < argc; a++) {
+	static const struct option opts[] = {
+		{ "depth", required_argument, NULL, 'd' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "spin", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name;
+	int o;
+	optind = 0;
+	while ((o = bench_getopt(argc, argv, opts, &name)) != -1) {
 		uint64_t *dst = NULL, max = 0;
 
-		if (!strcmp(argv[a], "--depth"))
+		if (o == 'h' || o == '?') {
+			sched_usage(o == 'h' ? stdout : stderr);
+			return o == 'h' ? 0 : 2;
+		}
+		if (o == 'd')
 			dst = &depth, max = 26;
-		else if (!strcmp(argv[a], "--repeat"))
+		else if (o == 'r')
 			dst = &repeat, max = 1000;
-		else if (!strcmp(argv[a], "--workers"))
+		else if (o == 'w')
 			dst = &max_workers, max = 4096;
-		else if (!strcmp(argv[a], "--spin"))
+		else
 			dst = &rounds, max = 1u << 20;
-		if (!dst || a + 1 >= argc || cli_parse_u64(argv[++a], max, dst) < 0 || *dst == 0) {
-			fprintf(stderr, "usage: sluice-bench sched [--depth D] [--repeat R] "
-					"[--workers W] [--spin ROUNDS]\n");
+		if (cli_parse_u64(optarg, max, dst) < 0 || *dst == 0) {
+			fprintf(stderr, "sluice-bench sched: --%s: not 1 to %llu: %s\n", name,
+				(unsigned long long)max, optarg);
 			return 2;
 		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "sluice-bench sched: unexpected argument %s (try --help)\n",
+			argv[optind]);
+		return 2;
 	}
 	if (!max_workers)
 		max_workers = ncpu > 0 ? (uint64_t)ncpu : 1;

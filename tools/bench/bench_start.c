@@ -67,42 +67,58 @@ static int start_parse(int argc, char **argv, struct start_args *a)
 	a->pipeline_memory = "256M";
 	a->batch = 64;
 	a->repeat = 3;
-	for (int i = 1; i < argc; i++) {
-		const char *k = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+	static const struct option opts[] = {
+		{ "data", required_argument, NULL, 'd' },
+		{ "features", required_argument, NULL, 'f' },
+		{ "pipeline-memory", required_argument, NULL, 'm' },
+		{ "sluiced", required_argument, NULL, 's' },
+		{ "baseline-sluiced", required_argument, NULL, 'B' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *k;
+	int o;
+	optind = 0;
+	while ((o = bench_getopt(argc, argv, opts, &k)) != -1) {
+		switch (o) {
+		case 'h':
 			start_usage(stdout);
 			return 1;
-		}
-		if (!v) {
-			fprintf(stderr, "sluice-bench start: %s needs a value\n", k);
+		case '?':
 			return 2;
-		}
-		if (!strcmp(k, "--data")) {
-			a->data = v;
-		} else if (!strcmp(k, "--features")) {
-			a->features = v;
-		} else if (!strcmp(k, "--pipeline-memory")) {
-			a->pipeline_memory = v;
-		} else if (!strcmp(k, "--sluiced")) {
-			a->sluiced = v;
-		} else if (!strcmp(k, "--baseline-sluiced")) {
-			a->baseline = v;
-		} else if (!strcmp(k, "--batch") || !strcmp(k, "--repeat")) {
-			uint64_t *dst = !strcmp(k, "--batch") ? &a->batch : &a->repeat;
+		case 'd':
+			a->data = optarg;
+			break;
+		case 'f':
+			a->features = optarg;
+			break;
+		case 'm':
+			a->pipeline_memory = optarg;
+			break;
+		case 's':
+			a->sluiced = optarg;
+			break;
+		case 'B':
+			a->baseline = optarg;
+			break;
+		default: { /* b, r */
+			uint64_t *dst = o == 'b' ? &a->batch : &a->repeat;
 
-			if (cli_parse_u64(v, k[2] == 'b' ? 1u << 20 : ST_MAX_RUNS, dst) < 0 ||
+			if (cli_parse_u64(optarg, o == 'b' ? 1u << 20 : ST_MAX_RUNS, dst) < 0 ||
 			    *dst == 0) {
-				fprintf(stderr, "sluice-bench start: %s: not a count: %s\n", k, v);
+				fprintf(stderr, "sluice-bench start: --%s: not a count: %s\n", k,
+					optarg);
 				return 2;
 			}
-		} else {
-			fprintf(stderr, "sluice-bench start: unknown option %s\n", k);
-			start_usage(stderr);
-			return 2;
 		}
-		i++;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "sluice-bench start: unexpected argument %s (try --help)\n",
+			argv[optind]);
+		return 2;
 	}
 	if (!a->data) {
 		fprintf(stderr, "sluice-bench start: --data DIR is needed\n");

@@ -2,6 +2,7 @@
 /* sluice-bench: entry point; dispatches to one benchmark per subcommand. */
 #include "bench.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,35 +41,47 @@ static void usage(FILE *f)
 	fprintf(f, "usage: sluice-bench [--help|--version] BENCHMARK [ARGS...]\n\nbenchmarks:\n");
 	for (i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
 		fprintf(f, "  %-8s %s\n", benches[i].name, benches[i].summary);
-	fprintf(f, "\nOutput: one `bench=NAME key=value ...` line per measurement.\n");
+	fprintf(f, "\nOutput: one `bench=NAME key=value ...` line per measurement.\n"
+		   "sluice-bench BENCHMARK --help says what BENCHMARK measures and its options.\n");
 }
 
 int main(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
 	size_t i;
+	int c;
 
-	if (argc < 2) {
+	opterr = 0; /* said below */
+	/* '+': the options before the benchmark's name are sluice-bench's, the rest its own */
+	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (c == 'V') {
+			printf("sluice-bench %s\n", SLUICE_VERSION);
+			return 0;
+		}
+		if (optopt)
+			fprintf(stderr, "sluice-bench: unknown option -%c (try --help)\n", optopt);
+		else
+			fprintf(stderr, "sluice-bench: unknown option %.*s (try --help)\n",
+				(int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
+		return 2;
+	}
+	if (optind >= argc) {
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
-		printf("sluice-bench %s\n", SLUICE_VERSION);
-		return 0;
-	}
-	if (argv[1][0] == '-') {
-		fprintf(stderr, "sluice-bench: unknown option %.*s (try --help)\n",
-			(int)strcspn(argv[1], "="), argv[1]);
-		return 2;
-	}
 	for (i = 0; i < sizeof(benches) / sizeof(benches[0]); i++) {
-		if (!strcmp(argv[1], benches[i].name))
-			return benches[i].fn(argc - 1, argv + 1);
+		if (!strcmp(argv[optind], benches[i].name))
+			return benches[i].fn(argc - optind, argv + optind);
 	}
-	fprintf(stderr, "sluice-bench: unknown benchmark '%s'\n", argv[1]);
+	fprintf(stderr, "sluice-bench: unknown benchmark '%s'\n", argv[optind]);
 	usage(stderr);
 	return 2;
 }
