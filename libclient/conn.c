@@ -38,8 +38,9 @@ int lc_socket_path(const char *socket_path, char *buf, size_t cap, struct sluice
 		n = snprintf(buf, cap, "%s", socket_path);
 	} else if ((env = getenv("SLUICE_SOCKET")) && env[0]) {
 		n = snprintf(buf, cap, "%s", env);
-	} else if ((env = getenv("RUNTIME_DIRECTORY")) && env[0]) {
-		/* systemd: a list separated by ':' when there are several; ours is the first. */
+	} else if ((env = getenv("RUNTIME_DIRECTORY")) && env[0] && env[0] != ':') {
+		/* systemd: a list separated by ':' when there are several; ours is the first
+		   (an empty first one counts as unset, as sluiced takes it) */
 		const char *colon = strchr(env, ':');
 		int len = colon ? (int)(colon - env) : (int)strlen(env);
 

@@ -79,8 +79,10 @@ class Daemon:
         self.ns.settimeout(20)
         env = dict(os.environ, NOTIFY_SOCKET=self.notify, **(env or {}))
         self.log = open(os.path.join(tmp, "sluiced.log"), "a")
-        self.p = subprocess.Popen([os.environ["SLUICED"], "--socket", self.sock, "--config-dir",
-                                   conf, "--workers", "2", "--pipeline-memory", "8M"] + list(extra),
+        # --no-config: the host's sluiced.conf (the build's sysconfdir) is not the test's
+        self.p = subprocess.Popen([os.environ["SLUICED"], "--no-config", "--socket", self.sock,
+                                   "--config-dir", conf, "--workers", "2", "--pipeline-memory",
+                                   "8M"] + list(extra),
                                   env=env, stderr=self.log, cwd=cwd, preexec_fn=preexec_fn)
         self.ready = b"READY=1" in self.ns.recv(4096)
 

@@ -41,7 +41,7 @@ def notifications(tmp, conf, extra_env, want_watchdogs):
     ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     ns.bind(path)
     env = dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="200000", **extra_env)
-    p = subprocess.Popen([os.environ["SLUICED"], "--socket", os.path.join(tmp, "wd.sock"),
+    p = subprocess.Popen([os.environ["SLUICED"], "--no-config", "--socket", os.path.join(tmp, "wd.sock"),
                           "--config-dir", conf, "--workers", "1"], env=env,
                          stderr=subprocess.DEVNULL)
     got, pings = [], 0
@@ -80,7 +80,7 @@ def main():
                if k not in ("SLUICE_SOCKET", "XDG_RUNTIME_DIR", "NOTIFY_SOCKET")}
         env["RUNTIME_DIRECTORY"] = first + ":" + second
         log = open(os.path.join(tmp, "sluiced.log"), "w")
-        p = subprocess.Popen([os.environ["SLUICED"], "--config-dir", conf, "--workers", "1"],
+        p = subprocess.Popen([os.environ["SLUICED"], "--no-config", "--config-dir", conf, "--workers", "1"],
                              env=env, stderr=log)
         try:
             sock = os.path.join(first, "sluice.sock")

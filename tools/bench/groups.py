@@ -68,7 +68,7 @@ def start_daemon(build, tmp, extra=()):
     """A fresh sluiced on a socket of its own (tools/bench/cache.py passes --cache-memory)."""
     conf = tempfile.mkdtemp(dir=tmp)
     sock = os.path.join(conf, "s.sock")
-    p = subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--socket", sock,
+    p = subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--no-config", "--socket", sock,
                           "--config-dir", conf, "--workers", "2"] + list(extra),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(500):

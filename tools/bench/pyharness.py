@@ -139,8 +139,8 @@ def run_sluice(build, tmp, spec, env, daemon_args=(), what="bench"):
     daemon = []
 
     def start():
-        daemon.append(subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--socket",
-                                        sock, "--config-dir", conf] + list(daemon_args),
+        daemon.append(subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--no-config",
+                                        "--socket", sock, "--config-dir", conf] + list(daemon_args),
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
         out = run_child(["sluice", "--socket", sock, "--name", spec["name"]], env, start,

@@ -119,7 +119,7 @@ def main():
             with open(os.path.join(conf, "pyb%d.json" % bs), "w") as f:
                 json.dump(spec, f)
         sock = os.path.join(tmp, "s.sock")
-        d = subprocess.Popen([sluiced, "--socket", sock, "--config-dir", conf],
+        d = subprocess.Popen([sluiced, "--no-config", "--socket", sock, "--config-dir", conf],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             for _ in range(200):

@@ -53,6 +53,10 @@ static void test_socket_path(void **state)
 	unsetenv("SLUICE_SOCKET");
 	assert_int_equal(lc_socket_path(NULL, buf, sizeof(buf), NULL), 0);
 	assert_string_equal(buf, "/run/a/sluice.sock");
+	setenv("RUNTIME_DIRECTORY", ":/run/b", 1); /* an empty first entry: as if unset */
+	assert_int_equal(lc_socket_path(NULL, buf, sizeof(buf), NULL), 0);
+	assert_string_not_equal(buf, "/sluice.sock");
+	assert_string_not_equal(buf, "/run/b/sluice.sock");
 	unsetenv("RUNTIME_DIRECTORY");
 	setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
 	assert_int_equal(lc_socket_path(NULL, buf, sizeof(buf), NULL), 0);
