@@ -36,8 +36,13 @@ const struct dmn_opt dmn_opts[] = {
 	  "resume where they were after sluiced restarts\n"
 	  "(default $STATE_DIRECTORY, the first directory where\n"
 	  "it lists several; empty: none, readers get ESTALE)" },
+	{ "cpus", DMN_OPT_CPUS, OFF(cpus_limit), 0, false, "N", NULL,
+	  "the cores sluiced may use, decimals allowed (default\n"
+	  "its CPU affinity, bounded by its cgroup's cpu.max):\n"
+	  "the parse pool's size and the resource model's budget" },
 	{ "workers", DMN_OPT_UINT, OFF(workers), UINT32_MAX, false, "N", "0",
-	  "parse pool workers (default 0: every CPU)" },
+	  "parse pool workers (default 0: one per core of --cpus,\n"
+	  "rounded up)" },
 	{ "pipeline-memory", DMN_OPT_BYTES, OFF(pipeline_bytes), 0, false, "B", "256M",
 	  "the shared memory of one pipeline's ring (default\n"
 	  "256M; more for batches of a known size that need\n"
@@ -208,6 +213,17 @@ int dmn_opt_set(const struct dmn_opt *o, const char *value, struct dmn_config *c
 		}
 		*(uint64_t *)(void *)field = n * SECOND_NS;
 		return 0;
+	case DMN_OPT_CPUS: {
+		char *end = NULL;
+		errno = 0;
+		double c = value && *value ? strtod(value, &end) : 0;
+		if (!value || !*value || *end || errno || !(c > 0) || c > 1e6) {
+			snprintf(err, cap, "not a number of cores above 0: %s", value ? value : "");
+			return -EINVAL;
+		}
+		*(double *)(void *)field = c;
+		return 0;
+	}
 	case DMN_OPT_COMMIT:
 		if (value && !strcmp(value, "all")) {
 			*(uint64_t *)(void *)field = UINT64_MAX;

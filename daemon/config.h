@@ -23,6 +23,7 @@ enum dmn_opt_kind {
 	DMN_OPT_SECONDS, /* uint64_t: whole seconds, stored as nanoseconds */
 	DMN_OPT_BOOL,	 /* bool: true/false, yes/no, 1/0 (on the command line alone: true) */
 	DMN_OPT_COMMIT,	 /* uint64_t: a size or "all" (UINT64_MAX) */
+	DMN_OPT_CPUS,	 /* double: a number of cores > 0, decimals allowed ("1.5") */
 };
 
 struct dmn_opt {

@@ -373,6 +373,13 @@ int main(int argc, char **argv)
 			 (unsigned long long)cache_asked, (unsigned long long)all_bytes, mem_from,
 			 (unsigned long long)d.reg.cfg.cache_bytes);
 	d.reg.cfg.cpus = host_cpus_allowed();
+	if (d.reg.cfg.cpus_limit > 0 && d.reg.cfg.cpus_limit < d.reg.cfg.cpus)
+		d.reg.cfg.cpus = d.reg.cfg.cpus_limit;
+	if (!d.reg.cfg.workers) { /* a worker per core it may use: more only wait for the quota */
+		d.reg.cfg.workers = (unsigned)d.reg.cfg.cpus;
+		if (d.reg.cfg.workers < d.reg.cfg.cpus)
+			d.reg.cfg.workers++;
+	}
 	/* Fault injection for tests (daemon/README.md): rings cannot grow past this many bytes. */
 	const char *lim = getenv("SLUICED_TEST_COMMIT_LIMIT");
 	if (lim && *lim && dmn_parse_size(lim, &d.reg.cfg.ring_commit_limit) < 0) {

@@ -38,8 +38,10 @@ struct dmn_config {
 	const char *socket_path;
 	const char *config_dir; /* pipeline specs loaded at start, or NULL */
 	const char *state_dir;	/* where positions are kept across restarts, or NULL */
-	unsigned workers;	/* the shared parse pool; 0: every CPU */
-	double cpus; /* the cores sluiced may use (affinity, cgroup cpu.max): the model's budget */
+	unsigned workers;	/* the shared parse pool; 0: one per core of cpus, rounded up */
+	double cpus_limit;	/* --cpus; 0: none */
+	/* the cores sluiced may use (affinity, cgroup cpu.max, --cpus): the model's budget */
+	double cpus;
 	uint64_t pipeline_bytes;    /* a pipeline's ring data area: its maximum */
 	uint64_t total_bytes;	    /* all rings' maximums together (docs/DECISIONS.md) */
 	uint64_t ring_commit;	    /* a ring's memory committed at its start (UINT64_MAX: all) */

@@ -433,6 +433,30 @@ def stats_of(d, name):
         return st, {}
 
 
+def test_cpus(tmp, data):
+    """--cpus bounds the cores sluiced takes: the model's budget (cpus_milli) and, with
+    --workers 0, the parse pool (one worker per core, rounded up)."""
+    conf = os.path.join(tmp, "conf-cpus")
+    os.makedirs(conf)
+    with open(os.path.join(conf, "c.json"), "w") as f:
+        json.dump(spec(data, name="c", epochs=1), f)
+    d = Daemon(tmp, conf, ["--cpus", "0.5", "--workers", "0"])
+    try:
+        r, lines = drain_json(d, "c")
+        _, flat = stats_of(d, "c")
+    finally:
+        d.stop()
+    check(r.returncode == 0 and sorted(ids_of(lines)) == list(range(200)),
+          "--cpus 0.5: every record once (%s)" % r.stderr.strip()[-200:])
+    check(flat.get("cpus_milli") == 500 and flat.get("workers") == 1,
+          "--cpus 0.5: a budget of 500 millicores and one worker (%s)" % (
+              {k: flat.get(k) for k in ("cpus_milli", "workers")}))
+    bad = subprocess.run([os.environ["SLUICED"], "--no-config", "--cpus", "0"],
+                         capture_output=True, text=True, timeout=30)
+    check(bad.returncode == 2 and "not a number of cores above 0" in bad.stderr,
+          "--cpus 0 is refused (%s)" % bad.stderr.strip())
+
+
 def test_io_options(tmp, data):
     """--direct-io and the pread fallback: same batches, said in the stats and (once) the log."""
     conf = os.path.join(tmp, "conf-io")
@@ -1412,6 +1436,7 @@ def main():
         test_state_resume(tmp, data)
         test_resume_by_name(tmp, data)
         test_io_options(tmp, data)
+        test_cpus(tmp, data)
         test_record_cache(tmp, data)
         test_ring_memory(tmp, data)
         test_errors_reach_readers(tmp, data)

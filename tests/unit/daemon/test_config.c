@@ -47,6 +47,8 @@ static size_t field_size(const struct dmn_opt *o)
 		return sizeof(unsigned);
 	case DMN_OPT_BOOL:
 		return sizeof(bool);
+	case DMN_OPT_CPUS:
+		return sizeof(double);
 	default:
 		return sizeof(uint64_t);
 	}
@@ -63,6 +65,7 @@ static void test_every_kind(void **state)
 			   "  config-dir=/etc/sluice/pipe#lines.d\n" /* '#' in a word: kept */
 			   "state-dir =\n"			     /* empty: none */
 			   "workers = 3\n"
+			   "cpus = 1.5\n"
 			   "memory = 8G\n"
 			   "pipeline-memory = 64m\n"
 			   "cache-memory = 512K\n"
@@ -79,6 +82,7 @@ static void test_every_kind(void **state)
 	assert_string_equal(cfg.config_dir, "/etc/sluice/pipe#lines.d");
 	assert_string_equal(cfg.state_dir, "");
 	assert_int_equal(cfg.workers, 3);
+	assert_true(cfg.cpus_limit == 1.5);
 	assert_true(cfg.total_bytes == 8ull << 30);
 	assert_true(cfg.pipeline_bytes == 64ull << 20);
 	assert_true(cfg.cache_bytes == 512ull << 10);
@@ -148,6 +152,10 @@ static void test_errors_name_file_line_key(void **state)
 	expect_error("workers = 99999999999999999999\n", "sluiced.conf:1: workers: not a number: "
 							 "99999999999999999999");
 	expect_error("lease = 100G\n", "sluiced.conf:1: lease: not a number of seconds: 100G");
+	expect_error("cpus = 0\n", "sluiced.conf:1: cpus: not a number of cores above 0: 0");
+	expect_error("cpus = -2\n", "sluiced.conf:1: cpus: not a number of cores above 0: -2");
+	expect_error("cpus = 1.5x\n", "sluiced.conf:1: cpus: not a number of cores above 0: 1.5x");
+	expect_error("cpus = nan\n", "sluiced.conf:1: cpus: not a number of cores above 0: nan");
 	expect_error("ring-commit = most\n", "sluiced.conf:1: ring-commit: not a size nor \"all\": "
 					     "most");
 	expect_error("workers 3\n", "sluiced.conf:1: expected KEY = VALUE, not \"workers 3\"");
