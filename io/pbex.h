@@ -3,6 +3,7 @@
 #ifndef SLUICE_IO_PBEX_H
 #define SLUICE_IO_PBEX_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -182,8 +183,35 @@ struct pbex_flat_values {
 	const uint8_t *values; /* count int64 or float values; bytes: count lengths, then data */
 	uint32_t len;	       /* bytes at values */
 };
-/* 0, or -EBADMSG when p holds no such feature (k past its heads, or out of bounds). */
-int pbex_flat_get(const uint8_t *p, size_t len, size_t k, struct pbex_flat_values *ret);
+/* A feature's head in the flat form (host byte order; the layout is the form's, not an ABI). */
+struct pbex_flat_head {
+	uint8_t present;
+	uint8_t kind;
+	uint16_t zero;
+	uint32_t count;
+	uint32_t off; /* of the values, from the start of the record */
+	uint32_t len; /* of the values in bytes */
+};
+/*
+ * 0, or -EBADMSG when p holds no such feature (k past its heads, or out of bounds). Inline: the
+ * parse task reads a few features of every cached row with it.
+ */
+static inline int pbex_flat_get(const uint8_t *p, size_t len, size_t k,
+				struct pbex_flat_values *ret)
+{
+	struct pbex_flat_head h;
+	if (len > UINT32_MAX || (k + 1) * sizeof(h) > len)
+		return -EBADMSG;
+	__builtin_memcpy(&h, p + k * sizeof(h), sizeof(h));
+	if (h.off > len || h.len > len - h.off || h.kind > PBEX_KIND_INT64)
+		return -EBADMSG;
+	ret->present = h.present != 0;
+	ret->kind = (enum pbex_kind)h.kind;
+	ret->count = h.count;
+	ret->values = p + h.off;
+	ret->len = h.len;
+	return 0;
+}
 
 /*
  * The encoder, for the generator and tests: builds a record into a growable buffer, writing

@@ -11,14 +11,7 @@
  * Layout: n heads, then each feature's values at its head's offset, 8-byte aligned relative to
  * the start (the cache keeps records 8-aligned, but the accessors copy with memcpy anyway).
  */
-struct flat_head {
-	uint8_t present;
-	uint8_t kind;
-	uint16_t zero;
-	uint32_t count;
-	uint32_t off; /* of the values, from the start of the record */
-	uint32_t len; /* of the values in bytes */
-};
+#define flat_head pbex_flat_head
 
 static size_t align8(size_t n)
 {
@@ -90,22 +83,6 @@ long pbex_flatten(const struct pbex_feature *f, size_t n, uint8_t *out, size_t c
 		at += vl;
 	}
 	return (long)total;
-}
-
-int pbex_flat_get(const uint8_t *p, size_t len, size_t k, struct pbex_flat_values *ret)
-{
-	struct flat_head h;
-	if (len > UINT32_MAX || (k + 1) * sizeof(h) > len)
-		return -EBADMSG;
-	memcpy(&h, p + k * sizeof(h), sizeof(h));
-	if (h.off > len || h.len > len - h.off || h.kind > PBEX_KIND_INT64)
-		return -EBADMSG;
-	ret->present = h.present != 0;
-	ret->kind = (enum pbex_kind)h.kind;
-	ret->count = h.count;
-	ret->values = p + h.off;
-	ret->len = h.len;
-	return 0;
 }
 
 int pbex_flat_view(const uint8_t *p, size_t len, size_t n, struct pbex_feature *ret)

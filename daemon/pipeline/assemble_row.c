@@ -275,8 +275,14 @@ static int fill_flat_native(struct pl_bjob *job, const struct pl_rec *rec, size_
 		if (pbex_flat_get(rec->data, rec->len, o->slot, &v) < 0 || !v.present ||
 		    v.kind != want || (int64_t)v.count != o->rec_elems)
 			return 1;
-		memcpy(job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size, v.values,
-		       (size_t)v.count * o->elem_size);
+		uint8_t *dst = job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size;
+		size_t n = (size_t)v.count * o->elem_size;
+		if (n == 8) /* one value of 8 bytes, or two of 4: a load and a store */
+			memcpy(dst, v.values, 8);
+		else if (n == 4)
+			memcpy(dst, v.values, 4);
+		else
+			memcpy(dst, v.values, n);
 	}
 	return 0;
 }

@@ -94,7 +94,7 @@ static void test_round_trip(void **state)
 	assert_memory_equal(p, "\xff\x00z", 3);
 	assert_false(pbex_bytes_iter_next(&it, &p, &l));
 	/* one feature's values as stored */
-	struct pbex_flat_values fv;
+	struct pbex_flat_values fv = { 0 };
 	assert_int_equal(pbex_flat_get(flat, len, 0, &fv), 0);
 	assert_int_equal(fv.kind, PBEX_KIND_INT64);
 	assert_int_equal(fv.count, 4);
@@ -129,7 +129,7 @@ static void test_damage_refused(void **state)
 	c--;
 	memcpy(flat + 4, &c, 4);
 	/* a bytes value's length that does not add up */
-	struct pbex_flat_values fv;
+	struct pbex_flat_values fv = { 0 };
 	assert_int_equal(pbex_flat_get(flat, len, 2, &fv), 0);
 	uint8_t *lens = flat + (fv.values - flat);
 	lens[0]++;
