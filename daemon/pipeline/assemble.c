@@ -161,14 +161,8 @@ static void task_run(void *arg)
  */
 #define PL_BEHIND_BATCHES 16
 
-/*
- * A fill pass estimated shorter than this is not worth a wake-up (bjob_tasks): a wake-up is
- * 20 - 30 us of CPU on this VM, on each side. (50 us left a later CTR job of 1024-row cached
- * batches waking workers 400 - 600 times an epoch; 100 us runs them on the driver, which
- * still makes over 5 million such rows a second.) The autotuner (docs/plumber.md) is to own
- * this trade of CPU for latency.
- */
-#define PL_TINY_BATCH_NS 100000
+/* A fill pass estimated shorter than this is not worth a wake-up (bjob_tasks). */
+#define PL_TINY_BATCH_NS 50000
 
 /* Spawn the pass's tasks: the first with flags, the others with rest_flags. */
 static int spawn_pass(struct pl_bjob *job, bool measure, unsigned flags, unsigned rest_flags)
