@@ -133,15 +133,9 @@ static void task_run(void *arg)
 	/* one writer per counter (this worker, or the driver): a plain add, published relaxed */
 	struct pl_asm_worker *wk =
 		&ax->wk[wi < 0 || (unsigned)wi >= ax->n_workers ? ax->n_workers : (unsigned)wi];
-	uint64_t took = pl_clock_ns(CLOCK_MONOTONIC) - c0;
 	uint64_t ns = atomic_load_explicit(&wk->task_ns, memory_order_relaxed);
-	atomic_store_explicit(&wk->task_ns, ns + took, memory_order_relaxed);
-	if (!t->measure && t->hi - t->lo >= 8) { /* an estimate: concurrent updates may lose one */
-		uint64_t ps = took * 1000 / (t->hi - t->lo);
-		uint64_t old = atomic_load_explicit(&ax->fill_row_ps, memory_order_relaxed);
-		atomic_store_explicit(&ax->fill_row_ps, old ? old - old / 8 + ps / 8 : ps,
-				      memory_order_relaxed);
-	}
+	atomic_store_explicit(&wk->task_ns, ns + pl_clock_ns(CLOCK_MONOTONIC) - c0,
+			      memory_order_relaxed);
 	if (ws && ws->img) {
 		struct pl_decode_counts dc = { 0 };
 		pl_img_work_take(ws->img, &dc);
@@ -160,9 +154,6 @@ static void task_run(void *arg)
  * found behind (the driver had to wait for a batch); otherwise only its first task wakes one.
  */
 #define PL_BEHIND_BATCHES 16
-
-/* A fill pass estimated shorter than this is not worth a wake-up (bjob_tasks). */
-#define PL_TINY_BATCH_NS 50000
 
 /* Spawn the pass's tasks: the first with flags, the others with rest_flags. */
 static int spawn_pass(struct pl_bjob *job, bool measure, unsigned flags, unsigned rest_flags)
@@ -223,17 +214,6 @@ static int bjob_tasks(struct pl_bjob *job)
 	 */
 	size_t by_bytes = (size_t)(bytes >> 20) + 1;
 	size_t want = ax->n_workers * 2 > by_bytes ? ax->n_workers * 2 : by_bytes;
-	/*
-	 * A batch whose fill pass would take less than PL_TINY_BATCH_NS (rows of the record
-	 * cache's decoded level, copied value array by value array) is one task that wakes no
-	 * worker: waking one costs about as much as the work (a futex call on each side, and in a
-	 * VM an interrupt between processors), so the driver runs it when it next helps, unless
-	 * a worker awake anyway takes it first.
-	 */
-	uint64_t row_ps = atomic_load_explicit(&ax->fill_row_ps, memory_order_relaxed);
-	job->tiny = row_ps && row_ps * job->n_rows / 1000 < PL_TINY_BATCH_NS;
-	if (job->tiny)
-		want = 1;
 	if (want > job->n_rows)
 		want = job->n_rows ? job->n_rows : 1;
 	job->n_tasks = want;
@@ -263,7 +243,6 @@ int pl_asm_ctx_init(struct pl_asm_ctx *ax)
 	ax->wk = aligned_alloc(64, (ax->n_workers + 1) * sizeof(*ax->wk));
 	if (!ax->scratch || !ax->wk)
 		return -ENOMEM;
-	atomic_init(&ax->fill_row_ps, 0);
 	for (unsigned i = 0; i <= ax->n_workers; i++) {
 		struct pl_asm_worker *wk = &ax->wk[i];
 		atomic_init(&wk->task_ns, 0);
@@ -424,10 +403,10 @@ static int bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows,
 	 * runs the tasks itself, while it waits or when it next helps (see note_slack).
 	 */
 	note_slack(ax);
-	unsigned first = (ax->lazy && !ax->behind) || job->tiny ? SCHED_SPAWN_NO_WAKE : 0;
+	unsigned first = ax->lazy && !ax->behind ? SCHED_SPAWN_NO_WAKE : 0;
 	if (first)
 		ax->lazy_fills++;
-	r = spawn_pass(job, false, first, ax->behind && !job->tiny ? 0 : SCHED_SPAWN_NO_WAKE);
+	r = spawn_pass(job, false, first, ax->behind ? 0 : SCHED_SPAWN_NO_WAKE);
 	if (r < 0) {
 		sched_group_help(&job->group);
 		io_error_set(err, "the parse pool is stopping");
@@ -492,7 +471,7 @@ static int bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_bat
 		       struct io_error *err)
 {
 	const struct pl_plan *plan = ax->plan;
-	if (!pl_bjob_done(job) && !job->tiny) /* a tiny one is the driver's to run */
+	if (!pl_bjob_done(job))
 		ax->behind = PL_BEHIND_BATCHES;
 	else if (ax->behind)
 		ax->behind--;

@@ -55,8 +55,6 @@ struct pl_asm_ctx {
 	struct pl_asm_worker *wk; /* n_workers + 1 ([n_workers]: tasks the driver ran) */
 	struct pl_stage_stats st; /* elements: rows; completions: batches; driver only */
 	uint64_t lazy_fills;	  /* fill passes that woke no worker (lazy); driver only */
-	/* a fill task's time per row (picoseconds), smoothed; 0 until one ran; any thread */
-	_Atomic uint64_t fill_row_ps;
 };
 
 /* Set up the parts of ax the stage owns (after the driver filled its fields). 0 or -ENOMEM. */

@@ -71,7 +71,6 @@ struct pl_bjob {
 	struct sched_group group;
 	struct pl_task *tasks;
 	size_t n_tasks;
-	bool tiny; /* its fill pass is estimated below PL_TINY_BATCH_NS: one task, no wake-up */
 };
 
 static inline size_t pl_asm_align_up(size_t v, size_t a)
