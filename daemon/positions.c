@@ -118,18 +118,35 @@ static const char *mode_word(uint32_t m)
 	return m == IPC_CTL_MODE_SPLIT ? "split" : m == IPC_CTL_MODE_RANK ? "rank" : "broadcast";
 }
 
-/* A live pipeline where a group of this record resumed: its later members join it there. */
-static struct dmn_pipeline *resumed_group(struct dmn *d, const struct dmn_resume *rs,
-					  const char *group)
+/*
+ * Whether g is where members of m's split or rank group resumed after a restart. Members may
+ * come back with tokens of different runs (one re-attached to a sluiced killed again before the
+ * other did), and so with different kept records, or with none (a worker started again): the
+ * group is still the one of its name on the same computation, as it was before the restart.
+ * A rank member whose next batch of its own is own_next (0: it took none) joins it only where
+ * that batch is still to come (a member's batches hold the ring, so the rank state kept by any
+ * run of its group is at or before it). Apart, each would read alone: a rank member waiting for
+ * ever for the others' batches, a split member given its group's batches again, unmarked. Under
+ * pl->lock.
+ */
+static bool resumed_here(const struct dmn_group *g, const struct ipc_ctl_attach *m,
+			 uint64_t own_next)
+{
+	return g->resumed && !g->moved_to && (uint32_t)g->mode == m->mode &&
+	       (m->mode != IPC_CTL_MODE_RANK ||
+		(g->rank_n == m->rank_count && (!own_next || g->resumed_seq <= own_next)));
+}
+
+/* A live pipeline of computation fp where m's group resumed (resumed_here), or NULL. */
+static struct dmn_pipeline *resumed_group(struct dmn *d, const uint8_t fp[16],
+					  const struct ipc_ctl_attach *m, uint64_t own_next)
 {
 	for (struct dmn_pipeline *pl = d->reg.pipelines; pl; pl = pl->next) {
-		if (memcmp(pl->fp, rs->rec.fp, 16) != 0)
+		if (memcmp(pl->fp, fp, 16) != 0 || pl->removed)
 			continue;
 		pthread_mutex_lock(&pl->lock);
-		int gi = dmn_pipeline_group_find(pl, group);
-		const struct dmn_group *g = gi >= 0 ? &pl->groups[gi] : NULL;
-		bool hit = g && g->resumed && !g->moved_to && g->resumed_run == rs->run &&
-			   strcmp(g->resumed_name, rs->rec.name) == 0;
+		int gi = dmn_pipeline_group_find(pl, m->group);
+		bool hit = gi >= 0 && resumed_here(&pl->groups[gi], m, own_next);
 		pthread_mutex_unlock(&pl->lock);
 		if (hit)
 			return pl;
@@ -197,7 +214,17 @@ int dmn_resume_prepare(struct dmn *d, const struct ipc_ctl_attach *m, struct dmn
 	} else {
 		rs.skip_below = next;
 	}
-	if (st_len <= 0 || (rs.skip_below && st_seq > rs.skip_below)) {
+	/*
+	 * The first batch it has not had: a rank member's next is its next batch of its own (the
+	 * others' batches before it may be gone from the kept state: the group's other members
+	 * released them).
+	 */
+	uint64_t own_next = rs.skip_below;
+	if (own_next && m->mode == IPC_CTL_MODE_RANK && m->rank_count)
+		own_next +=
+			(m->rank_index % m->rank_count + m->rank_count - own_next % m->rank_count) %
+			m->rank_count;
+	if (st_len <= 0 || (own_next && st_seq > own_next)) {
 		snprintf(msg, cap,
 			 "sluiced kept no usable position (%s) for this %s reader of pipeline "
 			 "\"%s\"%s: it cannot resume where it was (it does not start over "
@@ -209,8 +236,9 @@ int dmn_resume_prepare(struct dmn *d, const struct ipc_ctl_attach *m, struct dmn
 	}
 	memcpy(rs.state, st, (size_t)st_len);
 	rs.state_len = (size_t)st_len;
+	rs.from_seq = st_seq;
 	if (m->mode != IPC_CTL_MODE_BROADCAST)
-		rs.join = resumed_group(d, &rs, m->group);
+		rs.join = resumed_group(d, rs.rec.fp, m, own_next);
 	rs.on = true;
 	*ret = rs;
 	return 0;
@@ -220,6 +248,25 @@ void dmn_resume_fini(struct dmn_resume *rs)
 {
 	if (rs && rs->on)
 		dmn_kept_fini(&rs->rec);
+}
+
+struct dmn_pipeline *dmn_resume_group_home(struct dmn *d, struct dmn_pipeline *pl, bool created,
+					   const struct ipc_ctl_attach *m)
+{
+	if (m->mode == IPC_CTL_MODE_BROADCAST)
+		return pl;
+	pthread_mutex_lock(&pl->lock);
+	bool here = dmn_pipeline_group_find(pl, m->group) >= 0;
+	pthread_mutex_unlock(&pl->lock);
+	struct dmn_pipeline *home = here ? NULL : resumed_group(d, pl->fp, m, 0);
+	if (!home || home == pl)
+		return pl;
+	dmn_log("pipeline %s: a %s reader of group \"%s\" joins it on %s, where it resumed after "
+		"a restart",
+		pl->name, mode_word(m->mode), m->group, home->name);
+	if (created && pl->n_readers == 0) /* started for this reader, which goes elsewhere */
+		dmn_pipeline_drop(&d->reg, pl, "dropped: its reader joined its group elsewhere");
+	return home;
 }
 
 void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resume *rs)
@@ -236,9 +283,10 @@ void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resu
 	if (group >= 0 && !pl->groups[group].resumed) {
 		struct dmn_group *g = &pl->groups[group];
 		g->resumed = true;
-		g->resumed_run = rs->run;
-		snprintf(g->resumed_name, sizeof(g->resumed_name), "%s", rs->rec.name);
+		g->resumed_seq = rs->from_seq;
 	}
+	if (group >= 0 && pl->groups[group].resumed_bound < rs->rec.bound)
+		pl->groups[group].resumed_bound = rs->rec.bound;
 	if (pl->keep)
 		dmn_pipeline_keep(pl, pl->keep_bound, pl->keep_epochs);
 	pthread_mutex_unlock(&pl->lock);
@@ -248,6 +296,20 @@ void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resu
 		rs->rec.name, rs->run,
 		rs->skip_below ? ": exactly where it was"
 			       : ": what it may have had before is marked re-delivered");
+}
+
+uint64_t dmn_resume_redelivered_below(struct dmn_pipeline *pl, int group,
+				      const struct dmn_resume *rs)
+{
+	uint64_t below = rs->redelivered_below;
+	if (group < 0 || (rs->on && pl->groups[group].mode == IPC_RING_RANK))
+		return below; /* broadcast; a rank member with its place: exactly once */
+	pthread_mutex_lock(&pl->lock);
+	const struct dmn_group *g = &pl->groups[group];
+	if (g->resumed && g->resumed_bound > below)
+		below = g->resumed_bound;
+	pthread_mutex_unlock(&pl->lock);
+	return below;
 }
 
 struct dmn_pipeline *dmn_resume_recreate(struct dmn *d, const struct dmn_resume *rs,
