@@ -53,6 +53,20 @@ static int epoch_start_at(struct dmn_pipeline *pl, uint64_t low, uint64_t head, 
 	return -ENOENT;
 }
 
+/*
+ * The ring seq of the oldest batch a reader or group may still need: the ring's low, or older,
+ * a batch held or pending below it (low passes batches released out of order: a rank member's
+ * batch handed to it and not yet taken stays behind while the next one, another rank's, goes).
+ * Under pl->lock.
+ */
+static uint64_t kept_low(struct dmn_pipeline *pl, const struct ipc_ring_info *info)
+{
+	uint64_t oldest, holders;
+	if (ipc_ring_oldest(pl->ring, &oldest, &holders) == 0 && oldest < info->low)
+		return oldest;
+	return info->low;
+}
+
 void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_epochs)
 {
 	struct dmn_kept rec;
@@ -66,12 +80,12 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 	rec.spec_dir = pl->spec_dir;
 	rec.sloppy = pl->sloppy;
 	ipc_ring_get_info(pl->ring, &info);
-	int n = dmn_pipeline_state_at(pl, info.low, rec.low, sizeof(rec.low));
+	uint64_t low = kept_low(pl, &info);
+	int n = dmn_pipeline_state_at(pl, low, rec.low, sizeof(rec.low));
 	rec.low_len = n > 0 ? n : 0;
-	rec.low_seq = seq_at(pl, info.low, info.head);
+	rec.low_seq = seq_at(pl, low, info.head);
 	if (pl->sloppy) {
-		n = epoch_start_at(pl, info.low, info.head, rec.epoch_start,
-				   sizeof(rec.epoch_start));
+		n = epoch_start_at(pl, low, info.head, rec.epoch_start, sizeof(rec.epoch_start));
 		rec.epoch_start_len = n > 0 ? n : 0;
 	}
 	/* rank groups: from a multiple of the count, so that each rank gets the batches it got */
@@ -82,7 +96,7 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 			continue;
 		for (unsigned k = 0; k < rec.n_rank; k++)
 			seen |= rec.rank[k].n == g->rank_n;
-		uint64_t a = info.low - info.low % g->rank_n;
+		uint64_t a = low - low % g->rank_n;
 		struct dmn_kept_rank *kr = &rec.rank[rec.n_rank];
 		if (seen || (n = dmn_pipeline_state_at(pl, a, kr->state, sizeof(kr->state))) <= 0)
 			continue;
@@ -91,7 +105,7 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 		kr->seq = seq_at(pl, a, info.head);
 		rec.n_rank++;
 	}
-	pl->keep_low = info.low;
+	pl->keep_low = low;
 	pl->keep_ns = dmn_now_ns();
 	rec.bound = bound;
 	rec.bound_epochs = bound_epochs;
@@ -109,7 +123,7 @@ void dmn_pipeline_keep_tick(struct dmn_pipeline *pl)
 {
 	struct ipc_ring_info info;
 	ipc_ring_get_info(pl->ring, &info);
-	if (info.low != pl->keep_low && dmn_now_ns() - pl->keep_ns >= DMN_KEEP_TICK_NS)
+	if (kept_low(pl, &info) != pl->keep_low && dmn_now_ns() - pl->keep_ns >= DMN_KEEP_TICK_NS)
 		dmn_pipeline_keep(pl, pl->keep_bound, pl->keep_epochs);
 }
 
