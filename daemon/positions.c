@@ -105,6 +105,9 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 		kr->seq = seq_at(pl, a, info.head);
 		rec.n_rank++;
 	}
+	for (int i = 0; i < IPC_RING_MAX_GROUPS && rec.n_group < DMN_KEEP_GROUPS; i++)
+		if (pl->groups[i].used && !pl->groups[i].moved_to)
+			rec.group[rec.n_group++] = dmn_keep_group_hash(pl->groups[i].name);
 	pl->keep_low = low;
 	pl->keep_ns = dmn_now_ns();
 	rec.bound = bound;
@@ -224,7 +227,15 @@ int dmn_resume_prepare(struct dmn *d, const struct ipc_ctl_attach *m, struct dmn
 		}
 		rs.skip_below = next;
 	} else if (m->mode == IPC_CTL_MODE_SPLIT) {
-		rs.redelivered_below = rs.rec.bound;
+		/*
+		 * What its group may have had: this record's bound, or that of a later run's record
+		 * that had the group (a member that came back with an older token than the others'
+		 * resumes the group from its own record: what the others read in the runs it missed
+		 * comes again too).
+		 */
+		rs.redelivered_below = dmn_keep_max_bound(&d->reg.keep, rs.rec.fp, m->group);
+		if (rs.redelivered_below < rs.rec.bound)
+			rs.redelivered_below = rs.rec.bound;
 	} else {
 		rs.skip_below = next;
 	}
@@ -299,8 +310,14 @@ void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resu
 		g->resumed = true;
 		g->resumed_seq = rs->from_seq;
 	}
-	if (group >= 0 && pl->groups[group].resumed_bound < rs->rec.bound)
-		pl->groups[group].resumed_bound = rs->rec.bound;
+	/* what its members may have had, in any run (a member joining without a token) */
+	uint64_t bound = pl->keep && group >= 0
+				 ? dmn_keep_max_bound(pl->keep, rs->rec.fp, pl->groups[group].name)
+				 : 0;
+	if (bound < rs->rec.bound)
+		bound = rs->rec.bound;
+	if (group >= 0 && pl->groups[group].resumed_bound < bound)
+		pl->groups[group].resumed_bound = bound;
 	if (pl->keep)
 		dmn_pipeline_keep(pl, pl->keep_bound, pl->keep_epochs);
 	pthread_mutex_unlock(&pl->lock);
