@@ -22,6 +22,7 @@ reads once that file exists (the test starts every reader of a group at the firs
 
 import argparse
 import errno
+import faulthandler
 import json
 import os
 import signal
@@ -101,6 +102,7 @@ def main():
     ap.add_argument("--stop-file")
     ap.add_argument("--go-file")
     a = ap.parse_args()
+    faulthandler.register(signal.SIGUSR1)  # the test asks where it waits when it waited long
     cut_partial_line(a.out)
     out = Out(a.out)
     frm, state = last_state(a.out) if a.mode == "broadcast" else (-1, None)

@@ -37,20 +37,37 @@ RECORDS, BATCH, EPOCHS = 1000, 2, 2  # 1000 batches
 DAEMON_KILLS = 20
 READER_KILLS = ["b0", "b1", "b0", "s0", "s1"]
 OPTS = ["--ring-slots", "8", "--lease", "2", "--linger", "1"]
-RSS_SLACK = 16 << 20  # allocator arenas and caches that stay after the first pipelines
+PACE = 0.01  # seconds a reader sleeps per batch (a training step) until the last restart
+RSS_SLACK = 8 << 20  # allocator arenas and caches that stay after the first pipelines
 LEASE_LOG = "longer than the lease"
 
 
+READERS = {}  # name -> Reader, for what a timeout says
+
+
 def wait_for(cond, what, timeout=60, step=0.02):
-    """Poll cond() until it is true (returned); fail saying what() after timeout seconds."""
+    """Poll cond() until it is true (returned); fail saying what() after timeout seconds, with
+    where each reader waits and what it wrote last."""
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError("waited %d s for %s" % (timeout, what()))
+            raise AssertionError("waited %d s for %s\n%s" % (timeout, what(), where()))
         time.sleep(step)
+
+
+def where():
+    out = []
+    for x in READERS.values():
+        if x.p.poll() is None:
+            x.p.send_signal(signal.SIGUSR1)  # faulthandler: its stack on its stderr
+    time.sleep(0.5)  # (only on the way to failing: for the stacks to be written)
+    for x in READERS.values():
+        out.append("%s (pid %d, %s): %s\n%s" % (x.name, x.p.pid, x.state(),
+                                                x.events()[-2:], x.stderr()[-1500:]))
+    return "\n".join(out)
 
 
 class Reader:
@@ -61,9 +78,11 @@ class Reader:
         self.out = os.path.join(tmp, name + ".jsonl")
         self.err = os.path.join(tmp, name + ".stderr")
         self.stop_file = os.path.join(tmp, name + ".stop")
-        self.cmd = [sys.executable, READER, sock, spec, self.out, mode] + [str(a) for a in args]
-        self.cmd += ["--pace-file", os.path.join(tmp, "pace"), "--stop-file", self.stop_file,
-                     "--go-file", os.path.join(tmp, "go")]
+        self.cmd = [sys.executable, READER, sock, spec, self.out, mode]
+        self.cmd += ["--pace", PACE, "--pace-file", os.path.join(tmp, "pace"),
+                     "--stop-file", self.stop_file,
+                     "--go-file", os.path.join(tmp, "go")] + list(args)
+        self.cmd = [str(a) for a in self.cmd]
         self.procs = []
         self.start()
 
@@ -224,28 +243,32 @@ def test_chaos(tmp_path):
     assert d.ready
     with open(os.path.join(tmp, "pace"), "w"):
         pass
-    readers = {}
+    readers = READERS
+    readers.clear()
     try:
         sock = d.sock
-        readers = {
+        readers.update({
             "b0": Reader(tmp, "b0", "broadcast", sock, spec_path),
             "b1": Reader(tmp, "b1", "broadcast", sock, spec_path),
             "r0": Reader(tmp, "r0", "rank", sock, spec_path, "--group", "ranks", "--index", 0,
                          "--count", 2),
             "r1": Reader(tmp, "r1", "rank", sock, spec_path, "--group", "ranks", "--index", 1,
                          "--count", 2),
-            "s0": Reader(tmp, "s0", "split", sock, spec_path, "--group", "workers"),
-            "s1": Reader(tmp, "s1", "split", sock, spec_path, "--group", "workers"),
-        }
+            # two members share the stream: at half the pace, the group goes as fast as one
+            "s0": Reader(tmp, "s0", "split", sock, spec_path, "--group", "workers", "--pace",
+                         2 * PACE),
+            "s1": Reader(tmp, "s1", "split", sock, spec_path, "--group", "workers", "--pace",
+                         2 * PACE),
+        })
         wait_for(lambda: all(x.events() for x in readers.values()),
                  lambda: "the readers to attach: %s" % {n: x.stderr() for n, x in readers.items()})
         with open(os.path.join(tmp, "go"), "w"):
             pass
         events = ["daemon"] * (DAEMON_KILLS - 1) + ["kill:" + n for n in READER_KILLS]
         rnd.shuffle(events)
-        events.insert(rnd.randrange(len(events) // 2), "stop:" + rnd.choice(["s0", "s1"]))
+        events.insert(rnd.randrange(len(events) // 3), "stop:" + rnd.choice(["s0", "s1"]))
         events.append("final")  # the last restart: the baseline of descriptors and memory
-        kills, stopped = 0, None
+        kills, reader_kills, stopped = 0, 0, None
         for ev in events:
             # a point chosen by progress: a running reader's output grew by k batches
             running = [x for x in readers.values() if x.alive() and not x.ended()]
@@ -285,6 +308,9 @@ def test_chaos(tmp_path):
                         x.p.send_signal(signal.SIGCONT)
             elif ev.startswith("kill:"):
                 x = readers[ev[5:]]
+                if x.ended():  # started again it would read from the start (a new reader)
+                    continue
+                reader_kills += 1
                 n = attaches(x)
                 x.kill()
                 x.start()
@@ -293,6 +319,7 @@ def test_chaos(tmp_path):
                              lambda: "seed %d: %s to attach again" % (seed, x.name))
             else:  # a split member stops holding a batch, past the lease, and goes on
                 x = stopped = readers[ev[5:]]
+                assert not x.ended(), "seed %d: %s ended before its stop" % (seed, x.name)
                 leases = log_count(tmp, LEASE_LOG)
                 with open(x.stop_file, "w"):
                     pass
@@ -333,7 +360,7 @@ def test_chaos(tmp_path):
                     p.kill()
                     p.wait()
         rc = d.stop()
-    assert rc == 0
+    assert rc == 0 and kills == DAEMON_KILLS and stopped is not None
     sessions = {n: check_broadcast(readers[n], ref, seed) for n in ("b0", "b1")}
     check_rank(readers["r0"], 0, ref, seed)
     check_rank(readers["r1"], 1, ref, seed)
@@ -353,6 +380,6 @@ def test_chaos(tmp_path):
     assert log_count(tmp, "cannot resume") == 0 and resumed >= DAEMON_KILLS
     print("chaos seed %d: %d restarts (%d by SIGTERM), %d reader kills, broadcast sessions %s, "
           "%d resumes, %d split batches re-delivered; %.1f s of chaos, %.1f s in all; RSS %d -> "
-          "%d" % (seed, kills, kills // 5, len(READER_KILLS), sessions, resumed,
+          "%d" % (seed, kills, kills // 5, reader_kills, sessions, resumed,
                   sum(c.count(True) for c in copies.values()), chaos_s, time.monotonic() - t0,
                   base_rss, end_rss))
