@@ -280,8 +280,9 @@ struct dmn_pipeline *dmn_resume_group_home(struct dmn *d, struct dmn_pipeline *p
 {
 	if (m->mode == IPC_CTL_MODE_BROADCAST)
 		return pl;
+	/* (a pipeline made for this reader has its group, made with it: not the one it had) */
 	pthread_mutex_lock(&pl->lock);
-	bool here = dmn_pipeline_group_find(pl, m->group) >= 0;
+	bool here = !created && dmn_pipeline_group_find(pl, m->group) >= 0;
 	pthread_mutex_unlock(&pl->lock);
 	struct dmn_pipeline *home = here ? NULL : resumed_group(d, pl->fp, m, 0);
 	if (!home || home == pl)
