@@ -134,7 +134,8 @@ def main():
             os.unlink(a.stop_file)
             out({"ev": "stopping", "seq": b.seq})
             os.kill(os.getpid(), signal.SIGSTOP)
-        line = {"seq": b.seq, "epoch": b.epoch, "ids": ids, "re": b.redelivered}
+        line = {"seq": b.seq, "epoch": b.epoch, "ids": ids, "re": b.redelivered,
+                "t": round(time.monotonic(), 3)}
         if a.mode == "broadcast":
             try:
                 line["st"] = r.state().hex()

@@ -287,7 +287,7 @@ def test_chaos(tmp_path):
                 # names, so a group no member resumed yet would start anew (a known limit).
                 wait_for(lambda: split_attached(tmp) or readers["s0"].ended(),
                          lambda: "seed %d: the split group to resume" % seed)
-            print("%6.2f s: %s%s" % (time.monotonic() - t0, ev, " (%s read %d)" % (
+            print("%6.2f s (%.3f): %s%s" % (time.monotonic() - t0, time.monotonic(), ev, " (%s read %d)" % (
                 who.name, who.batches()) if running else ""), flush=True)
             if ev in ("daemon", "final"):
                 kills += 1

@@ -118,7 +118,9 @@ def _read_all(rs, outs, timeout=20):
 
 
 def _log(p):
-    with open(os.path.join(p.tmp, "sluiced.log")) as f:
+    """The log of the daemons of the test (p: a _RankPair or a Daemon)."""
+    tmp = p.tmp if hasattr(p, "tmp") else os.path.dirname(p.sock)
+    with open(os.path.join(tmp, "sluiced.log")) as f:
         return f.read()
 
 
@@ -188,3 +190,44 @@ def test_rank_members_with_tokens_of_two_runs_resume_together(tmp_path, data):
     runs = set(x.split("(run ")[1][:16] for x in log.splitlines()
                if "rank reader resumed" in x)
     assert len(runs) == 2  # rank 0 with the first run's record, then the second's
+
+
+def test_split_member_with_an_older_token_marks_what_the_group_had_since(tmp_path, data):
+    """Split members a and b; sluiced killed; a re-attaches and reads 40 batches alone (past
+    what the first run had published), b does not; sluiced killed again; b comes back first,
+    with the first run's token, then a: every batch the group had comes again marked
+    re-delivered (those a read in the second run came again unmarked to b)."""
+    spec = image_spec(data, epochs=3, batch=2, **shuffled(9))  # 90 batches
+    ref = dict((s, lab) for s, lab, _ in _want(run_reference(tmp_path, spec, "label")))
+    tmp, sd, conf = str(tmp_path), str(tmp_path / "state"), str(tmp_path / "conf")
+    os.makedirs(conf)
+    start = lambda: test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])  # noqa: E731
+    d = start()
+    rs = [sluice.attach(spec=spec, socket=d.sock, mode="split", group="g") for _ in range(2)]
+    outs = [[], []]
+    try:
+        for r, out in zip(rs, outs):
+            _read(r, 3, out=out)
+        d.stop(signal.SIGKILL)
+        d = start()
+        for _ in range(40):
+            _read(rs[0], len(outs[0]) + 1, out=outs[0])
+        assert "split reader resumed" in _log(d)
+        d.stop(signal.SIGKILL)
+        n = _log(d).count("split reader resumed")
+        d = start()
+        for _ in range(12):  # b resumes the group first (its old ring's batches come first)
+            _read(rs[1], len(outs[1]) + 1, out=outs[1])
+            if _log(d).count("split reader resumed") > n:
+                break
+        _read_all(rs, outs)
+    finally:
+        for r in rs:
+            r.close()
+        d.stop()
+    got = [b for out in outs for b in out]
+    assert not [b for b in got if isinstance(b, Exception)], got
+    assert sorted(set(s for s, _, _ in got)) == sorted(ref)
+    assert all(ref[s] == lab for s, lab, _ in got)
+    unmarked = [s for s, _, re in got if not re]
+    assert len(unmarked) == len(set(unmarked)), sorted(unmarked)
