@@ -90,7 +90,8 @@ static json_t *keep_to_json(const struct dmn_kept *r)
 	for (unsigned i = 0; i < r->n_group; i++) {
 		char h[17];
 		snprintf(h, sizeof(h), "%016" PRIx64, r->group[i]);
-		json_array_append_new(groups, json_string(h));
+		json_array_append_new(groups, json_pack("{s:s, s:I}", "name", h, "bound",
+							(json_int_t)r->group_bound[i]));
 	}
 	json_t *ranks = json_array();
 	for (unsigned i = 0; i < r->n_rank; i++)
@@ -163,14 +164,18 @@ static int keep_from_json(json_t *j, struct dmn_kept *r)
 			return -EBADMSG;
 	}
 	json_array_foreach (groups, i, e) { /* absent in a file of an older sluiced */
-		const char *h = json_string_value(e);
+		const char *h = NULL;
+		json_int_t gb = 0;
 		uint8_t b[8];
-		if (r->n_group == DMN_KEEP_GROUPS || unhex(h, b, 8) != 8)
+		if (r->n_group == DMN_KEEP_GROUPS ||
+		    json_unpack(e, "{s:s, s:I}", "name", &h, "bound", &gb) != 0 ||
+		    unhex(h, b, 8) != 8 || gb < 0)
 			return -EBADMSG;
 		uint64_t v = 0;
 		for (int k = 0; k < 8; k++)
 			v = v << 8 | b[k];
-		r->group[r->n_group++] = v;
+		r->group[r->n_group] = v;
+		r->group_bound[r->n_group++] = (uint64_t)gb;
 	}
 	r->spec_json = strdup(spec);
 	r->spec_dir = json_is_string(dir) ? strdup(json_string_value(dir)) : NULL;
@@ -438,11 +443,11 @@ uint64_t dmn_keep_max_bound(struct dmn_keep *k, const uint8_t fp[16], const char
 	uint64_t max = 0, h = name_hash(group);
 	pthread_mutex_lock(&k->lock);
 	for (const struct dmn_kept *r = k->list; r; r = r->next) {
-		if (memcmp(r->fp, fp, 16) != 0 || r->bound <= max)
+		if (memcmp(r->fp, fp, 16) != 0)
 			continue;
 		for (unsigned i = 0; i < r->n_group; i++)
-			if (r->group[i] == h)
-				max = r->bound;
+			if (r->group[i] == h && r->group_bound[i] > max)
+				max = r->group_bound[i];
 	}
 	pthread_mutex_unlock(&k->lock);
 	return max;

@@ -52,8 +52,12 @@ struct dmn_kept {
 		uint64_t seq;
 	} rank[DMN_KEEP_RANKS];
 	unsigned n_rank;
-	/* its split and rank groups (dmn_keep_group_hash of their names): whose bounds they are */
-	uint64_t group[DMN_KEEP_GROUPS];
+	/*
+	 * its split and rank groups (dmn_keep_group_hash of their names) and what each may have
+	 * been delivered: every batch below group_bound, in this run or an earlier one (a group
+	 * that resumed carries its earlier runs' bound on, as their files may go)
+	 */
+	uint64_t group[DMN_KEEP_GROUPS], group_bound[DMN_KEEP_GROUPS];
 	unsigned n_group;
 	int64_t mtime_ns; /* loaded: its file's (which earlier runs' to keep) */
 	struct dmn_kept *next;
@@ -87,8 +91,8 @@ int dmn_keep_find(struct dmn_keep *k, uint64_t run, const uint8_t fp[16], const 
 /* A group's name as records keep it. */
 uint64_t dmn_keep_group_hash(const char *group);
 /*
- * The highest bound of the records of computation fp (every run's, every pipeline's) that had a
- * group called group, or 0: what that group may have been delivered in any run.
+ * The highest group bound that the records of computation fp (every run's, every pipeline's)
+ * give for the group called group, or 0: what that group may have been delivered in any run.
  */
 uint64_t dmn_keep_max_bound(struct dmn_keep *k, const uint8_t fp[16], const char *group);
 void dmn_kept_fini(struct dmn_kept *rec);

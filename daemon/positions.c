@@ -105,9 +105,14 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 		kr->seq = seq_at(pl, a, info.head);
 		rec.n_rank++;
 	}
-	for (int i = 0; i < IPC_RING_MAX_GROUPS && rec.n_group < DMN_KEEP_GROUPS; i++)
-		if (pl->groups[i].used && !pl->groups[i].moved_to)
-			rec.group[rec.n_group++] = dmn_keep_group_hash(pl->groups[i].name);
+	for (int i = 0; i < IPC_RING_MAX_GROUPS && rec.n_group < DMN_KEEP_GROUPS; i++) {
+		const struct dmn_group *g = &pl->groups[i];
+		if (!g->used || g->moved_to)
+			continue;
+		rec.group[rec.n_group] = dmn_keep_group_hash(g->name);
+		rec.group_bound[rec.n_group++] =
+			g->resumed_bound > bound ? g->resumed_bound : bound;
+	}
 	pl->keep_low = low;
 	pl->keep_ns = dmn_now_ns();
 	rec.bound = bound;
