@@ -125,8 +125,8 @@ class Reader:
         if self.p.poll() is None:
             return True
         if self.p.returncode != 0 or not self.ended():
-            raise AssertionError("reader %s exited %s: %s" % (self.name, self.p.returncode,
-                                                              self.stderr()))
+            raise AssertionError("reader %s exited %s: %s %s" % (
+                self.name, self.p.returncode, self.events()[-2:], self.stderr()))
         return False
 
     def stderr(self):
