@@ -231,3 +231,49 @@ def test_split_member_with_an_older_token_marks_what_the_group_had_since(tmp_pat
     assert all(ref[s] == lab for s, lab, _ in got)
     unmarked = [s for s, _, re in got if not re]
     assert len(unmarked) == len(set(unmarked)), sorted(unmarked)
+
+
+def test_split_member_without_a_token_joins_its_group_where_it_resumed(tmp_path, data):
+    """After a kill -9 a broadcast reader resumes first (the computation's shared pipeline),
+    then split member a resumes its group on a private one; member b, closed, comes back as a
+    new reader without a token: it joins the group where it resumed, and what the group may
+    have had before the restart comes to it marked (it used to start a new group on the shared
+    pipeline and read the group's batches again, unmarked)."""
+    spec = image_spec(data, epochs=3, batch=2, **shuffled(9))  # 90 batches
+    ref = dict((s, lab) for s, lab, _ in _want(run_reference(tmp_path, spec, "label")))
+    tmp, sd, conf = str(tmp_path), str(tmp_path / "state"), str(tmp_path / "conf")
+    os.makedirs(conf)
+    start = lambda: test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])  # noqa: E731
+    d = start()
+    c = sluice.attach(spec=spec, socket=d.sock)
+    a, b = [sluice.attach(spec=spec, socket=d.sock, mode="split", group="g") for _ in range(2)]
+    got = []
+    try:
+        _read(c, 5)
+        _read(a, 3, out=got)
+        _read(b, 3, out=got)
+        d.stop(signal.SIGKILL)
+        d = start()
+        seen = _read(c, 1)
+        while "broadcast reader resumed" not in _log(d) and len(seen) < 12:
+            _read(c, len(seen) + 1, out=seen)
+        _read(c, len(seen) + 10, out=seen)  # the shared pipeline moves on
+        n = len(got)
+        while "split reader resumed" not in _log(d) and len(got) < n + 12:
+            _read(a, len(got) + 1, out=got)
+        b.close()
+        b = sluice.attach(spec=spec, socket=d.sock, mode="split", group="g")
+        outs = [[], []]
+        _read_all([a, b], outs)
+        log = _log(d)
+    finally:
+        for r in (a, b, c):
+            r.close()
+        d.stop()
+    got += [x for out in outs for x in out]
+    assert not [x for x in got if isinstance(x, Exception)], got
+    assert 'a split reader of group "g" joins it on' in log and "private pipeline" in log, log
+    assert sorted(set(s for s, _, _ in got)) == sorted(ref)
+    assert all(ref[s] == lab for s, lab, _ in got)
+    unmarked = [s for s, _, re in got if not re]
+    assert len(unmarked) == len(set(unmarked)), sorted(unmarked)
