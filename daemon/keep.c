@@ -76,18 +76,31 @@ static json_t *jhex(const uint8_t *p, size_t n)
 	return json_string(buf);
 }
 
+uint64_t dmn_keep_group_hash(const char *group)
+{
+	return name_hash(group);
+}
+
 static json_t *keep_to_json(const struct dmn_kept *r)
 {
 	char run[17], fp[33];
 	snprintf(run, sizeof(run), "%016" PRIx64, r->run);
 	hex(r->fp, 16, fp);
+	json_t *groups = json_array();
+	for (unsigned i = 0; i < r->n_group; i++) {
+		char h[17];
+		snprintf(h, sizeof(h), "%016" PRIx64, r->group[i]);
+		json_array_append_new(groups, json_pack("{s:s, s:I}", "name", h, "bound",
+							(json_int_t)r->group_bound[i]));
+	}
 	json_t *ranks = json_array();
 	for (unsigned i = 0; i < r->n_rank; i++)
 		json_array_append_new(
 			ranks, json_pack("{s:I, s:o, s:I}", "n", (json_int_t)r->rank[i].n, "state",
 					 jhex(r->rank[i].state, (size_t)r->rank[i].len), "seq",
 					 (json_int_t)r->rank[i].seq));
-	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:o, s:b, s:o, s:I, s:o, s:I, s:I, s:o}",
+	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:o, s:b, s:o, s:I, s:o, s:I, s:I, s:o, "
+			 "s:o}",
 			 "version", 1, "run", run, "fingerprint", fp, "name", r->name, "owner",
 			 (json_int_t)(r->owner == (uid_t)-1 ? -1 : (json_int_t)r->owner), "spec",
 			 r->spec_json, "spec_dir",
@@ -95,25 +108,28 @@ static json_t *keep_to_json(const struct dmn_kept *r)
 			 "low", jhex(r->low, (size_t)r->low_len), "low_seq", (json_int_t)r->low_seq,
 			 "epoch_start", jhex(r->epoch_start, (size_t)r->epoch_start_len), "bound",
 			 (json_int_t)r->bound, "bound_epochs", (json_int_t)r->bound_epochs, "rank",
-			 ranks);
+			 ranks, "groups", groups);
 }
 
 /* A file's JSON into *r (its strings allocated), or -EBADMSG. */
 static int keep_from_json(json_t *j, struct dmn_kept *r)
 {
 	const char *run = NULL, *fp = NULL, *name = NULL, *spec = NULL, *low = NULL, *es = NULL;
-	json_t *dir = NULL, *ranks = NULL;
+	json_t *dir = NULL, *ranks = NULL, *groups = NULL;
 	json_int_t version = 0, owner = 0, low_seq = 0, bound = 0, bound_epochs = 0;
 	int sloppy = 0;
 	memset(r, 0, sizeof(*r));
-	if (json_unpack(j, "{s:I, s:s, s:s, s:s, s:I, s:s, s:o, s:b, s:s, s:I, s:s, s:I, s:I, s:o}",
+	if (json_unpack(j,
+			"{s:I, s:s, s:s, s:s, s:I, s:s, s:o, s:b, s:s, s:I, s:s, s:I, s:I, s:o, "
+			"s?o}",
 			"version", &version, "run", &run, "fingerprint", &fp, "name", &name,
 			"owner", &owner, "spec", &spec, "spec_dir", &dir, "sloppy", &sloppy, "low",
 			&low, "low_seq", &low_seq, "epoch_start", &es, "bound", &bound,
-			"bound_epochs", &bound_epochs, "rank", &ranks) != 0 ||
-	    version != 1 || strlen(run) != 16 || strlen(name) > IPC_CTL_NAME_MAX ||
-	    !json_is_array(ranks) || (!json_is_null(dir) && !json_is_string(dir)) || low_seq < 0 ||
-	    bound < 0 || bound_epochs < 0)
+			"bound_epochs", &bound_epochs, "rank", &ranks, "groups", &groups) != 0 ||
+	    (groups && !json_is_array(groups)) || version != 1 || strlen(run) != 16 ||
+	    strlen(name) > IPC_CTL_NAME_MAX || !json_is_array(ranks) ||
+	    (!json_is_null(dir) && !json_is_string(dir)) || low_seq < 0 || bound < 0 ||
+	    bound_epochs < 0)
 		return -EBADMSG;
 	uint8_t rb[8];
 	if (unhex(run, rb, 8) != 8 || unhex(fp, r->fp, 16) != 16)
@@ -146,6 +162,20 @@ static int keep_from_json(json_t *j, struct dmn_kept *r)
 		k->len = unhex(st, k->state, sizeof(k->state));
 		if (k->len < 0)
 			return -EBADMSG;
+	}
+	json_array_foreach (groups, i, e) { /* absent in a file of an older sluiced */
+		const char *h = NULL;
+		json_int_t gb = 0;
+		uint8_t b[8];
+		if (r->n_group == DMN_KEEP_GROUPS ||
+		    json_unpack(e, "{s:s, s:I}", "name", &h, "bound", &gb) != 0 ||
+		    unhex(h, b, 8) != 8 || gb < 0)
+			return -EBADMSG;
+		uint64_t v = 0;
+		for (int k = 0; k < 8; k++)
+			v = v << 8 | b[k];
+		r->group[r->n_group] = v;
+		r->group_bound[r->n_group++] = (uint64_t)gb;
 	}
 	r->spec_json = strdup(spec);
 	r->spec_dir = json_is_string(dir) ? strdup(json_string_value(dir)) : NULL;
@@ -442,6 +472,21 @@ int dmn_keep_find(struct dmn_keep *k, uint64_t run, const uint8_t fp[16], const 
 	int rc = *pp ? kept_copy(ret, *pp) : -ENOENT;
 	pthread_mutex_unlock(&k->lock);
 	return rc;
+}
+
+uint64_t dmn_keep_max_bound(struct dmn_keep *k, const uint8_t fp[16], const char *group)
+{
+	uint64_t max = 0, h = name_hash(group);
+	pthread_mutex_lock(&k->lock);
+	for (const struct dmn_kept *r = k->list; r; r = r->next) {
+		if (memcmp(r->fp, fp, 16) != 0)
+			continue;
+		for (unsigned i = 0; i < r->n_group; i++)
+			if (r->group[i] == h && r->group_bound[i] > max)
+				max = r->group_bound[i];
+	}
+	pthread_mutex_unlock(&k->lock);
+	return max;
 }
 
 /* The token: "SLRT", version 1, run (LE), fp, the pipeline's name. */

@@ -22,6 +22,7 @@
 /* ... and the server thread writes it when the ring\'s oldest batch moved, at most this often */
 #define DMN_KEEP_TICK_NS   1000000000ull
 #define DMN_KEEP_RANKS	   4		  /* rank groups (counts) kept per pipeline */
+#define DMN_KEEP_GROUPS	   16		  /* split and rank groups named per pipeline */
 #define DMN_KEEP_MAX_AGE_S (7 * 86400ull) /* files of earlier runs older than this go */
 #define DMN_KEEP_PER_NAME  8 /* ... and beyond the newest 8 of one pipeline (a crash loop) */
 
@@ -51,6 +52,13 @@ struct dmn_kept {
 		uint64_t seq;
 	} rank[DMN_KEEP_RANKS];
 	unsigned n_rank;
+	/*
+	 * its split and rank groups (dmn_keep_group_hash of their names) and what each may have
+	 * been delivered: every batch below group_bound, in this run or an earlier one (a group
+	 * that resumed carries its earlier runs' bound on, as their files may go)
+	 */
+	uint64_t group[DMN_KEEP_GROUPS], group_bound[DMN_KEEP_GROUPS];
+	unsigned n_group;
 	int64_t mtime_ns; /* loaded: its file's (which earlier runs' to keep) */
 	/*
 	 * In memory only: when its pipeline (this run's) was dropped while a reader of it may
@@ -92,6 +100,13 @@ void dmn_keep_expire(struct dmn_keep *k, uint64_t now_ns, uint64_t linger_ns);
 /* A copy of the record (run, fp, name) into *ret (its strings are the caller's: fini), or -ENOENT. */
 int dmn_keep_find(struct dmn_keep *k, uint64_t run, const uint8_t fp[16], const char *name,
 		  struct dmn_kept *ret);
+/* A group's name as records keep it. */
+uint64_t dmn_keep_group_hash(const char *group);
+/*
+ * The highest group bound that the records of computation fp (every run's, every pipeline's)
+ * give for the group called group, or 0: what that group may have been delivered in any run.
+ */
+uint64_t dmn_keep_max_bound(struct dmn_keep *k, const uint8_t fp[16], const char *group);
 void dmn_kept_fini(struct dmn_kept *rec);
 
 /* A reader's resume token: (run, fp, name), encoded. Returns its length. */

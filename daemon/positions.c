@@ -53,6 +53,20 @@ static int epoch_start_at(struct dmn_pipeline *pl, uint64_t low, uint64_t head, 
 	return -ENOENT;
 }
 
+/*
+ * The ring seq of the oldest batch a reader or group may still need: the ring's low, or older,
+ * a batch held or pending below it (low passes batches released out of order: a rank member's
+ * batch handed to it and not yet taken stays behind while the next one, another rank's, goes).
+ * Under pl->lock.
+ */
+static uint64_t kept_low(struct dmn_pipeline *pl, const struct ipc_ring_info *info)
+{
+	uint64_t oldest, holders;
+	if (ipc_ring_oldest(pl->ring, &oldest, &holders) == 0 && oldest < info->low)
+		return oldest;
+	return info->low;
+}
+
 void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_epochs)
 {
 	struct dmn_kept rec;
@@ -66,12 +80,12 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 	rec.spec_dir = pl->spec_dir;
 	rec.sloppy = pl->sloppy;
 	ipc_ring_get_info(pl->ring, &info);
-	int n = dmn_pipeline_state_at(pl, info.low, rec.low, sizeof(rec.low));
+	uint64_t low = kept_low(pl, &info);
+	int n = dmn_pipeline_state_at(pl, low, rec.low, sizeof(rec.low));
 	rec.low_len = n > 0 ? n : 0;
-	rec.low_seq = seq_at(pl, info.low, info.head);
+	rec.low_seq = seq_at(pl, low, info.head);
 	if (pl->sloppy) {
-		n = epoch_start_at(pl, info.low, info.head, rec.epoch_start,
-				   sizeof(rec.epoch_start));
+		n = epoch_start_at(pl, low, info.head, rec.epoch_start, sizeof(rec.epoch_start));
 		rec.epoch_start_len = n > 0 ? n : 0;
 	}
 	/* rank groups: from a multiple of the count, so that each rank gets the batches it got */
@@ -82,7 +96,7 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 			continue;
 		for (unsigned k = 0; k < rec.n_rank; k++)
 			seen |= rec.rank[k].n == g->rank_n;
-		uint64_t a = info.low - info.low % g->rank_n;
+		uint64_t a = low - low % g->rank_n;
 		struct dmn_kept_rank *kr = &rec.rank[rec.n_rank];
 		if (seen || (n = dmn_pipeline_state_at(pl, a, kr->state, sizeof(kr->state))) <= 0)
 			continue;
@@ -91,7 +105,15 @@ void dmn_pipeline_keep(struct dmn_pipeline *pl, uint64_t bound, uint64_t bound_e
 		kr->seq = seq_at(pl, a, info.head);
 		rec.n_rank++;
 	}
-	pl->keep_low = info.low;
+	for (int i = 0; i < IPC_RING_MAX_GROUPS && rec.n_group < DMN_KEEP_GROUPS; i++) {
+		const struct dmn_group *g = &pl->groups[i];
+		if (!g->used || g->moved_to)
+			continue;
+		rec.group[rec.n_group] = dmn_keep_group_hash(g->name);
+		rec.group_bound[rec.n_group++] =
+			g->resumed_bound > bound ? g->resumed_bound : bound;
+	}
+	pl->keep_low = low;
 	pl->keep_ns = dmn_now_ns();
 	rec.bound = bound;
 	rec.bound_epochs = bound_epochs;
@@ -109,7 +131,7 @@ void dmn_pipeline_keep_tick(struct dmn_pipeline *pl)
 {
 	struct ipc_ring_info info;
 	ipc_ring_get_info(pl->ring, &info);
-	if (info.low != pl->keep_low && dmn_now_ns() - pl->keep_ns >= DMN_KEEP_TICK_NS)
+	if (kept_low(pl, &info) != pl->keep_low && dmn_now_ns() - pl->keep_ns >= DMN_KEEP_TICK_NS)
 		dmn_pipeline_keep(pl, pl->keep_bound, pl->keep_epochs);
 }
 
@@ -118,18 +140,35 @@ static const char *mode_word(uint32_t m)
 	return m == IPC_CTL_MODE_SPLIT ? "split" : m == IPC_CTL_MODE_RANK ? "rank" : "broadcast";
 }
 
-/* A live pipeline where a group of this record resumed: its later members join it there. */
-static struct dmn_pipeline *resumed_group(struct dmn *d, const struct dmn_resume *rs,
-					  const char *group)
+/*
+ * Whether g is where members of m's split or rank group resumed after a restart. Members may
+ * come back with tokens of different runs (one re-attached to a sluiced killed again before the
+ * other did), and so with different kept records, or with none (a worker started again): the
+ * group is still the one of its name on the same computation, as it was before the restart.
+ * A rank member whose next batch of its own is own_next (0: it took none) joins it only where
+ * that batch is still to come (a member's batches hold the ring, so the rank state kept by any
+ * run of its group is at or before it). Apart, each would read alone: a rank member waiting for
+ * ever for the others' batches, a split member given its group's batches again, unmarked. Under
+ * pl->lock.
+ */
+static bool resumed_here(const struct dmn_group *g, const struct ipc_ctl_attach *m,
+			 uint64_t own_next)
+{
+	return g->resumed && !g->moved_to && (uint32_t)g->mode == m->mode &&
+	       (m->mode != IPC_CTL_MODE_RANK ||
+		(g->rank_n == m->rank_count && (!own_next || g->resumed_seq <= own_next)));
+}
+
+/* A live pipeline of computation fp where m's group resumed (resumed_here), or NULL. */
+static struct dmn_pipeline *resumed_group(struct dmn *d, const uint8_t fp[16],
+					  const struct ipc_ctl_attach *m, uint64_t own_next)
 {
 	for (struct dmn_pipeline *pl = d->reg.pipelines; pl; pl = pl->next) {
-		if (memcmp(pl->fp, rs->rec.fp, 16) != 0)
+		if (memcmp(pl->fp, fp, 16) != 0 || pl->removed)
 			continue;
 		pthread_mutex_lock(&pl->lock);
-		int gi = dmn_pipeline_group_find(pl, group);
-		const struct dmn_group *g = gi >= 0 ? &pl->groups[gi] : NULL;
-		bool hit = g && g->resumed && !g->moved_to && g->resumed_run == rs->run &&
-			   strcmp(g->resumed_name, rs->rec.name) == 0;
+		int gi = dmn_pipeline_group_find(pl, m->group);
+		bool hit = gi >= 0 && resumed_here(&pl->groups[gi], m, own_next);
 		pthread_mutex_unlock(&pl->lock);
 		if (hit)
 			return pl;
@@ -193,11 +232,29 @@ int dmn_resume_prepare(struct dmn *d, const struct ipc_ctl_attach *m, struct dmn
 		}
 		rs.skip_below = next;
 	} else if (m->mode == IPC_CTL_MODE_SPLIT) {
-		rs.redelivered_below = rs.rec.bound;
+		/*
+		 * What its group may have had: this record's bound, or that of a later run's record
+		 * that had the group (a member that came back with an older token than the others'
+		 * resumes the group from its own record: what the others read in the runs it missed
+		 * comes again too).
+		 */
+		rs.redelivered_below = dmn_keep_max_bound(&d->reg.keep, rs.rec.fp, m->group);
+		if (rs.redelivered_below < rs.rec.bound)
+			rs.redelivered_below = rs.rec.bound;
 	} else {
 		rs.skip_below = next;
 	}
-	if (st_len <= 0 || (rs.skip_below && st_seq > rs.skip_below)) {
+	/*
+	 * The first batch it has not had: a rank member's next is its next batch of its own (the
+	 * others' batches before it may be gone from the kept state: the group's other members
+	 * released them).
+	 */
+	uint64_t own_next = rs.skip_below;
+	if (own_next && m->mode == IPC_CTL_MODE_RANK && m->rank_count)
+		own_next +=
+			(m->rank_index % m->rank_count + m->rank_count - own_next % m->rank_count) %
+			m->rank_count;
+	if (st_len <= 0 || (own_next && st_seq > own_next)) {
 		snprintf(msg, cap,
 			 "sluiced kept no usable position (%s) for this %s reader of pipeline "
 			 "\"%s\"%s: it cannot resume where it was (it does not start over "
@@ -209,8 +266,9 @@ int dmn_resume_prepare(struct dmn *d, const struct ipc_ctl_attach *m, struct dmn
 	}
 	memcpy(rs.state, st, (size_t)st_len);
 	rs.state_len = (size_t)st_len;
+	rs.from_seq = st_seq;
 	if (m->mode != IPC_CTL_MODE_BROADCAST)
-		rs.join = resumed_group(d, &rs, m->group);
+		rs.join = resumed_group(d, rs.rec.fp, m, own_next);
 	rs.on = true;
 	*ret = rs;
 	return 0;
@@ -220,6 +278,26 @@ void dmn_resume_fini(struct dmn_resume *rs)
 {
 	if (rs && rs->on)
 		dmn_kept_fini(&rs->rec);
+}
+
+struct dmn_pipeline *dmn_resume_group_home(struct dmn *d, struct dmn_pipeline *pl, bool created,
+					   const struct ipc_ctl_attach *m)
+{
+	if (m->mode == IPC_CTL_MODE_BROADCAST)
+		return pl;
+	/* (a pipeline made for this reader has its group, made with it: not the one it had) */
+	pthread_mutex_lock(&pl->lock);
+	bool here = !created && dmn_pipeline_group_find(pl, m->group) >= 0;
+	pthread_mutex_unlock(&pl->lock);
+	struct dmn_pipeline *home = here ? NULL : resumed_group(d, pl->fp, m, 0);
+	if (!home || home == pl)
+		return pl;
+	dmn_log("pipeline %s: a %s reader of group \"%s\" joins it on %s, where it resumed after "
+		"a restart",
+		pl->name, mode_word(m->mode), m->group, home->name);
+	if (created && pl->n_readers == 0) /* started for this reader, which goes elsewhere */
+		dmn_pipeline_drop(&d->reg, pl, "dropped: its reader joined its group elsewhere");
+	return home;
 }
 
 void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resume *rs)
@@ -236,9 +314,16 @@ void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resu
 	if (group >= 0 && !pl->groups[group].resumed) {
 		struct dmn_group *g = &pl->groups[group];
 		g->resumed = true;
-		g->resumed_run = rs->run;
-		snprintf(g->resumed_name, sizeof(g->resumed_name), "%s", rs->rec.name);
+		g->resumed_seq = rs->from_seq;
 	}
+	/* what its members may have had, in any run (a member joining without a token) */
+	uint64_t bound = pl->keep && group >= 0
+				 ? dmn_keep_max_bound(pl->keep, rs->rec.fp, pl->groups[group].name)
+				 : 0;
+	if (bound < rs->rec.bound)
+		bound = rs->rec.bound;
+	if (group >= 0 && pl->groups[group].resumed_bound < bound)
+		pl->groups[group].resumed_bound = bound;
 	if (pl->keep)
 		dmn_pipeline_keep(pl, pl->keep_bound, pl->keep_epochs);
 	pthread_mutex_unlock(&pl->lock);
@@ -248,6 +333,20 @@ void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resu
 		rs->rec.name, rs->run,
 		rs->skip_below ? ": exactly where it was"
 			       : ": what it may have had before is marked re-delivered");
+}
+
+uint64_t dmn_resume_redelivered_below(struct dmn_pipeline *pl, int group,
+				      const struct dmn_resume *rs)
+{
+	uint64_t below = rs->redelivered_below;
+	if (group < 0 || (rs->on && pl->groups[group].mode == IPC_RING_RANK))
+		return below; /* broadcast; a rank member with its place: exactly once */
+	pthread_mutex_lock(&pl->lock);
+	const struct dmn_group *g = &pl->groups[group];
+	if (g->resumed && g->resumed_bound > below)
+		below = g->resumed_bound;
+	pthread_mutex_unlock(&pl->lock);
+	return below;
 }
 
 struct dmn_pipeline *dmn_resume_recreate(struct dmn *d, const struct dmn_resume *rs,

@@ -18,6 +18,7 @@ struct dmn_resume {
 	size_t state_len;
 	/* for ATTACHED: given back unread below, marked re-delivered below */
 	uint64_t skip_below, redelivered_below, redelivered_epochs;
+	uint64_t from_seq; /* the seq of the batch it resumes at (the kept state's) */
 	/* a pipeline where its split/rank group already resumed: join it there */
 	struct dmn_pipeline *join;
 };
@@ -37,6 +38,23 @@ void dmn_resume_fini(struct dmn_resume *rs);
  * at once (a rank group's place, before it takes anything). Server thread.
  */
 void dmn_resume_joined(struct dmn_pipeline *pl, int group, const struct dmn_resume *rs);
+/*
+ * Where a split or rank reader attaching without a resume token or a state (m), that found pl,
+ * joins its group: the live pipeline of the same computation where that group resumed after
+ * a restart, if pl has no group of that name; else pl. pl is dropped if it was created for
+ * this reader and has none (the caller must not use it then). Server thread.
+ */
+struct dmn_pipeline *dmn_resume_group_home(struct dmn *d, struct dmn_pipeline *pl, bool created,
+					   const struct ipc_ctl_attach *m);
+/*
+ * What ATTACHED marks re-delivered for a reader that joined pl->groups[group] (-1: broadcast),
+ * rs its resume (if rs->on): the batches below rs's bound, or below its group's if that
+ * resumed after a restart (a member with an older token, or a member again without one, is
+ * given what the group may have had before, as the members that resumed it are). A rank member
+ * resuming with its place reads exactly once, unmarked. Server thread.
+ */
+uint64_t dmn_resume_redelivered_below(struct dmn_pipeline *pl, int group,
+				      const struct dmn_resume *rs);
 /*
  * A pipeline a user registered, gone with the restart, that a reader resuming by name (m, at
  * m->state) comes back to: made again from the kept record (its spec, spec_dir and owner), or

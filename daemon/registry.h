@@ -145,11 +145,11 @@ struct dmn_pipeline {
 		   private pipeline (used, no ring group; cleared when that one is dropped) */
 		struct dmn_pipeline *moved_to;
 		bool used;
-		/* its members resumed after a restart from this kept pipeline (positions.c): the
-		   group's other members resuming from it join it here */
+		/* its members resumed after a restart (positions.c), from the batch of seq
+		   resumed_seq on: the group's other members resuming join it here; batches
+		   below resumed_bound may have been delivered before */
 		bool resumed;
-		uint64_t resumed_run;
-		char resumed_name[IPC_CTL_NAME_MAX + 1];
+		uint64_t resumed_seq, resumed_bound;
 	} groups[IPC_RING_MAX_GROUPS];
 	int64_t epochs; /* the spec's, -1: without end */
 	/* the last batch of the latest two epochs (by epoch % 2), to restart at an epoch's start */

@@ -305,11 +305,11 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	char emsg[1024];
 	enum ipc_ring_mode mode = (enum ipc_ring_mode)m.mode;
 	struct dmn_pipeline *pl;
+	bool created = false;
 	int r;
 	if (rs->join) {
 		pl = rs->join; /* its group resumed there */
 	} else if (m.spec) {
-		bool created;
 		char dir[IPC_CTL_DIR_MAX + 1];
 		struct io_creds who = conn_creds(c);
 		struct dmn_get_req req = { .spec = m.spec,
@@ -342,6 +342,8 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		if (!pl)
 			return reply_no_pipeline(d, c, msg->req_id, m.name, hidden);
 	}
+	if (!m.state_len && !rs->on) /* a member again: to its group, where it resumed */
+		pl = dmn_resume_group_home(d, pl, created, &m);
 	if (!may_read(c, pl))
 		return reply_error(c, msg->req_id, -EACCES, "permission denied");
 	if (m.lag_policy != IPC_CTL_LAG_HOLD && mode != IPC_RING_BROADCAST)
@@ -357,7 +359,6 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				   pl->name);
 	if (!m.spec && m.state_len) {
 		/* Resuming by name: the named pipeline if it starts there, else a private one. */
-		bool created;
 		struct dmn_get_req req = { .spec = pl->spec_json,
 					   .spec_len = strlen(pl->spec_json),
 					   .origin = pl->name,
@@ -441,7 +442,7 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		.token = token,
 		.token_len = (uint32_t)dmn_resume_token(d, pl, token, sizeof(token)),
 		.skip_below = rs->skip_below,
-		.redelivered_below = rs->redelivered_below,
+		.redelivered_below = dmn_resume_redelivered_below(pl, rd->group, rs),
 		.redelivered_epochs = rs->redelivered_epochs,
 	};
 	snprintf(out.name, sizeof(out.name), "%s", pl->name);

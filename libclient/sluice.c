@@ -297,6 +297,9 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 		r->skip_below = out.skip_below;
 		r->redeliv_below = out.redelivered_below;
 		r->redeliv_epochs = out.redelivered_epochs;
+	} else if (out.redelivered_below > r->redeliv_below) {
+		/* a member joining a group that resumed after a restart: what it may have had */
+		r->redeliv_below = out.redelivered_below;
 	}
 	if (out.token_len) /* decoded: <= IPC_CTL_TOKEN_MAX (none: a daemon without a state dir) */
 		memcpy(r->token, out.token, out.token_len);
