@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_api.h"
+
 /*
  * No build dependency on CUDA: the few runtime functions used here are declared by hand
  * (cudaError_t is an int, streams and events are pointers) and resolved with dlsym from
@@ -26,30 +28,13 @@
  * for it (lc_cuda_batch_wait), so the daemon cannot reuse the memory while DMA reads it.
  */
 
-#define CU_SUCCESS			0
-#define CU_MEMCPY_HOST_TO_DEVICE	1
-#define CU_HOST_REGISTER_PORTABLE	0x01u
-#define CU_HOST_REGISTER_READ_ONLY	0x08u
-#define CU_EVENT_DISABLE_TIMING		0x02u
-#define CU_ATTR_HOST_REGISTER_READ_ONLY 113 /* cudaDevAttrHostRegisterReadOnlySupported */
-
 enum { LC_CUDA_REG_NONE = 0, LC_CUDA_REG_OURS = 1, LC_CUDA_REG_NO = 2 };
 
+#define LC_CUDA_FIELD(field, sym, ret, args) ret(*field) args;
 struct cudart {
-	int (*get_device_count)(int *count);
-	int (*get_device)(int *dev);
-	int (*device_get_attribute)(int *value, int attr, int dev);
-	int (*host_register)(void *p, size_t len, unsigned flags);
-	int (*host_unregister)(void *p);
-	int (*memcpy_async)(void *dst, const void *src, size_t len, int kind, void *stream);
-	int (*event_create_with_flags)(void **ev, unsigned flags);
-	int (*event_record)(void *ev, void *stream);
-	int (*event_synchronize)(void *ev);
-	int (*event_destroy)(void *ev);
-	int (*stream_synchronize)(void *stream);
-	int (*get_last_error)(void);
-	const char *(*get_error_string)(int e);
+	LC_CUDA_FNS(LC_CUDA_FIELD)
 };
+#undef LC_CUDA_FIELD
 
 static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER; /* loading, ring registration */
 static struct cudart cu;				      /* valid once cuda_ready */
@@ -139,22 +124,10 @@ static int cuda_load(struct sluice_error *err)
 		goto out;
 	}
 	memset(&t, 0, sizeof(t));
-#define RESOLVE(field, sym)                         \
-	if (!missing && !resolve(h, sym, &t.field)) \
-	missing = sym
-	RESOLVE(get_device_count, "cudaGetDeviceCount");
-	RESOLVE(get_device, "cudaGetDevice");
-	RESOLVE(device_get_attribute, "cudaDeviceGetAttribute");
-	RESOLVE(host_register, "cudaHostRegister");
-	RESOLVE(host_unregister, "cudaHostUnregister");
-	RESOLVE(memcpy_async, "cudaMemcpyAsync");
-	RESOLVE(event_create_with_flags, "cudaEventCreateWithFlags");
-	RESOLVE(event_record, "cudaEventRecord");
-	RESOLVE(event_synchronize, "cudaEventSynchronize");
-	RESOLVE(event_destroy, "cudaEventDestroy");
-	RESOLVE(stream_synchronize, "cudaStreamSynchronize");
-	RESOLVE(get_last_error, "cudaGetLastError");
-	RESOLVE(get_error_string, "cudaGetErrorString");
+#define RESOLVE(field, sym, ret, args)               \
+	if (!missing && !resolve(h, #sym, &t.field)) \
+		missing = #sym;
+	LC_CUDA_FNS(RESOLVE)
 #undef RESOLVE
 	if (missing) {
 		rc = lc_fail(err, -ENODEV, "copy_to_cuda: the CUDA runtime %s lacks %s", name,
