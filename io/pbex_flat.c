@@ -11,7 +11,6 @@
  * Layout: n heads, then each feature's values at its head's offset, 8-byte aligned relative to
  * the start (the cache keeps records 8-aligned, but the accessors copy with memcpy anyway).
  */
-#define flat_head pbex_flat_head
 
 static size_t align8(size_t n)
 {
@@ -34,7 +33,7 @@ static size_t values_len(const struct pbex_feature *f)
 
 size_t pbex_flat_size(const struct pbex_feature *f, size_t n)
 {
-	size_t at = n * sizeof(struct flat_head);
+	size_t at = n * sizeof(struct pbex_flat_head);
 	for (size_t i = 0; i < n; i++)
 		at = align8(at) + values_len(&f[i]);
 	return at;
@@ -47,13 +46,13 @@ long pbex_flatten(const struct pbex_feature *f, size_t n, uint8_t *out, size_t c
 		return -ENOSPC;
 	if ((uintptr_t)out & 7)
 		return -EINVAL; /* the values are stored as arrays of their type */
-	size_t at = n * sizeof(struct flat_head);
+	size_t at = n * sizeof(struct pbex_flat_head);
 	for (size_t i = 0; i < n; i++) {
 		size_t pad = align8(at) - at;
 		memset(out + at, 0, pad);
 		at += pad;
 		size_t vl = values_len(&f[i]);
-		struct flat_head h = {
+		struct pbex_flat_head h = {
 			.present = f[i].present,
 			.kind = (uint8_t)f[i].kind,
 			.count = f[i].kind == PBEX_KIND_NONE ? 0 : f[i].count,

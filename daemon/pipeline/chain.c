@@ -168,9 +168,14 @@ static int validate(void *ctx, const struct pl_rec *rec)
  * that way and would as projected records. Chosen again as files are cached (their sizes are the
  * samples pl_frame_cache_need goes by).
  */
+static bool flat_level(const struct pl_chain *c)
+{
+	return !c->plan->sequence_example && !c->flat_off;
+}
+
 static bool cache_flat(struct pl_chain *c)
 {
-	if (c->plan->sequence_example || c->flat_off)
+	if (!flat_level(c))
 		return false;
 	if (c->frame_tot.cache_filled != c->level_fills && c->flat_sum) {
 		c->level_fills = c->frame_tot.cache_filled;
@@ -540,7 +545,7 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 	ret->read = c->read_tot;
 	ret->skipped_files = c->frame_tot.skipped_files;
 	/* 3: decoded features, 2: records projected to what it reads */
-	ret->cache_level = !use_cache(c) ? 0 : c->plan->sequence_example || c->flat_off ? 2 : 3;
+	ret->cache_level = !use_cache(c) ? 0 : flat_level(c) ? 3 : 2;
 	ret->cache_files = c->frame_tot.cache_files;
 	ret->cache_bytes = c->frame_tot.cache_bytes;
 	ret->cache_filled = c->frame_tot.cache_filled;

@@ -88,6 +88,24 @@ def test_no_state_dir_is_estale_not_a_replay(tmp_path, data):
     assert seqs == list(range(len(seqs))) and 20 <= len(seqs) < 60  # nothing read again
 
 
+def _lag_moved(d, data):
+    """A named pipeline read by a fast reader and a catch-up one (max_lag 2) that holds its
+    first batch until the lag policy moves it off to a private pipeline; each has read a few
+    batches. The readers and what each read so far."""
+    name = sluice.register(_spec(data, name="lagged"), socket=d.sock)
+    fast = sluice.attach(name, socket=d.sock)
+    slow = sluice.attach(name, socket=d.sock, lag="catch_up", max_lag=2)
+    b0 = slow.next(timeout=60)
+    s_head = [(b0.seq, b0["label"].reshape(-1).tolist(), b0.redelivered)]
+    # the ring holds 8: the fast reader gets this far only once the held one is moved off
+    f_head = _read(fast, 20)
+    b0.release()
+    _read(slow, 5, s_head)  # the first of them from its own pipeline
+    listed = ctl("--socket", d.sock, "list").stdout
+    assert "lagged@" in listed, "a private pipeline serves the slow reader: " + listed
+    return fast, slow, f_head, s_head
+
+
 def test_reader_moved_by_lag_policy_resumes_after_kill(tmp_path, data):
     """A catch-up reader that the lag policy moved off to a private pipeline, then kill -9 of
     sluiced mid-stream: the fast reader resumes on the shared pipeline and the moved one on
@@ -98,17 +116,7 @@ def test_reader_moved_by_lag_policy_resumes_after_kill(tmp_path, data):
     d = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
     d2 = None
     try:
-        name = sluice.register(_spec(data, name="lagged"), socket=d.sock)
-        fast = sluice.attach(name, socket=d.sock)
-        slow = sluice.attach(name, socket=d.sock, lag="catch_up", max_lag=2)
-        b0 = slow.next(timeout=60)
-        s_head = [(b0.seq, b0["label"].reshape(-1).tolist(), b0.redelivered)]
-        # the ring holds 8: the fast reader gets this far only once the held one is moved off
-        f_head = _read(fast, 20)
-        b0.release()
-        _read(slow, 5, s_head)  # the first of them from its own pipeline
-        listed = ctl("--socket", d.sock, "list").stdout
-        assert "lagged@" in listed, "a private pipeline serves the slow reader: " + listed
+        fast, slow, f_head, s_head = _lag_moved(d, data)
         d.stop(signal.SIGKILL)
         d2 = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
         f_all = _read(fast, out=f_head)
@@ -171,15 +179,7 @@ def test_private_pipeline_resumes_after_its_connection_closes(tmp_path, data):
     os.makedirs(conf)
     d = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd, "--linger", "2"])
     try:
-        name = sluice.register(_spec(data, name="lagged"), socket=d.sock)
-        fast = sluice.attach(name, socket=d.sock)
-        slow = sluice.attach(name, socket=d.sock, lag="catch_up", max_lag=2)
-        b0 = slow.next(timeout=60)
-        s_head = [(b0.seq, b0["label"].reshape(-1).tolist(), b0.redelivered)]
-        f_head = _read(fast, 20)
-        b0.release()
-        _read(slow, 5, s_head)
-        assert "lagged@" in ctl("--socket", d.sock, "list").stdout
+        fast, slow, f_head, s_head = _lag_moved(d, data)
         assert _sever(d.sock) >= 1
         _wait_log(tmp, "stopped: its reader")  # the private pipeline went
         f_all = _read(fast, out=f_head)
