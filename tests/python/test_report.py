@@ -99,7 +99,13 @@ def test_fast_reader_the_pipeline_is_the_limit(fresh_daemon):
         stop.set()
         t.join(30)
     m = model_of(refreshes[-1], "fast")
-    assert m["limit"] in ("stage_cpu", "cores", "sequential"), m
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    # with the pread fallback the reads are system calls on threads of their own, and on a
+    # loaded host the driver can wait half the window for them: the model says "disk" then
+    # (a bound of the pipeline all the same, never the consumer's)
+    pread = st.get("stats", st).get("io_uring") == 0
+    assert m["limit"] in ("stage_cpu", "cores", "sequential") + (("disk",) if pread else ()), m
     assert m["bottleneck"] in ("read", "frame", "interleave", "shuffle", "parse", "deliver"), m
     assert m["batches_per_s"] > 100, m
     # a prediction is a bound on what the pipeline can deliver at its allocation: the
@@ -107,7 +113,5 @@ def test_fast_reader_the_pipeline_is_the_limit(fresh_daemon):
     assert m["predicted_per_s"] >= 0.7 * m["batches_per_s"], m
     assert m["predicted_all_per_s"] >= m["predicted_per_s"] * 0.999, m
     assert abs(sum(s["share"] for s in m["stages"].values()) - 1) < 1e-6, m
-    assert r.returncode == 0, r.stderr
-    st = json.loads(r.stdout)
     assert st["model"]["window_s"] > 0 and st["model"]["workers"] >= 1, st["model"]
     assert st["model"]["cpus"] > 0 and st["model"]["host_cpus"] >= 1, st["model"]
