@@ -43,6 +43,11 @@ const struct dmn_opt dmn_opts[] = {
 	{ "workers", DMN_OPT_UINT, OFF(workers), UINT32_MAX, false, "N", "0",
 	  "parse pool workers (default 0: one per core of --cpus,\n"
 	  "rounded up)" },
+	{ "autotune", DMN_OPT_BOOL, OFF(autotune), 0, false, NULL, "true",
+	  "tune the knobs a spec leaves \"auto\" (batch jobs in\n"
+	  "flight, read size) and every pipeline's share of the\n"
+	  "pool from the measured rates, within --cpus (default\n"
+	  "true; false: \"auto\" is a fixed value)" },
 	{ "pipeline-memory", DMN_OPT_BYTES, OFF(pipeline_bytes), 0, false, "B", "256M",
 	  "the shared memory of one pipeline's ring (default\n"
 	  "256M; more for batches of a known size that need\n"
@@ -113,6 +118,7 @@ void dmn_config_defaults(struct dmn_config *cfg)
 		.max_pipelines = 64,
 		.max_readers = IPC_RING_MAX_READERS,
 		.ring_slots = 64,
+		.autotune = true,
 		.lease_ns = 600 * SECOND_NS,
 		.linger_ns = 60 * SECOND_NS,
 		.ring_commit = IPC_RING_COMMIT_DEFAULT,

@@ -220,6 +220,7 @@ static int make_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pip
 	po.direct = d->cfg.direct_io;
 	po.cache = d->cache;
 	po.cache_uncompressed = d->cfg.cache_uncompressed;
+	po.tune = d->cfg.autotune;
 	dmn_pipeline_engine_opts(pl, &po);
 	po.creds = q->creds;
 	po.state = q->state;

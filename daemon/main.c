@@ -21,6 +21,7 @@
 #include "config.h"
 #include "daemon/pipeline/cache.h"
 #include "log.h"
+#include "tune.h"
 #include "service.h"
 #include "sched/sched.h"
 
@@ -500,6 +501,7 @@ int main(int argc, char **argv)
 			last_tick = t;
 			dmn_server_collect(&d);
 			dmn_server_tick(&d, t);
+			dmn_tune_tick(&d, dmn_now_ns());
 		}
 		if (watchdog_ms && t - last_watchdog >= watchdog_ms) {
 			last_watchdog = t;

@@ -50,6 +50,7 @@ struct dmn_config {
 	unsigned max_readers; /* per pipeline (<= IPC_RING_MAX_READERS) */
 	unsigned ring_slots;
 	bool direct_io;		 /* every pipeline reads with O_DIRECT (no page cache) */
+	bool autotune;		 /* tune.c moves "auto" knobs and the pool's weights */
 	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none) */
 	bool cache_uncompressed; /* ... for uncompressed files too */
 	uint64_t lease_ns;	 /* split/rank: a batch held longer goes to the group (0: never) */
@@ -177,6 +178,16 @@ struct dmn_pipeline {
 	bool keep_failed; /* a write failed (logged once) */
 	uint64_t keep_bound, keep_epochs;
 	uint64_t keep_low, keep_ns; /* the ring's low at the last write, and when */
+
+	/* the tuner's (tune.c, server thread): the reading its next window starts from */
+	struct dmn_tune_win {
+		struct pl_stats prev;
+		uint64_t at_ns, wait_ns, commit_fails;
+		bool have;
+		uint64_t moves;	     /* knob moves so far */
+		double demand, cost; /* the last window's: batches/s asked, pool s per batch */
+		double alloc_per_s;  /* the batch rate the allocation gave it */
+	} tune;
 
 	struct dmn_pipeline *next;
 };

@@ -659,6 +659,17 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		   less sluiced's */
 		{ "host_busy_ns", (int64_t)pl_model_host_busy_ns() },
 		{ "sluiced_cpu_ns", (int64_t)pl_model_own_cpu_ns() },
+		/* the knobs as they are (the tuner's where the spec said "auto", docs/plumber.md):
+		   batch jobs in flight and the most the tuner may allow (the spec's value when
+		   fixed), the read size of the next file opened, the pool's weight of its tasks,
+		   the tuner's moves so far, and the batch rate its allocation gave it */
+		{ "tune_prefetch", st.prefetch },
+		{ "tune_prefetch_max", st.prefetch_max },
+		{ "tune_read_buffer_bytes", (int64_t)st.read_chunk },
+		{ "tune_weight", st.pool_weight },
+		{ "tune_moves", (int64_t)pl->tune.moves },
+		{ "tune_alloc_per_s", (int64_t)pl->tune.alloc_per_s },
+		{ "autotune", d->reg.cfg.autotune },
 	};
 	/* then every counter of every stage of the engine (docs/pipeline.md), stage.NAME.COUNTER,
 	 * and per reader: batches taken, time waited in next, lag (batches behind) */

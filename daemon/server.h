@@ -14,8 +14,9 @@ struct dmn_reader {
 	struct dmn_pipeline *pl;
 	unsigned ring_id;
 	enum ipc_ring_mode mode;
-	int group;	      /* its index in pl->groups[], -1: broadcast */
-	uint64_t attached_ns; /* dmn_now_ns() at its attach */
+	int group;			   /* its index in pl->groups[], -1: broadcast */
+	uint64_t attached_ns;		   /* dmn_now_ns() at its attach */
+	uint64_t tune_taken, tune_wait_ns; /* its counters at the tuner's last window */
 	struct dmn_reader *next;
 };
 
@@ -65,6 +66,7 @@ struct dmn {
 	} * uids;
 	size_t n_uids, cap_uids;
 	struct dmn_notice fd_limit, accept_error, over_cap, idle;
+	uint64_t tune_at_ns; /* the tuner's last window (tune.c) */
 };
 
 /* conns.c: admitting connections. The server's own descriptors (the spare one); call once

@@ -324,6 +324,26 @@ unsigned sched_pool_stats(const struct sched_pool *pool, struct sched_worker_sta
 
 /* ---- Queues ------------------------------------------------------------------------------- */
 
+int sched_queue_set_weight(struct sched_queue *q, unsigned weight)
+{
+	if (!q || weight == 0)
+		return -EINVAL;
+	pthread_mutex_lock(&q->pool->inj_mu); /* the weighted round-robin reads it under it */
+	q->weight = weight;
+	if (q->credit > weight)
+		q->credit = weight;
+	pthread_mutex_unlock(&q->pool->inj_mu);
+	return 0;
+}
+
+unsigned sched_queue_weight(const struct sched_queue *q)
+{
+	pthread_mutex_lock(&q->pool->inj_mu);
+	unsigned w = q->weight;
+	pthread_mutex_unlock(&q->pool->inj_mu);
+	return w;
+}
+
 int sched_queue_create(struct sched_pool *pool, unsigned weight, int node,
 		       struct sched_queue **ret_q)
 {

@@ -69,6 +69,12 @@ int sched_worker_index(const struct sched_pool *pool);
 int sched_queue_create(struct sched_pool *pool, unsigned weight, int node,
 		       struct sched_queue **ret_q);
 /*
+ * Change q's weight (>= 1) from its next turn on: the daemon's tuner sets each pipeline's share
+ * of the pool (docs/plumber.md, "Autotuning"). -EINVAL for 0. Any thread.
+ */
+int sched_queue_set_weight(struct sched_queue *q, unsigned weight);
+unsigned sched_queue_weight(const struct sched_queue *q);
+/*
  * Waits until no task of q is queued or running, then frees it. NULL is fine. Not from a task.
  * Queues still alive when their pool is destroyed are freed with it.
  */

@@ -34,6 +34,7 @@ struct pl_chain {
 	struct pl_worker_scratch *ws; /* records decoded on the driver */
 	uint8_t *proj;		      /* a record projected for the cache */
 	uint64_t data_bytes;	      /* of the files it reads (its shard's) */
+	_Atomic size_t read_chunk;    /* the read size of the next file a slot opens (a tuner's) */
 	size_t proj_cap;
 	/* the cache's decoded level: a projected record's features, flat (pbex_flatten) */
 	uint8_t *flat;
@@ -368,6 +369,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.engine = c->o.engine,
 		.direct = c->o.direct,
 		.chunk_len = plan->read_chunk,
+		.chunk_live = &c->read_chunk,
 		/* sequence loaders keep records in their window generators: always copied */
 		.pin = cfg->type == PL_LOADER_INDEPENDENT,
 		.idle = c->o.idle,
@@ -435,6 +437,7 @@ int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, str
 	c->o = *opts;
 	c->plan = plan;
 	c->data_bytes = dataset_bytes(plan);
+	atomic_init(&c->read_chunk, plan->read_chunk);
 	atomic_init(&c->stop, false);
 	struct pl_files_opts fo = {
 		.files = plan->files,
@@ -554,6 +557,16 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 	ret->cache_need = use_cache(c) ? pl_frame_cache_need(&c->frame_tot, c->data_bytes) : 0;
 	ret->cache_fits = !use_cache(c) || ret->cache_need <= pl_cache_budget(c->o.cache);
 	ret->copied_bytes = c->store.copied_bytes;
+}
+
+void pl_chain_set_read_chunk(struct pl_chain *c, size_t bytes)
+{
+	atomic_store_explicit(&c->read_chunk, (bytes + 4095) & ~(size_t)4095, memory_order_relaxed);
+}
+
+size_t pl_chain_read_chunk(struct pl_chain *c)
+{
+	return atomic_load_explicit(&c->read_chunk, memory_order_relaxed);
 }
 
 uint64_t pl_chain_read_wait_ns(const struct pl_chain *c)

@@ -60,6 +60,12 @@ void pl_chain_stop(struct pl_chain *c);
 /* The driver thread: the input stages' counters (files .. shuffle of st) and totals. */
 void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_STAGE_COUNT_],
 			struct pl_chain_totals *ret_totals);
+/*
+ * The read size (bytes, rounded up to 4 KiB) of the next file each slot opens: a slot reading a
+ * file goes on with the size it opened it with. Any thread.
+ */
+void pl_chain_set_read_chunk(struct pl_chain *c, size_t bytes);
+size_t pl_chain_read_chunk(struct pl_chain *c);
 /* The driver thread: time blocked waiting for reads so far. */
 uint64_t pl_chain_read_wait_ns(const struct pl_chain *c);
 

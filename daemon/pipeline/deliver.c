@@ -83,6 +83,23 @@ int pl_deliver_room(struct pl_deliver *dl)
 	return r;
 }
 
+void pl_deliver_set_prefetch(struct pl_deliver *dl, unsigned prefetch)
+{
+	pthread_mutex_lock(&dl->lock);
+	dl->o.prefetch = prefetch ? prefetch : 1;
+	dl->st.capacity = dl->o.prefetch;
+	pthread_cond_broadcast(&dl->space_cond); /* more room: a waiting driver goes on */
+	pthread_mutex_unlock(&dl->lock);
+}
+
+unsigned pl_deliver_prefetch(struct pl_deliver *dl)
+{
+	pthread_mutex_lock(&dl->lock);
+	unsigned n = dl->o.prefetch;
+	pthread_mutex_unlock(&dl->lock);
+	return n;
+}
+
 void pl_deliver_wait_room(struct pl_deliver *dl)
 {
 	uint64_t t0 = pl_clock_ns(CLOCK_MONOTONIC);

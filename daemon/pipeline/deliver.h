@@ -36,6 +36,12 @@ void pl_deliver_destroy(struct pl_deliver *dl);
 
 /* 1 when another batch may start, 0 when prefetch batches are ready or in flight, -ECANCELED. */
 int pl_deliver_room(struct pl_deliver *dl);
+/*
+ * Change the bound on batches ready or in flight (>= 1; a tuner's, from any thread): the
+ * driver starts no new batch while as many are out; it never takes back one started.
+ */
+void pl_deliver_set_prefetch(struct pl_deliver *dl, unsigned prefetch);
+unsigned pl_deliver_prefetch(struct pl_deliver *dl);
 /* Wait until the consumer takes a batch or the pipeline stops (the wait counts as wait_down). */
 void pl_deliver_wait_room(struct pl_deliver *dl);
 /* A batch was started (in flight until pl_deliver_put). */

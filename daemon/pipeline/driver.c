@@ -31,7 +31,10 @@ struct pl_driver {
 
 	/* the driver thread's */
 	struct pl_bjob **inflight; /* FIFO of jobs in flight */
-	size_t head, count, cap;
+	uint64_t *started_ns;	   /* when each was started (CLOCK_MONOTONIC) */
+	size_t head, count, cap;   /* cap: the most a tuner may allow (deliver's prefetch) */
+	uint64_t job_wait_ns;	   /* waiting for (or helping) the oldest job, not yet done */
+	uint64_t job_ns;	   /* started to finished, summed over the jobs finished */
 	struct io_error err;
 	bool job_failed; /* a batch failed: nothing after it may be delivered */
 	uint64_t rounds; /* batches collected (a sampled round every PL_PROF_EVERY) */
@@ -42,6 +45,7 @@ struct pl_driver {
 	struct pl_chain_totals tot;
 	uint64_t prof_ns[PL_STAGE_COUNT_ + 1];
 	uint64_t lazy_fills, alloc_ns;
+	uint64_t pub_job_wait_ns, pub_job_ns;
 	char fallback[160]; /* why not io_uring, copied once: readers keep a pointer to it */
 	bool have_fallback;
 	uint64_t epoch_batches; /* of the first epoch that ended; 0 before */
@@ -58,7 +62,7 @@ static void publish_stats(struct pl_driver *d, bool last)
 	pl_chain_get_stats(d->chain, st, &tot);
 	st[PL_STAGE_PARSE] = d->ax.st;
 	st[PL_STAGE_PARSE].buffered = d->count;
-	st[PL_STAGE_PARSE].capacity = d->cap;
+	st[PL_STAGE_PARSE].capacity = pl_deliver_prefetch(d->o.dl);
 	uint64_t cpu = last ? pl_clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 	pthread_mutex_lock(&d->lock);
 	memcpy(d->st, st, sizeof(st));
@@ -70,6 +74,8 @@ static void publish_stats(struct pl_driver *d, bool last)
 	memcpy(d->prof_ns, d->prof.ns, sizeof(d->prof_ns));
 	d->lazy_fills = d->ax.lazy_fills;
 	d->alloc_ns = d->ax.alloc_ns;
+	d->pub_job_wait_ns = d->job_wait_ns;
+	d->pub_job_ns = d->job_ns;
 	if (last) {
 		d->cpu_ns = cpu;
 		d->clock_ok = false;
@@ -81,10 +87,17 @@ static void publish_stats(struct pl_driver *d, bool last)
 static int finish_oldest(struct pl_driver *d)
 {
 	struct pl_bjob *job = d->inflight[d->head];
+	uint64_t started = d->started_ns[d->head];
 	d->head = (d->head + 1) % d->cap;
 	d->count--;
 	struct pl_batch b;
+	bool done = pl_bjob_done(job);
+	uint64_t t0 = done ? 0 : pl_clock_ns(CLOCK_MONOTONIC);
 	int r = pl_bjob_finish(&d->ax, job, &b, &d->err);
+	uint64_t t1 = pl_clock_ns(CLOCK_MONOTONIC);
+	if (!done)
+		d->job_wait_ns += t1 - t0;
+	d->job_ns += t1 - started;
 	unsigned prev = pl_prof_enter(&d->prof, PL_STAGE_DELIVER);
 	int e = pl_deliver_put(d->o.dl, r == 0 ? &b : NULL, &d->err);
 	pl_prof_leave(&d->prof, prev);
@@ -164,6 +177,7 @@ static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t
 		pl_deliver_fail(d->o.dl, r, &d->err);
 		return r;
 	}
+	d->started_ns[(d->head + d->count) % d->cap] = pl_clock_ns(CLOCK_MONOTONIC);
 	d->inflight[(d->head + d->count) % d->cap] = job;
 	d->count++;
 	pl_deliver_started(d->o.dl);
@@ -319,9 +333,10 @@ int pl_driver_create(const struct pl_driver_opts *opts, struct pl_driver **ret,
 	d->plan = opts->plan;
 	pthread_mutex_init(&d->lock, NULL);
 	d->prof.cur = PL_STAGE_PARSE; /* the driver's own work: collecting batches */
-	d->cap = d->plan->prefetch;
+	d->cap = opts->prefetch_max > d->plan->prefetch ? opts->prefetch_max : d->plan->prefetch;
 	d->inflight = calloc(d->cap, sizeof(*d->inflight));
-	int r = d->inflight ? 0 : -ENOMEM;
+	d->started_ns = calloc(d->cap, sizeof(*d->started_ns));
+	int r = d->inflight && d->started_ns ? 0 : -ENOMEM;
 	if (r == 0)
 		r = sched_queue_create(opts->pool, 1, -1, &d->q);
 	if (r < 0)
@@ -388,6 +403,7 @@ void pl_driver_destroy(struct pl_driver *d)
 	pl_asm_ctx_fini(&d->ax);
 	pl_chain_destroy(d->chain);
 	free(d->inflight);
+	free(d->started_ns);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 }
@@ -403,6 +419,8 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	uint64_t prof_ns[PL_STAGE_COUNT_ + 1];
 	memcpy(prof_ns, d->prof_ns, sizeof(prof_ns));
 	ret->lazy_fills = d->lazy_fills;
+	ret->job_wait_ns = d->pub_job_wait_ns;
+	ret->job_ns = d->pub_job_ns;
 	ret->epoch_batches = d->epoch_batches;
 	uint64_t alloc_ns = d->alloc_ns;
 	ret->driver_cpu_ns = d->cpu_ns;
@@ -455,7 +473,21 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->parse_ns = pl_asm_task_ns(&d->ax, true);
 	ret->pool_task_ns = task_ns;
 	ret->read_wait_ns = rw;
+	ret->prefetch = pl_deliver_prefetch(d->o.dl);
+	ret->prefetch_max = (unsigned)d->cap;
+	ret->read_chunk = pl_chain_read_chunk(d->chain);
+	ret->pool_weight = sched_queue_weight(d->q);
 	ret->next_wait_ns = dst.wait_up_ns;
 	ret->io_engine = tot.read.engine;
 	ret->io_fallback = tot.read.have_fallback ? d->fallback : NULL; /* written once, before */
+}
+
+void pl_driver_set_weight(struct pl_driver *d, unsigned weight)
+{
+	sched_queue_set_weight(d->q, weight ? weight : 1);
+}
+
+void pl_driver_set_read_chunk(struct pl_driver *d, size_t bytes)
+{
+	pl_chain_set_read_chunk(d->chain, bytes);
 }

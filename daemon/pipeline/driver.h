@@ -27,6 +27,9 @@ struct pl_driver_opts {
 	void *alloc_ctx;
 	struct pl_deliver *dl; /* where finished batches go */
 	struct pl_pos start;   /* where the stream begins */
+	/* the most batch jobs in flight a tuner may allow (pl_deliver_set_prefetch); 0: the
+	   plan's prefetch, fixed */
+	unsigned prefetch_max;
 };
 
 struct pl_driver;
@@ -38,6 +41,10 @@ int pl_driver_create(const struct pl_driver_opts *opts, struct pl_driver **ret,
 int pl_driver_start(struct pl_driver *d, struct io_error *err);
 /* Stop and join the thread (if started), free the stages. NULL ok. */
 void pl_driver_destroy(struct pl_driver *d);
+/* The weight of its tasks' queue in the pool (sched_queue_set_weight; >= 1), any thread. */
+void pl_driver_set_weight(struct pl_driver *d, unsigned weight);
+/* The bytes the next file its readers open is read in (pl_chain_set_read_chunk), any thread. */
+void pl_driver_set_read_chunk(struct pl_driver *d, size_t bytes);
 /* Every stage's counters and the totals (any thread). */
 void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret);
 

@@ -3,6 +3,7 @@
 #include "pipeline.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "deliver.h"
 #include "driver.h"
 #include "plan.h"
+#include "read.h"
 #include "sched/sched.h"
 #include "state.h"
 
@@ -21,7 +23,37 @@ struct pl_pipeline {
 	struct pl_tensor_info *info;
 	struct pl_pos start; /* where the stream begins (0, or a restored state) */
 	struct pl_batchmem mem;
+	struct pl_tune max; /* what a tuner may move, and how far (pl_pipeline_tunable) */
 };
+
+/*
+ * Read buffers a tuner may give a pipeline's readers at most: each of the cycle's readers keeps
+ * about PL_PIN_CHUNKS + 5 chunks (reads in flight, the one framed, the pinned ones).
+ */
+#define PL_TUNE_READ_BYTES ((size_t)256 << 20)
+
+/* The tunable knobs' bounds, and their starting values into *start (opts.tune). */
+static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_tune *start)
+{
+	const struct pl_plan *plan = p->plan;
+	memset(&p->max, 0, sizeof(p->max));
+	p->max.weight = UINT_MAX;
+	*start = (struct pl_tune){ .prefetch = plan->prefetch, .read_chunk = plan->read_chunk };
+	if (!tune)
+		return;
+	if (plan->cfg.num_prefetch == PL_AUTO) {
+		p->max.prefetch = PL_TUNE_PREFETCH_MAX;
+		start->prefetch = 1;
+	}
+	if (plan->cfg.num_read_buffer_bytes == PL_AUTO) {
+		size_t per = PL_TUNE_READ_BYTES / ((size_t)plan->cycle * (PL_PIN_CHUNKS + 5));
+		size_t m = PL_TUNE_CHUNK_MIN;
+		while (m * 2 <= per && m * 2 <= PL_TUNE_CHUNK_MAX)
+			m *= 2;
+		p->max.read_chunk = m;
+		start->read_chunk = PL_TUNE_CHUNK_MIN;
+	}
+}
 
 void pl_pipeline_opts_init(struct pl_pipeline_opts *opts)
 {
@@ -98,8 +130,10 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	r = make_info(p);
 	if (r < 0)
 		goto fail;
+	struct pl_tune start;
+	tune_bounds(p, o.tune, &start);
 	struct pl_deliver_opts dopts = {
-		.prefetch = p->plan->prefetch,
+		.prefetch = start.prefetch,
 		.deliver = o.deliver,
 		.end = o.end,
 		.deliver_ctx = o.deliver_ctx,
@@ -126,8 +160,11 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 		.alloc_ctx = o.alloc_ctx,
 		.dl = p->dl,
 		.start = p->start,
+		.prefetch_max = p->max.prefetch,
 	};
 	r = pl_driver_create(&dro, &p->drv, err);
+	if (r == 0)
+		pl_driver_set_read_chunk(p->drv, start.read_chunk);
 	if (r == 0 && !o.defer_start)
 		r = pl_driver_start(p->drv, err);
 	if (r < 0)
@@ -213,6 +250,24 @@ int pl_pipeline_save(const struct pl_pipeline *p, void *buf, size_t cap)
 	struct pl_batch_pos last;
 	bool any = pl_deliver_last(p->dl, &last) == 1;
 	return pl_pipeline_state_after(p, any ? &last : NULL, buf, cap);
+}
+
+void pl_pipeline_tunable(const struct pl_pipeline *p, struct pl_tune *ret_max)
+{
+	*ret_max = p->max;
+}
+
+void pl_pipeline_tune(struct pl_pipeline *p, const struct pl_tune *t)
+{
+	if (t->prefetch && p->max.prefetch)
+		pl_deliver_set_prefetch(p->dl, t->prefetch < p->max.prefetch ? t->prefetch
+									     : p->max.prefetch);
+	if (t->read_chunk && p->max.read_chunk) {
+		size_t c = t->read_chunk < PL_TUNE_CHUNK_MIN ? PL_TUNE_CHUNK_MIN : t->read_chunk;
+		pl_driver_set_read_chunk(p->drv, c < p->max.read_chunk ? c : p->max.read_chunk);
+	}
+	if (t->weight)
+		pl_driver_set_weight(p->drv, t->weight);
 }
 
 void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)

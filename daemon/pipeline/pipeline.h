@@ -82,7 +82,34 @@ struct pl_pipeline_opts {
 	 * from the pipeline (its schema, its batch size) first: sluiced's ring.
 	 */
 	bool defer_start;
+	/*
+	 * A tuner will move the knobs the spec left "auto" (pl_pipeline_tune): they start at their
+	 * least, one batch job in flight and reads of PL_TUNE_CHUNK_MIN bytes, instead of the
+	 * spec's "auto" values (docs/plumber.md, "Autotuning").
+	 */
+	bool tune;
 };
+
+/*
+ * The knobs a tuner may move while the pipeline runs. None changes a batch: batches are
+ * published in seq order whatever is in flight, framing does not depend on where reads end,
+ * and the pool's weights order tasks, not rows.
+ */
+#define PL_TUNE_PREFETCH_MAX 32
+#define PL_TUNE_CHUNK_MIN    ((size_t)64 << 10)
+#define PL_TUNE_CHUNK_MAX    ((size_t)4 << 20)
+struct pl_tune {
+	unsigned prefetch; /* batch jobs ready or in flight (0: leave it) */
+	size_t read_chunk; /* bytes per read, for the next file a reader opens (0: leave it) */
+	unsigned weight;   /* the pool's weight of its tasks (0: leave it) */
+};
+/*
+ * Which knobs a tuner may move (the spec left them "auto" and opts.tune was set): the most each
+ * may take in *ret_max, 0 for one that is fixed (weight: always tunable, up to UINT_MAX).
+ */
+void pl_pipeline_tunable(const struct pl_pipeline *p, struct pl_tune *ret_max);
+/* Move the knobs t names (0: leave it), clamped to pl_pipeline_tunable's. Any thread. */
+void pl_pipeline_tune(struct pl_pipeline *p, const struct pl_tune *t);
 
 void pl_pipeline_opts_init(struct pl_pipeline_opts *opts);
 
@@ -195,15 +222,22 @@ struct pl_stats {
 	 */
 	uint64_t cache_need;
 	bool cache_fits;
-	uint64_t evacuations;	 /* pinned read buffers emptied to let reading go on */
-	uint64_t driver_cpu_ns;	 /* read, frame, interleave, shuffle, assemble */
-	uint64_t parse_ns;	 /* time running parse tasks (monotonic clock around each) */
-	uint64_t pool_task_ns;	 /* of parse_ns, the pool's workers' (not the driver's) */
-	uint64_t read_wait_ns;	 /* time the driver was blocked waiting for reads */
-	uint64_t lazy_fills;	 /* fill passes that woke no worker: the driver had time to spare */
-	uint64_t next_wait_ns;	 /* time pl_pipeline_next() waited */
-	const char *io_engine;	 /* "io_uring" or "pread" */
-	const char *io_fallback; /* why not io_uring, or NULL */
+	uint64_t evacuations;	/* pinned read buffers emptied to let reading go on */
+	uint64_t driver_cpu_ns; /* read, frame, interleave, shuffle, assemble */
+	uint64_t parse_ns;	/* time running parse tasks (monotonic clock around each) */
+	uint64_t pool_task_ns;	/* of parse_ns, the pool's workers' (not the driver's) */
+	uint64_t read_wait_ns;	/* time the driver was blocked waiting for reads */
+	uint64_t lazy_fills;	/* fill passes that woke no worker: the driver had time to spare */
+	uint64_t next_wait_ns;	/* time pl_pipeline_next() waited */
+	/* batch jobs: the driver's time waiting for (or helping) the oldest one before it was
+	   done, and their latency, started to finished, summed over `batches` */
+	uint64_t job_wait_ns, job_ns;
+	/* the knobs as they are now (struct pl_tune; the tuner's, or the spec's) */
+	unsigned prefetch, prefetch_max; /* batch jobs ready or in flight, and the most allowed */
+	size_t read_chunk;		 /* bytes per read of the next file opened */
+	unsigned pool_weight;		 /* its tasks' queue's weight in the pool */
+	const char *io_engine;		 /* "io_uring" or "pread" */
+	const char *io_fallback;	 /* why not io_uring, or NULL */
 	/* per stage (enum pl_stage_id; names from pl_stage_name): docs/pipeline.md */
 	struct pl_stage_stats stages[PL_STAGE_COUNT_];
 };

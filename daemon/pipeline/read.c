@@ -33,6 +33,7 @@ struct pl_read {
 	struct pl_read_opts o;
 	struct pl_ioxref *ix;
 	uint64_t chunk_seq; /* chunks taken so far */
+	size_t chunk_len;   /* the read size of ix */
 };
 
 static void ioxref_put(struct pl_ioxref *ix)
@@ -90,7 +91,7 @@ static int make_iox(struct pl_read *rd, struct io_error *err)
 	o.engine = rd->o.engine;
 	o.queue_depth = PL_READ_QUEUE_DEPTH;
 	o.max_open_files = 1;
-	o.chunk_len = rd->o.chunk_len;
+	o.chunk_len = rd->chunk_len;
 	/* reads in flight, the chunk being framed, and the pinned ones */
 	o.num_buffers = PL_READ_QUEUE_DEPTH + 1 + PL_PIN_CHUNKS;
 	o.pread_threads = 1;
@@ -123,6 +124,13 @@ static int make_iox(struct pl_read *rd, struct io_error *err)
 int pl_read_open(struct pl_read *rd, const char *path, struct io_error *err)
 {
 	unsigned prev = pl_prof_enter(rd->o.prof, PL_STAGE_READ);
+	size_t want = rd->o.chunk_live
+			      ? atomic_load_explicit(rd->o.chunk_live, memory_order_relaxed)
+			      : rd->o.chunk_len;
+	if (rd->ix && want != rd->chunk_len) /* a new read size: a new iox (the old one goes
+						with its last pinned chunk) */
+		pl_read_abandon(rd);
+	rd->chunk_len = want;
 	int r = rd->ix ? 0 : make_iox(rd, err);
 	if (r == 0)
 		r = iox_add_file(rd->ix->iox, path, NULL); /* >= 0: the file's number */

@@ -29,7 +29,9 @@ struct pl_read_opts {
 	enum iox_engine engine;
 	bool direct;	  /* O_DIRECT */
 	size_t chunk_len; /* read size */
-	bool pin;	  /* records may point into the chunks (else the framer copies them) */
+	/* where a tuner sets the read size of the next file opened (NULL: chunk_len, fixed) */
+	const _Atomic size_t *chunk_live;
+	bool pin; /* records may point into the chunks (else the framer copies them) */
 	/*
 	 * Before blocking for a chunk, idle(ctx) is called while it returns > 0 (it did some
 	 * work), the reads polled between calls. NULL: none.

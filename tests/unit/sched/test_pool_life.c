@@ -87,11 +87,15 @@ static void fair_task(void *arg)
 	}
 }
 
-static void test_weights(void **state)
+/*
+ * set: the queues are made with the weights the other way round and set before the gate opens
+ * (the tuner's sched_queue_set_weight), with the gates' tasks already running.
+ */
+static void weights_run(bool set)
 {
 	enum { N = 4000 };
 	struct sched_pool *pool = pool_new(2);
-	struct sched_queue *q1 = queue_new(pool, 1), *q3 = queue_new(pool, 3);
+	struct sched_queue *q1 = queue_new(pool, set ? 3 : 1), *q3 = queue_new(pool, set ? 1 : 3);
 	struct sched_queue *qg = queue_new(pool, 1);
 	struct gate gt = { .pool = pool };
 	struct sched_group gg, g1, g3;
@@ -104,6 +108,13 @@ static void test_weights(void **state)
 	for (unsigned i = 0; i < N; i++) {
 		assert_int_equal(sched_spawn(&g1, fair_task, &a1), 0);
 		assert_int_equal(sched_spawn(&g3, fair_task, &a3), 0);
+	}
+	if (set) {
+		assert_int_equal(sched_queue_set_weight(q1, 0), -EINVAL);
+		assert_int_equal(sched_queue_set_weight(q1, 1), 0);
+		assert_int_equal(sched_queue_set_weight(q3, 3), 0);
+		assert_int_equal(sched_queue_weight(q1), 1);
+		assert_int_equal(sched_queue_weight(q3), 3);
 	}
 	atomic_store(&gt.open, true);
 	assert_int_equal(sched_group_wait(&g1), 0);
@@ -121,6 +132,16 @@ static void test_weights(void **state)
 	sched_queue_destroy(q3);
 	sched_queue_destroy(qg);
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
+}
+
+static void test_weights(void **state)
+{
+	weights_run(false);
+}
+
+static void test_set_weight(void **state)
+{
+	weights_run(true);
 }
 
 /* ---- shutdown ---- */
@@ -449,6 +470,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_weights),
+		cmocka_unit_test(test_set_weight),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_destroy_idle_and_null),

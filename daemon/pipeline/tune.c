@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The tuner's policy: knob steps from a window, and the host's allocation (tune.h). */
+#include "tune.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Append to why (a sentence per move, "; " between them). */
+__attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap, const char *fmt, ...)
+{
+	size_t len = cap ? strlen(why) : 0;
+	if (len + 2 >= cap)
+		return;
+	if (len) {
+		memcpy(why + len, "; ", 3);
+		len += 2;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why + len, cap - len, fmt, ap);
+	va_end(ap);
+}
+
+unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
+		      const struct pl_tune *max, struct pl_tune *next, char *why, size_t cap)
+{
+	unsigned moved = 0;
+	*next = *now;
+	if (cap)
+		why[0] = '\0';
+	if (o->memory_refused && max->prefetch && now->prefetch > 1) {
+		next->prefetch = now->prefetch / 2;
+		say(why, cap, "the ring could not grow for a batch (%u jobs in flight were %u)",
+		    next->prefetch, now->prefetch);
+		return PL_TUNE_MOVED_PREFETCH;
+	}
+	/* nothing made, or the readers are the limit: a faster pipeline would not help */
+	if (o->batches < 2 || o->producer_wait >= PL_TUNE_CONSUMER)
+		return 0;
+	if (max->prefetch && now->prefetch < max->prefetch && o->job_wait >= PL_TUNE_WAIT &&
+	    o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
+		unsigned p = now->prefetch * 2;
+		next->prefetch = p < max->prefetch ? p : max->prefetch;
+		moved |= PL_TUNE_MOVED_PREFETCH;
+		say(why, cap,
+		    "the driver waited for batch jobs %.0f %% of the time, the pool busy %.0f %%",
+		    100 * o->job_wait, 100 * o->pool_busy);
+	}
+	if (max->read_chunk && now->read_chunk < max->read_chunk &&
+	    (o->read_wait >= PL_TUNE_WAIT || o->read_cpu >= PL_TUNE_READ_CPU)) {
+		size_t c = now->read_chunk * 4;
+		next->read_chunk = c < max->read_chunk ? c : max->read_chunk;
+		moved |= PL_TUNE_MOVED_CHUNK;
+		say(why, cap,
+		    "the driver waited for reads %.0f %% of the time, reading took %.0f %% of it",
+		    100 * o->read_wait, 100 * o->read_cpu);
+	}
+	return moved;
+}
+
+void pl_tune_allocate(size_t n, const double *demand, const double *cost, double cores,
+		      double *ret_rate)
+{
+	double need = 0; /* cores the demands take */
+	size_t greedy = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (demand[i] > 0)
+			need += demand[i] * cost[i];
+		else
+			greedy++;
+	}
+	/* the demands all met when the cores allow, else all met in the same proportion */
+	double f = need > cores && need > 0 ? cores / need : 1;
+	double left = cores - need * f;
+	for (size_t i = 0; i < n; i++) {
+		if (demand[i] > 0)
+			ret_rate[i] = demand[i] * f;
+		else
+			ret_rate[i] = left > 0 && cost[i] > 0 ? left / (double)greedy / cost[i] : 0;
+	}
+}
+
+void pl_tune_weights(size_t n, const double *rate, unsigned *ret_weight)
+{
+	double top = 0;
+	for (size_t i = 0; i < n; i++)
+		if (rate[i] > top)
+			top = rate[i];
+	for (size_t i = 0; i < n; i++) {
+		double w = top > 0 ? round(PL_TUNE_WEIGHT * rate[i] / top) : PL_TUNE_WEIGHT;
+		ret_weight[i] = w < 1 ? 1 : (unsigned)w;
+	}
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The tuner's policy (issue 20; docs/plumber.md, "Autotuning"): from one window of a pipeline's
+ * counters, the next values of the knobs its spec left "auto"; and, across the pipelines of a
+ * host, the batch rates Plumber's linear program gives them within a CPU budget, as the pool's
+ * weights. No I/O and no clock: sluiced's tune.c feeds it windows and applies what it says.
+ */
+#ifndef SLUICE_PIPELINE_TUNE_H
+#define SLUICE_PIPELINE_TUNE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline.h"
+
+/* One window of a pipeline, as fractions of its wall time (0..1 each). */
+struct pl_tune_obs {
+	uint64_t batches;     /* made in the window */
+	double job_wait;      /* the driver waited for the oldest batch job (prefetch too small) */
+	double read_wait;     /* the driver blocked for reads */
+	double producer_wait; /* the engine waited for room in the ring: the readers are the limit */
+	double pool_busy;     /* the pool's task time over (window x workers) */
+	double read_cpu;      /* the read stage's share of the driver thread's CPU */
+	bool memory_refused;  /* a ring growth was refused in the window */
+};
+
+/* The thresholds of pl_tune_step (fractions of the window). */
+#define PL_TUNE_WAIT	 0.05 /* a wait this long is worth a step */
+#define PL_TUNE_READ_CPU 0.10 /* read syscalls this much of the driver: larger reads */
+#define PL_TUNE_BUSY	 0.90 /* a pool this busy: more jobs in flight cannot help */
+#define PL_TUNE_CONSUMER 0.50 /* the engine waited this long for room: readers are the limit */
+
+enum pl_tune_moved {
+	PL_TUNE_MOVED_PREFETCH = 1u << 0,
+	PL_TUNE_MOVED_CHUNK = 1u << 1,
+};
+
+/*
+ * The knobs for the next window, from now and the window o (max: pl_pipeline_tunable's, 0 for
+ * a fixed knob). Steps only up, by doubling the jobs in flight and quadrupling the read size,
+ * while the pipeline, not its readers, is the limit and the wait that knob removes was seen;
+ * halves the jobs in flight when the ring could not grow. Returns the knobs that moved (enum
+ * pl_tune_moved), and in why (cap bytes) what made them move.
+ */
+unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
+		      const struct pl_tune *max, struct pl_tune *next, char *why, size_t cap);
+
+/*
+ * Plumber's allocation of `cores` of the pool between n pipelines: pipeline i's readers ask for
+ * demand[i] batches/s (0: as many as they can get) and a batch costs it cost[i] core-seconds of
+ * the pool. Maximises the smallest rate[i] / demand[i] over the pipelines with a demand, each
+ * given at most its demand; what is left goes to those without one, in equal cores (max-min
+ * fair). ret_rate[i]: the batch rate it gives pipeline i (0 for one left nothing).
+ */
+void pl_tune_allocate(size_t n, const double *demand, const double *cost, double cores,
+		      double *ret_rate);
+
+/*
+ * The pool's weights (>= 1) that give n pipelines batches at the rates in rate[]: the pool takes
+ * tasks from the queues in weighted turns, and a batch is about as many tasks in every pipeline
+ * (two per worker), so a weight is proportional to its rate; the fastest gets PL_TUNE_WEIGHT.
+ */
+#define PL_TUNE_WEIGHT 64
+void pl_tune_weights(size_t n, const double *rate, unsigned *ret_weight);
+
+#endif

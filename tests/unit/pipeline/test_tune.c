@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * daemon/pipeline/tune.c: the tuner's policy. Windows made up so that each wait is seen in
+ * turn: the knob that removes it steps, within its bound, and no knob moves when the readers
+ * are the limit; Plumber's allocation of a CPU budget, checked against the LP's solution.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "daemon/pipeline/tune.h"
+
+static const struct pl_tune MAX = { .prefetch = 32, .read_chunk = 1 << 20 };
+
+/* A window where nothing waits: the pipeline runs as it should. */
+static struct pl_tune_obs calm(void)
+{
+	return (struct pl_tune_obs){ .batches = 100, .pool_busy = 0.3 };
+}
+
+static unsigned step(const struct pl_tune_obs *o, const struct pl_tune *now,
+		     const struct pl_tune *max, struct pl_tune *next, char *why)
+{
+	return pl_tune_step(o, now, max, next, why, 256);
+}
+
+static void test_calm_moves_nothing(void **state)
+{
+	struct pl_tune now = { 1, 65536, 0 }, next;
+	char why[256];
+	struct pl_tune_obs o = calm();
+	assert_int_equal(step(&o, &now, &MAX, &next, why), 0);
+	assert_int_equal(next.prefetch, 1);
+	assert_int_equal(next.read_chunk, 65536);
+	assert_string_equal(why, "");
+}
+
+static void test_job_wait_doubles_prefetch(void **state)
+{
+	struct pl_tune now = { 1, 65536, 0 }, next;
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.job_wait = 0.2;
+	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_PREFETCH);
+	assert_int_equal(next.prefetch, 2);
+	assert_int_equal(next.read_chunk, 65536);
+	assert_non_null(strstr(why, "waited for batch jobs 20 %"));
+	/* up to the bound, not past it */
+	now.prefetch = 24;
+	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_PREFETCH);
+	assert_int_equal(next.prefetch, 32);
+	now.prefetch = 32;
+	assert_int_equal(step(&o, &now, &MAX, &next, why), 0);
+	/* a wait under the threshold is noise */
+	now.prefetch = 1;
+	o.job_wait = PL_TUNE_WAIT / 2;
+	assert_int_equal(step(&o, &now, &MAX, &next, why), 0);
+}
+
+static void test_busy_pool_keeps_prefetch(void **state)
+{
+	struct pl_tune now = { 4, 65536, 0 }, next;
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.job_wait = 0.5;
+	o.pool_busy = 0.95; /* the cores are the limit: more jobs in flight would only wait */
+	assert_int_equal(step(&o, &now, &MAX, &next, why), 0);
+	assert_int_equal(next.prefetch, 4);
+}
+
+static void test_reads_grow_the_chunk(void **state)
+{
+	struct pl_tune now = { 1, 65536, 0 }, next;
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.read_wait = 0.1;
+	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_CHUNK);
+	assert_int_equal(next.read_chunk, 262144);
+	assert_non_null(strstr(why, "waited for reads 10 %"));
+	o = calm();
+	o.read_cpu = 0.5; /* no wait, but read calls take half the driver */
+	now.read_chunk = 524288;
+	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_CHUNK);
+	assert_int_equal(next.read_chunk, 1 << 20); /* clamped */
+	/* both at once: both move, both said */
+	o.job_wait = 0.3;
+	now.read_chunk = 65536;
+	assert_int_equal(step(&o, &now, &MAX, &next, why),
+			 PL_TUNE_MOVED_PREFETCH | PL_TUNE_MOVED_CHUNK);
+	assert_non_null(strstr(why, "; "));
+}
+
+static void test_fixed_knobs_stay(void **state)
+{
+	struct pl_tune now = { 2, 1 << 20, 0 }, next, fixed = { 0, 0, 0 };
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.job_wait = o.read_wait = 0.5;
+	o.memory_refused = true;
+	assert_int_equal(step(&o, &now, &fixed, &next, why), 0);
+	assert_int_equal(next.prefetch, 2);
+	assert_int_equal(next.read_chunk, 1 << 20);
+}
+
+static void test_consumer_limit_moves_nothing(void **state)
+{
+	struct pl_tune now = { 1, 65536, 0 }, next;
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.job_wait = o.read_wait = 0.3;
+	o.producer_wait = 0.6; /* the readers take less than it makes */
+	assert_int_equal(step(&o, &now, &MAX, &next, why), 0);
+	o.producer_wait = 0;
+	o.batches = 1; /* nothing to learn from */
+	assert_int_equal(step(&o, &now, &MAX, &next, why), 0);
+}
+
+static void test_memory_halves_prefetch(void **state)
+{
+	struct pl_tune now = { 16, 65536, 0 }, next;
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.memory_refused = true;
+	o.job_wait = 0.5; /* would step up otherwise */
+	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_PREFETCH);
+	assert_int_equal(next.prefetch, 8);
+	assert_non_null(strstr(why, "could not grow"));
+	now.prefetch = 1;
+	assert_int_equal(step(&o, &now, &MAX, &next, why), 0);
+}
+
+/* ---- the allocation ---- */
+
+static void test_demands_fit(void **state)
+{
+	/* 2 cores: A asks 100/s at 5 ms (0.5 core), B as much as it can at 10 ms, C at 2 ms */
+	double dem[] = { 100, 0, 0 }, cost[] = { 0.005, 0.010, 0.002 }, rate[3];
+	pl_tune_allocate(3, dem, cost, 2, rate);
+	assert_float_equal(rate[0], 100, 1e-9);
+	/* 1.5 cores left, 0.75 each */
+	assert_float_equal(rate[1], 75, 1e-9);
+	assert_float_equal(rate[2], 375, 1e-9);
+	unsigned w[3];
+	pl_tune_weights(3, rate, w);
+	assert_int_equal(w[2], PL_TUNE_WEIGHT);
+	assert_int_equal(w[0], 17); /* 64 * 100 / 375 */
+	assert_int_equal(w[1], 13);
+}
+
+static void test_demands_exceed(void **state)
+{
+	/* 1 core: A asks 200/s at 5 ms (1 core), B 100/s at 10 ms (1 core): each gets half of
+	   its demand (the LP's max-min of delivered over demanded), a greedy C nothing */
+	double dem[] = { 200, 100, 0 }, cost[] = { 0.005, 0.010, 0.001 }, rate[3];
+	pl_tune_allocate(3, dem, cost, 1, rate);
+	assert_float_equal(rate[0], 100, 1e-9);
+	assert_float_equal(rate[1], 50, 1e-9);
+	assert_float_equal(rate[2], 0, 1e-9);
+	unsigned w[3];
+	pl_tune_weights(3, rate, w);
+	assert_int_equal(w[0], PL_TUNE_WEIGHT);
+	assert_int_equal(w[1], PL_TUNE_WEIGHT / 2);
+	assert_int_equal(w[2], 1); /* never 0: the pool's weights are >= 1 */
+	/* the cores used are the budget */
+	assert_float_equal(rate[0] * cost[0] + rate[1] * cost[1], 1, 1e-9);
+}
+
+static void test_all_greedy_share_equally(void **state)
+{
+	double dem[] = { 0, 0 }, cost[] = { 0.001, 0.004 }, rate[2];
+	pl_tune_allocate(2, dem, cost, 2, rate);
+	/* a core each */
+	assert_float_equal(rate[0], 1000, 1e-9);
+	assert_float_equal(rate[1], 250, 1e-9);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_calm_moves_nothing),
+		cmocka_unit_test(test_job_wait_doubles_prefetch),
+		cmocka_unit_test(test_busy_pool_keeps_prefetch),
+		cmocka_unit_test(test_reads_grow_the_chunk),
+		cmocka_unit_test(test_fixed_knobs_stay),
+		cmocka_unit_test(test_consumer_limit_moves_nothing),
+		cmocka_unit_test(test_memory_halves_prefetch),
+		cmocka_unit_test(test_demands_fit),
+		cmocka_unit_test(test_demands_exceed),
+		cmocka_unit_test(test_all_greedy_share_equally),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
