@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sluiced's tuner (issue 20): the knobs a spec leaves "auto" move while batches flow, and no
+batch changes for it.
+
+A pipeline whose spec says "auto" for num_prefetch and num_read_buffer_bytes starts at one batch
+job in flight and 64 KiB reads, and a reader as fast as it can be makes the pipeline the limit:
+the tuner must step a knob (the stats say so, and the log says why) within the first seconds.
+The batches it delivered meanwhile must be exactly those a sluiced with --autotune=false
+delivers for the same spec (every tensor's bytes, in order). Knobs the spec fixes never move.
+"""
+
+import hashlib
+import json
+import os
+import time
+
+from conftest import ctl, shuffled, test_daemon
+
+import sluice
+
+FEATURES = ["dense%d" % i for i in range(13)] + ["sparse%d" % i for i in range(26)] + ["label"]
+
+
+def _ctr(tmp):
+    d = os.path.join(str(tmp), "ctr")
+    r = ctl("gen", "ctr", d, "--records", 40000, "--files", 4, "--seed", 3)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def _spec(data, **args):
+    a = {"dataset": {"type": "dir", "args": {"data_dir": data}}, "target_batch_size": 128,
+         "drop_remainder": True, "epochs": None, "num_parallel_reads": 4,
+         "primary_features": [{"from_name": f, "to_name": f} for f in FEATURES]}
+    a.update(shuffled(5))
+    a.update(args)
+    return {"name": "tuned", "type": "independent", "args": a}
+
+
+def _digest(b):
+    h = hashlib.sha1(str(b.seq).encode())
+    for f in FEATURES:
+        h.update(b[f].tobytes())
+    return h.hexdigest()
+
+
+def _start(tmp, sub, extra=()):
+    d = os.path.join(str(tmp), sub)
+    os.makedirs(os.path.join(d, "conf"))
+    return test_daemon.Daemon(d, os.path.join(d, "conf"), ["--ring-slots", "16"] + list(extra))
+
+
+def _log(dm):
+    with open(os.path.join(os.path.dirname(dm.sock), "sluiced.log")) as f:
+        return f.read()
+
+
+def _read(dm, spec, until=None, n=None, timeout=60):
+    """Digests of the batches read until until(stats) holds (checked every 50 batches), or n."""
+    out = []
+    deadline = time.monotonic() + timeout
+    with sluice.attach(spec=json.dumps(spec), socket=dm.sock) as r:
+        while n is None or len(out) < n:
+            b = r.next(timeout=30)
+            assert b is not None
+            out.append(_digest(b))
+            b.release()
+            if until and len(out) % 50 == 0:
+                st = sluice.stats("tuned", socket=dm.sock)
+                if until(st):
+                    return out, st
+                assert time.monotonic() < deadline, "not within %d s: %s" % (timeout, {
+                    k: v for k, v in st.items() if k.startswith("tune")})
+        return out, sluice.stats("tuned", socket=dm.sock)
+
+
+def test_tuned_knobs_move_and_change_no_batch(tmp_path):
+    data = _ctr(tmp_path)
+    spec = _spec(data, num_prefetch="auto", num_read_buffer_bytes="auto")
+    dm = _start(tmp_path, "tuned")
+    try:
+        moved_at = []
+
+        def moved_then_more(st):
+            # a knob moved, and 2 more windows went by with the new value
+            if st["tune_moves"] >= 1 and not moved_at:
+                moved_at.append(st["uptime_ns"])
+            return bool(moved_at) and st["uptime_ns"] - moved_at[0] >= 1_000_000_000
+
+        got, st = _read(dm, spec, until=moved_then_more)
+        log = _log(dm)
+    finally:
+        dm.stop()
+    assert st["autotune"] == 1
+    assert st["tune_prefetch_max"] > 1
+    assert st["tune_prefetch"] > 1 or st["tune_read_buffer_bytes"] > 65536, st
+    assert "tuned batch jobs in flight 1 -> " in log or "tuned the read size 64 -> " in log, log
+
+    dm = _start(tmp_path, "fixed", ["--autotune=false"])
+    try:
+        want, st = _read(dm, spec, n=len(got))
+    finally:
+        dm.stop()
+    assert st["autotune"] == 0 and st["tune_moves"] == 0
+    assert st["tune_prefetch"] == st["tune_prefetch_max"] == 2  # "auto" fixed, as before
+    assert got == want  # every batch, in order, with every tensor's bytes
+
+
+def test_fixed_knobs_do_not_move(tmp_path):
+    data = _ctr(tmp_path)
+    spec = _spec(data, num_prefetch=1, num_read_buffer_bytes=65536)
+    dm = _start(tmp_path, "tuned")
+    try:
+        # long enough for 4 of the tuner's windows, which would have stepped "auto" knobs
+        _, st = _read(dm, spec, until=lambda st: st["uptime_ns"] >= 2_000_000_000)
+        log = _log(dm)
+    finally:
+        dm.stop()
+    assert st["tune_moves"] == 0, st
+    assert st["tune_prefetch"] == st["tune_prefetch_max"] == 1
+    assert st["tune_read_buffer_bytes"] == 65536
+    assert ": tuned " not in log
