@@ -591,6 +591,8 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		return reply_no_pipeline(d, c, msg->req_id, m.name, hidden);
 	struct pl_stats st;
 	pl_pipeline_get_stats(pl->pl, &st);
+	struct pl_tune tunable;
+	pl_pipeline_tunable(pl->pl, &tunable);
 	struct pl_cache_stats cs = { 0 };
 	if (d->reg.cache)
 		pl_cache_get_stats(d->reg.cache, &cs);
@@ -670,6 +672,8 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "tune_moves", (int64_t)pl->tune.moves },
 		{ "tune_alloc_per_s", (int64_t)pl->tune.alloc_per_s },
 		{ "autotune", d->reg.cfg.autotune },
+		/* which knobs the tuner moves: 1 batch jobs in flight, 2 the read size */
+		{ "tune_knobs", (tunable.prefetch ? 1 : 0) | (tunable.read_chunk ? 2 : 0) },
 	};
 	/* then every counter of every stage of the engine (docs/pipeline.md), stage.NAME.COUNTER,
 	 * and per reader: batches taken, time waited in next, lag (batches behind) */

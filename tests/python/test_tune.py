@@ -55,6 +55,13 @@ def _log(dm):
         return f.read()
 
 
+def _knobs(dm):
+    """`sluicectl stats tuned --json`'s knobs (the model since the pipeline started)."""
+    r = ctl("--socket", dm.sock, "stats", "tuned", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["model"]["knobs"]
+
+
 def _read(dm, spec, until=None, n=None, timeout=60):
     """Digests of the batches read until until(stats) holds (checked every 50 batches), or n."""
     out = []
@@ -89,12 +96,15 @@ def test_tuned_knobs_move_and_change_no_batch(tmp_path):
 
         got, st = _read(dm, spec, until=moved_then_more)
         log = _log(dm)
+        knobs = _knobs(dm)
     finally:
         dm.stop()
     assert st["autotune"] == 1
     assert st["tune_prefetch_max"] > 1
     assert st["tune_prefetch"] > 1 or st["tune_read_buffer_bytes"] > 65536, st
     assert "tuned batch jobs in flight 1 -> " in log or "tuned the read size 64 -> " in log, log
+    assert knobs["prefetch_tuned"] and knobs["read_buffer_tuned"], knobs
+    assert knobs["moves"] >= 1 and knobs["prefetch"] >= 1, knobs
 
     dm = _start(tmp_path, "fixed", ["--autotune=false"])
     try:
@@ -114,9 +124,13 @@ def test_fixed_knobs_do_not_move(tmp_path):
         # long enough for 4 of the tuner's windows, which would have stepped "auto" knobs
         _, st = _read(dm, spec, until=lambda st: st["uptime_ns"] >= 2_000_000_000)
         log = _log(dm)
+        knobs = _knobs(dm)
+        human = ctl("--socket", dm.sock, "stats", "tuned").stdout
     finally:
         dm.stop()
     assert st["tune_moves"] == 0, st
     assert st["tune_prefetch"] == st["tune_prefetch_max"] == 1
     assert st["tune_read_buffer_bytes"] == 65536
     assert ": tuned " not in log
+    assert not knobs["prefetch_tuned"] and not knobs["read_buffer_tuned"], knobs
+    assert "knobs: 1 batch jobs in flight (fixed), reads of 64 KiB (fixed)" in human, human

@@ -101,7 +101,32 @@ int report_window(const struct sluice_stats *now, const struct sluice_stats *pre
 			in->cpus = free > 0.25 ? free : 0.25;
 	}
 	readers(now, prev, w);
+	w->have_knobs = sluice_stats_get(now, "tune_prefetch", &v) == 0;
+	w->autotune = get(now, "autotune") != 0;
+	w->prefetch = get(now, "tune_prefetch");
+	w->prefetch_max = get(now, "tune_prefetch_max");
+	w->read_chunk = get(now, "tune_read_buffer_bytes");
+	w->weight = get(now, "tune_weight");
+	w->moves = get(now, "tune_moves");
+	w->alloc_per_s = get(now, "tune_alloc_per_s");
+	w->knobs = get(now, "tune_knobs");
 	return 0;
+}
+
+/* The knobs' line: what is in flight, how it reads, its share of the pool, who set them. */
+static void print_knobs(FILE *f, const struct report_window *w)
+{
+	if (!w->have_knobs)
+		return;
+	fprintf(f, "  knobs: %lld batch jobs in flight (%s), reads of %lld KiB (%s)",
+		(long long)w->prefetch, w->knobs & 1 ? "tuned" : "fixed",
+		(long long)(w->read_chunk >> 10), w->knobs & 2 ? "tuned" : "fixed");
+	if (w->autotune)
+		fprintf(f, ", pool weight %lld, %lld tuner moves; allocated %lld batches/s",
+			(long long)w->weight, (long long)w->moves, (long long)w->alloc_per_s);
+	else
+		fprintf(f, " (sluiced --autotune=false)");
+	fputc('\n', f);
 }
 
 static const char *bottleneck(const struct pl_model *m)
@@ -129,6 +154,7 @@ void report_print(FILE *f, const struct report_window *w, const struct pl_model 
 	const char *b = bottleneck(m);
 	fprintf(f, "  limit: %s%s%s%s\n", pl_limit_name(m->limit), b ? " (stage " : "", b ? b : "",
 		b ? ")" : "");
+	print_knobs(f, w);
 	fprintf(f, "%-11s %12s %11s %14s %7s %7s\n", "STAGE", "ELEMS/S", "PER_BATCH",
 		"CPU_US/BATCH", "CORES", "SHARE");
 	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++) {
@@ -191,6 +217,23 @@ void report_json(struct jsonout *j, const struct report_window *w, const struct 
 		jsonout_char(j, '}');
 	}
 	jsonout_char(j, '}');
+	if (w->have_knobs) {
+		key(j, "knobs", false);
+		jsonout_char(j, '{');
+		key(j, "autotune", true);
+		jsonout_cstr(j, w->autotune ? "true" : "false");
+		key(j, "prefetch_tuned", false);
+		jsonout_cstr(j, w->knobs & 1 ? "true" : "false");
+		key(j, "read_buffer_tuned", false);
+		jsonout_cstr(j, w->knobs & 2 ? "true" : "false");
+		num(j, "prefetch", (double)w->prefetch);
+		num(j, "prefetch_max", (double)w->prefetch_max);
+		num(j, "read_buffer_bytes", (double)w->read_chunk);
+		num(j, "weight", (double)w->weight);
+		num(j, "moves", (double)w->moves);
+		num(j, "alloc_per_s", (double)w->alloc_per_s);
+		jsonout_char(j, '}');
+	}
 	key(j, "readers", false);
 	jsonout_char(j, '{');
 	for (size_t i = 0; i < w->in.n_readers; i++) {

@@ -17,6 +17,10 @@ struct report_window {
 	struct pl_model_in in;
 	struct pl_model_reader readers[REPORT_MAX_READERS];
 	uint64_t reader_ids[REPORT_MAX_READERS];
+	/* the knobs as the tuner left them (docs/plumber.md, "Autotuning"); have_knobs: the
+	   daemon said (an older one does not) */
+	bool have_knobs, autotune;
+	int64_t prefetch, prefetch_max, read_chunk, weight, moves, alloc_per_s, knobs;
 };
 
 /*
