@@ -85,7 +85,7 @@ def test_programs():
                                                                       r.stderr.strip()))
     if os.path.exists(bench):
         for sub in ("read", "crc", "sched", "pipeline", "next", "reader", "start", "image",
-                    "predict"):
+                    "predict", "autotune"):
             r = subprocess.run([bench, sub, "--help"], capture_output=True, text=True)
             check(r.returncode == 0 and r.stdout.startswith("usage: sluice-bench " + sub),
                   "sluice-bench %s --help: its usage on stdout, exit 0 (%d)" % (sub,

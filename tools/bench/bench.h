@@ -15,6 +15,7 @@ int bench_reader(int argc, char **argv);
 int bench_start(int argc, char **argv);
 int bench_image(int argc, char **argv);
 int bench_predict(int argc, char **argv);
+int bench_autotune(int argc, char **argv);
 
 /*
  * getopt_long (opterr off, options and operands in any order) over a benchmark's arguments,

@@ -10,8 +10,9 @@
 #include "sluice/sluice.h"
 
 /*
- * Each measurement starts a sluiced of its own in a new temporary directory whose config dir
- * holds one spec, the pipeline NB_PIPELINE. Failures are reported on stderr, prefixed
+ * Each measurement starts a sluiced of its own (--no-config: the host's sluiced.conf is not the
+ * benchmark's) in a new temporary directory whose config dir holds one spec, the pipeline
+ * NB_PIPELINE, or several (nb_daemon_start_specs). Failures are reported on stderr, prefixed
  * "sluice-bench next: "; functions return 0 or -errno.
  */
 
@@ -22,7 +23,7 @@ struct nb_daemon {
 	char dir[64];	/* the temporary directory */
 	char sock[128]; /* dir/s.sock */
 	char conf[128]; /* dir/conf */
-	char spec[160]; /* dir/conf/nb.json */
+	char spec[160]; /* dir/conf/nb.json (nb_daemon_start_specs: the first spec's file) */
 	char log[128];	/* dir/sluiced.log: the daemon's stderr */
 };
 
@@ -44,6 +45,14 @@ int nb_daemon_start(struct nb_daemon *d, const char *sluiced, const char *spec_t
  */
 int nb_daemon_start_args(struct nb_daemon *d, const char *sluiced, const char *spec_text,
 			 const char *const *extra, struct sluice_client **ret_client);
+/* A spec for the config dir: it goes to conf/NAME.json; name is the spec's "name". */
+struct nb_spec {
+	const char *name; /* at most 64 bytes of [A-Za-z0-9._-] */
+	const char *text;
+};
+/* The same with n specs in the config dir (n may be 0). */
+int nb_daemon_start_specs(struct nb_daemon *d, const char *sluiced, const struct nb_spec *specs,
+			  size_t n, const char *const *extra, struct sluice_client **ret_client);
 /* Stop the daemon: SIGTERM, then SIGKILL after 10 s. 0 when it exited with status 0. */
 int nb_daemon_stop(struct nb_daemon *d);
 /* The daemon's stderr, copied to ours. */
@@ -64,7 +73,15 @@ int nb_counters_get(struct sluice_client *c, struct nb_counters *ret);
  * batches_published unchanged over `quiet` polls `every` seconds apart.
  */
 int nb_wait_settled(struct sluice_client *c, int quiet, double every, struct nb_counters *ret);
+/*
+ * The values of n keys of pipeline name's counters (sluice_stats): ret_values[i] is -1 where
+ * the daemon does not give keys[i].
+ */
+int nb_stats_read(struct sluice_client *c, const char *name, const char *const *keys, size_t n,
+		  int64_t *ret_values);
 /* A broadcast reader of NB_PIPELINE. */
 int nb_attach_name(struct sluice_client *c, struct sluice_reader **ret);
+/* A broadcast reader of pipeline name; on failure the daemon's message is on stderr. */
+int nb_attach_pipeline(struct sluice_client *c, const char *name, struct sluice_reader **ret);
 
 #endif

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,24 +67,35 @@ void nb_sleep_s(double s)
 		;
 }
 
-/* Write the spec over ctr_dir (absolute) to d->spec. */
-static int write_spec(const struct nb_daemon *d, const char *spec_text)
+/* Write text to path. */
+static int write_spec(const char *path, const char *text)
 {
-	FILE *f = fopen(d->spec, "we");
+	FILE *f = fopen(path, "we");
 	int rc = 0;
 
 	if (!f)
 		return -errno;
-	if (fputs(spec_text, f) == EOF)
+	if (fputs(text, f) == EOF)
 		rc = -EIO;
 	if (fclose(f) != 0 && rc == 0)
 		rc = -errno;
 	return rc;
 }
 
+/* Remove the temporary directory: every spec of the config dir, the log, the socket. */
 static void daemon_cleanup(struct nb_daemon *d)
 {
-	unlink(d->spec);
+	DIR *conf = opendir(d->conf);
+	struct dirent *e;
+
+	while (conf && (e = readdir(conf))) {
+		size_t l = strlen(e->d_name);
+
+		if (l > 5 && !strcmp(e->d_name + l - 5, ".json"))
+			unlinkat(dirfd(conf), e->d_name, 0);
+	}
+	if (conf)
+		closedir(conf);
 	rmdir(d->conf);
 	unlink(d->log);
 	unlink(d->sock);
@@ -140,6 +152,24 @@ int nb_daemon_start(struct nb_daemon *d, const char *sluiced, const char *spec_t
 int nb_daemon_start_args(struct nb_daemon *d, const char *sluiced, const char *spec_text,
 			 const char *const *extra, struct sluice_client **ret_client)
 {
+	const struct nb_spec one = { NB_PIPELINE, spec_text };
+
+	return nb_daemon_start_specs(d, sluiced, &one, spec_text ? 1 : 0, extra, ret_client);
+}
+
+/* A pipeline name that is safe as a file name in the config dir. */
+static bool name_ok(const char *name)
+{
+	size_t l = strlen(name);
+
+	return l > 0 && l <= 64 && name[0] != '.' &&
+	       strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+		       l;
+}
+
+int nb_daemon_start_specs(struct nb_daemon *d, const char *sluiced, const struct nb_spec *specs,
+			  size_t n, const char *const *extra, struct sluice_client **ret_client)
+{
 	struct sluice_error err = { 0, "" };
 	const char *argv[32];
 	size_t argc = 0;
@@ -147,6 +177,13 @@ int nb_daemon_start_args(struct nb_daemon *d, const char *sluiced, const char *s
 	int rc, logfd;
 
 	memset(d, 0, sizeof(*d));
+	for (size_t i = 0; i < n; i++) {
+		if (!name_ok(specs[i].name)) {
+			fprintf(stderr, "sluice-bench next: '%s': not a pipeline name for a file\n",
+				specs[i].name);
+			return -EINVAL;
+		}
+	}
 	snprintf(d->dir, sizeof(d->dir), "/tmp/sluice-bench-XXXXXX");
 	if (!mkdtemp(d->dir)) {
 		rc = -errno;
@@ -155,11 +192,21 @@ int nb_daemon_start_args(struct nb_daemon *d, const char *sluiced, const char *s
 	}
 	snprintf(d->sock, sizeof(d->sock), "%s/s.sock", d->dir);
 	snprintf(d->conf, sizeof(d->conf), "%s/conf", d->dir);
-	snprintf(d->spec, sizeof(d->spec), "%s/conf/%s.json", d->dir, NB_PIPELINE);
+	snprintf(d->spec, sizeof(d->spec), "%s/conf/%s.json", d->dir,
+		 n ? specs[0].name : NB_PIPELINE);
 	snprintf(d->log, sizeof(d->log), "%s/sluiced.log", d->dir);
-	rc = mkdir(d->conf, 0700) < 0 ? -errno : spec_text ? write_spec(d, spec_text) : 0;
+	rc = mkdir(d->conf, 0700) < 0 ? -errno : 0;
+	if (rc < 0)
+		fprintf(stderr, "sluice-bench next: mkdir %s: %s\n", d->conf, strerror(-rc));
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char path[sizeof(d->spec)];
+
+		snprintf(path, sizeof(path), "%s/%s.json", d->conf, specs[i].name);
+		rc = write_spec(path, specs[i].text);
+		if (rc < 0)
+			fprintf(stderr, "sluice-bench next: writing %s: %s\n", path, strerror(-rc));
+	}
 	if (rc < 0) {
-		fprintf(stderr, "sluice-bench next: writing %s: %s\n", d->spec, strerror(-rc));
 		daemon_cleanup(d);
 		return rc;
 	}
@@ -185,6 +232,8 @@ int nb_daemon_start_args(struct nb_daemon *d, const char *sluiced, const char *s
 		dup2(logfd, STDOUT_FILENO);
 		dup2(logfd, STDERR_FILENO);
 		argv[argc++] = "sluiced";
+		/* first, so that an extra --config FILE still wins */
+		argv[argc++] = "--no-config";
 		argv[argc++] = "--socket";
 		argv[argc++] = d->sock;
 		argv[argc++] = "--config-dir";
@@ -360,14 +409,39 @@ int nb_wait_settled(struct sluice_client *c, int quiet, double every, struct nb_
 	return rc;
 }
 
+int nb_stats_read(struct sluice_client *c, const char *name, const char *const *keys, size_t n,
+		  int64_t *ret_values)
+{
+	struct sluice_error err = { 0, "" };
+	struct sluice_stats *s = NULL;
+	int rc = sluice_stats(c, name, &s, &err);
+
+	if (rc < 0) {
+		fprintf(stderr, "sluice-bench next: stats %s: %s\n", name, err.msg);
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int64_t v;
+
+		ret_values[i] = sluice_stats_get(s, keys[i], &v) == 0 ? v : -1;
+	}
+	sluice_stats_free(s);
+	return 0;
+}
+
 int nb_attach_name(struct sluice_client *c, struct sluice_reader **ret)
+{
+	return nb_attach_pipeline(c, NB_PIPELINE, ret);
+}
+
+int nb_attach_pipeline(struct sluice_client *c, const char *name, struct sluice_reader **ret)
 {
 	struct sluice_attach_opts ao;
 	struct sluice_error err = { 0, "" };
 	int rc;
 
 	sluice_attach_opts_init(&ao);
-	ao.name = NB_PIPELINE;
+	ao.name = name;
 	ao.mode = SLUICE_MODE_BROADCAST;
 	rc = sluice_attach(c, &ao, ret, &err);
 	if (rc < 0)

@@ -32,6 +32,8 @@ static const struct bench benches[] = {
 	  "JPEG/PNG decodes per CPU-second: full, RandomResizedCrop crops, scaled IDCT" },
 	{ "predict", bench_predict,
 	  "the resource model's predicted rate at more workers, against the measured one" },
+	{ "autotune", bench_autotune,
+	  "sluiced's autotuner against the best fixed prefetch and read buffer; two pipelines" },
 };
 
 static void usage(FILE *f)

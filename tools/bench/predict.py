@@ -40,6 +40,21 @@ def dataset(ctl, root, kind, records):
     return d
 
 
+def spec(name, data):
+    """The endless shuffled spec of PIPELINES[name] over the dataset data (a dict for json)."""
+    _, _, batch, shuffle, feats, steps = PIPELINES[name]
+    s = {"name": "predict-" + name, "type": "independent", "args": {
+        "dataset": {"type": "dir", "args": {"data_dir": data}},
+        "target_batch_size": batch, "drop_remainder": True, "epochs": None,
+        "num_parallel_reads": 8, "num_read_buffer_bytes": 1 << 20, "num_prefetch": 4,
+        "shuffle": True, "num_shuffle_buffer_elements": shuffle,
+        "num_filenames_shuffle_buffer": 8, "num_mix_files": 8, "seed": 7,
+        "primary_features": [{"from_name": f, "to_name": f} for f in feats]}}
+    if steps:
+        s["args"]["processing_steps"] = steps
+    return s
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build-rel"))
@@ -54,20 +69,11 @@ def main():
     os.makedirs(a.data, exist_ok=True)
     args = []
     for name in a.only or ("ctr", "image", "seq", "imagenet"):
-        kind, records, batch, shuffle, feats, steps = PIPELINES[name]
+        kind, records = PIPELINES[name][:2]
         data = dataset(ctl, a.data, kind, records[1] if a.quick else records[0])
-        spec = {"name": "predict-" + name, "type": "independent", "args": {
-            "dataset": {"type": "dir", "args": {"data_dir": data}},
-            "target_batch_size": batch, "drop_remainder": True, "epochs": None,
-            "num_parallel_reads": 8, "num_read_buffer_bytes": 1 << 20, "num_prefetch": 4,
-            "shuffle": True, "num_shuffle_buffer_elements": shuffle,
-            "num_filenames_shuffle_buffer": 8, "num_mix_files": 8, "seed": 7,
-            "primary_features": [{"from_name": f, "to_name": f} for f in feats]}}
-        if steps:
-            spec["args"]["processing_steps"] = steps
         path = os.path.join(a.data, "spec-%s.json" % name)
         with open(path, "w") as f:
-            json.dump(spec, f)
+            json.dump(spec(name, data), f)
         args.append("%s=%s" % (name, path))
     return subprocess.run([bench, "predict", "--seconds", a.seconds, "--repeat", a.repeat] +
                           args).returncode
