@@ -525,7 +525,10 @@ static uint64_t fp_str(uint64_t h, const char *s, size_t n)
 /*
  * What a saved state must match: every spec value that changes which batches come out, the
  * output tensors, and every data file's path, size and mtime. (Not the knobs that change only
- * speed, as DESIGN.md §5 asks of the fingerprint.)
+ * speed, as DESIGN.md §5 asks of the fingerprint.) The interleave cycle enters as p->cycle,
+ * the cycle in effect: num_parallel_reads changes the fingerprint only when it is the cycle
+ * (no cycle_length, no shuffle), and a cycle_length of 3 is the same pipeline as 3 reads
+ * without one.
  */
 static uint64_t plan_fingerprint(const struct pl_plan *p, uint64_t h)
 {
@@ -823,8 +826,7 @@ int pl_plan_create(const struct pl_spec *spec, const struct io_creds *creds,
 		pl_plan_destroy(plan);
 		return r;
 	}
-	plan->cycle =
-		(unsigned)(spec->shuffle ? spec->num_mix_files : pl_spec_parallel_reads(spec));
+	plan->cycle = (unsigned)pl_spec_cycle(spec);
 	if (plan->cycle < 1)
 		plan->cycle = 1;
 	int64_t rb = pl_spec_read_buffer_bytes(spec);
