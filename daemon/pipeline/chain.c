@@ -368,6 +368,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.engine = c->o.engine,
 		.direct = c->o.direct,
 		.chunk_len = plan->read_chunk,
+		.queue_depth = plan->read_depth,
 		/* sequence loaders keep records in their window generators: always copied */
 		.pin = cfg->type == PL_LOADER_INDEPENDENT,
 		.idle = c->o.idle,
