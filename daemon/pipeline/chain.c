@@ -370,6 +370,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.direct = c->o.direct,
 		.chunk_len = plan->read_chunk,
 		.chunk_live = &c->read_chunk,
+		.queue_depth = plan->read_depth,
 		/* sequence loaders keep records in their window generators: always copied */
 		.pin = cfg->type == PL_LOADER_INDEPENDENT,
 		.idle = c->o.idle,

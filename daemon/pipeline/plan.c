@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ipc/batch.h"
+#include "read.h"
 #include "rng.h"
 
 _Static_assert((int)MANIFEST_DTYPE_INT8 == IPC_DTYPE_INT8 &&
@@ -525,7 +526,10 @@ static uint64_t fp_str(uint64_t h, const char *s, size_t n)
 /*
  * What a saved state must match: every spec value that changes which batches come out, the
  * output tensors, and every data file's path, size and mtime. (Not the knobs that change only
- * speed, as DESIGN.md §5 asks of the fingerprint.)
+ * speed, as DESIGN.md §5 asks of the fingerprint.) The interleave cycle enters as p->cycle,
+ * the cycle in effect: num_parallel_reads changes the fingerprint only when it is the cycle
+ * (no cycle_length, no shuffle), and a cycle_length of 3 is the same pipeline as 3 reads
+ * without one.
  */
 static uint64_t plan_fingerprint(const struct pl_plan *p, uint64_t h)
 {
@@ -570,6 +574,26 @@ static uint64_t plan_fingerprint(const struct pl_plan *p, uint64_t h)
 		h = fp_mix(h, (uint64_t)f->mtime_ns);
 	}
 	return h;
+}
+
+/*
+ * Reads in flight per slot. Without cycle_length, num_parallel_reads is the cycle and each
+ * slot keeps PL_READ_QUEUE_DEPTH reads in flight, as before the key. With it, the cycle is
+ * fixed and num_parallel_reads is a budget of reads in flight shared by the cycle's slots:
+ * ceil(reads / cycle) each, within 1 .. PL_READ_MAX_QUEUE_DEPTH ("auto": the default per
+ * slot). It changes no batch, so it is not in the fingerprint.
+ */
+static unsigned read_depth(const struct pl_spec *spec, unsigned cycle)
+{
+	if (spec->shuffle || spec->cycle_length == PL_CYCLE_UNSET ||
+	    spec->num_parallel_reads == PL_AUTO)
+		return PL_READ_QUEUE_DEPTH;
+	uint64_t d = ((uint64_t)spec->num_parallel_reads + cycle - 1) / cycle;
+	if (d < 1)
+		d = 1;
+	if (d > PL_READ_MAX_QUEUE_DEPTH)
+		d = PL_READ_MAX_QUEUE_DEPTH;
+	return (unsigned)d;
 }
 
 static int make_schema(const char **names, size_t n, struct pbex_schema **ret)
@@ -823,10 +847,10 @@ int pl_plan_create(const struct pl_spec *spec, const struct io_creds *creds,
 		pl_plan_destroy(plan);
 		return r;
 	}
-	plan->cycle =
-		(unsigned)(spec->shuffle ? spec->num_mix_files : pl_spec_parallel_reads(spec));
+	plan->cycle = (unsigned)pl_spec_cycle(spec);
 	if (plan->cycle < 1)
 		plan->cycle = 1;
+	plan->read_depth = read_depth(spec, plan->cycle);
 	int64_t rb = pl_spec_read_buffer_bytes(spec);
 	if (rb < 65536)
 		rb = 65536; /* 0 ("no buffering") still reads in 64 KiB pieces */

@@ -133,10 +133,12 @@ struct pl_plan {
 	uint64_t fingerprint2; /* with it, the 128-bit identity of pl_pipeline_fingerprint() */
 
 	/* resolved knobs */
-	unsigned cycle;	   /* interleave cycle length */
+	unsigned cycle;	   /* interleave cycle length (pl_spec_cycle) */
 	size_t read_chunk; /* iox chunk length */
 	unsigned prefetch; /* batches ahead, >= 1 */
 	unsigned parses;   /* workers for a pool of the pipeline's own */
+	/* reads in flight per slot of the cycle (pl_read_opts.queue_depth; plan.c, read_depth) */
+	unsigned read_depth;
 
 	/* whose rights read the dataset (its manifest, list file, directories and files):
 	   &own_creds, or NULL (the process's) */

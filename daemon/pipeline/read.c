@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PL_READ_QUEUE_DEPTH 4
-#define PL_READ_POLL_MS	    100
+#define PL_READ_POLL_MS 100
 
 /*
  * An iox shared by a reader and the chunks still pinned by records. A reader that abandons a
@@ -32,9 +31,16 @@ struct read_buf {
 struct pl_read {
 	struct pl_read_opts o;
 	struct pl_ioxref *ix;
+	unsigned depth;	    /* reads in flight */
 	uint64_t chunk_seq; /* chunks taken so far */
 	size_t chunk_len;   /* the read size of ix */
 };
+
+/* The buffers of a reader's iox: reads in flight, the chunk being framed, the pinned ones. */
+static unsigned read_buffers(const struct pl_read *rd)
+{
+	return rd->depth + 1 + PL_PIN_CHUNKS;
+}
 
 static void ioxref_put(struct pl_ioxref *ix)
 {
@@ -61,7 +67,10 @@ int pl_read_create(const struct pl_read_opts *opts, struct pl_read **ret)
 	if (!rd)
 		return -ENOMEM;
 	rd->o = *opts;
-	rd->o.st->capacity += PL_READ_QUEUE_DEPTH + 1 + PL_PIN_CHUNKS;
+	rd->depth = opts->queue_depth ? opts->queue_depth : PL_READ_QUEUE_DEPTH;
+	if (rd->depth > PL_READ_MAX_QUEUE_DEPTH)
+		rd->depth = PL_READ_MAX_QUEUE_DEPTH;
+	rd->o.st->capacity += read_buffers(rd);
 	*ret = rd;
 	return 0;
 }
@@ -80,7 +89,7 @@ void pl_read_destroy(struct pl_read *rd)
 	if (!rd)
 		return;
 	pl_read_abandon(rd); /* the iox goes with its last pinned buffer */
-	rd->o.st->capacity -= PL_READ_QUEUE_DEPTH + 1 + PL_PIN_CHUNKS;
+	rd->o.st->capacity -= read_buffers(rd);
 	free(rd);
 }
 
@@ -89,11 +98,10 @@ static int make_iox(struct pl_read *rd, struct io_error *err)
 	struct iox_opts o;
 	iox_opts_init(&o);
 	o.engine = rd->o.engine;
-	o.queue_depth = PL_READ_QUEUE_DEPTH;
+	o.queue_depth = rd->depth;
 	o.max_open_files = 1;
 	o.chunk_len = rd->chunk_len;
-	/* reads in flight, the chunk being framed, and the pinned ones */
-	o.num_buffers = PL_READ_QUEUE_DEPTH + 1 + PL_PIN_CHUNKS;
+	o.num_buffers = read_buffers(rd);
 	o.pread_threads = 1;
 	o.direct = rd->o.direct;
 	o.creds = rd->o.creds;

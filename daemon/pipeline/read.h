@@ -15,6 +15,9 @@
 
 /* Read buffers a reader may keep pinned by records beyond the one being framed. */
 #define PL_PIN_CHUNKS 16
+/* Reads in flight per reader: the default (struct pl_read_opts.queue_depth 0), the most. */
+#define PL_READ_QUEUE_DEPTH	4
+#define PL_READ_MAX_QUEUE_DEPTH 16
 
 /* What every reader of a pipeline adds to (beside its struct pl_stage_stats). */
 struct pl_read_totals {
@@ -32,6 +35,11 @@ struct pl_read_opts {
 	/* where a tuner sets the read size of the next file opened (NULL: chunk_len, fixed) */
 	const _Atomic size_t *chunk_live;
 	bool pin; /* records may point into the chunks (else the framer copies them) */
+	/*
+	 * Reads in flight, 1 .. PL_READ_MAX_QUEUE_DEPTH; 0: PL_READ_QUEUE_DEPTH. The reader holds
+	 * that many buffers + 1 (being framed) + PL_PIN_CHUNKS, and counts them in st->capacity.
+	 */
+	unsigned queue_depth;
 	/*
 	 * Before blocking for a chunk, idle(ctx) is called while it returns > 0 (it did some
 	 * work), the reads polled between calls. NULL: none.

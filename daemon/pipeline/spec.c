@@ -203,6 +203,7 @@ enum arg_key {
 	A_DROP_REMAINDER,
 	A_EPOCHS,
 	A_NUM_PARALLEL_READS,
+	A_CYCLE_LENGTH,
 	A_NUM_PARALLEL_PARSES,
 	A_NUM_READ_BUFFER_BYTES,
 	A_NUM_PREFETCH,
@@ -242,6 +243,7 @@ static const struct {
 	[A_DROP_REMAINDER] = { "drop_remainder", L_ALL, true },
 	[A_EPOCHS] = { "epochs", L_ALL, true },
 	[A_NUM_PARALLEL_READS] = { "num_parallel_reads", L_ALL, false },
+	[A_CYCLE_LENGTH] = { "cycle_length", L_ALL, false },
 	[A_NUM_PARALLEL_PARSES] = { "num_parallel_parses", L_ALL, false },
 	[A_NUM_READ_BUFFER_BYTES] = { "num_read_buffer_bytes", L_ALL, true },
 	[A_NUM_PREFETCH] = { "num_prefetch", L_ALL, true },
@@ -366,6 +368,15 @@ static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *
 		return pl_spec_get_int(c, v, path, 1, INT64_MAX, ALLOW_NULL, &s->epochs);
 	case A_NUM_PARALLEL_READS:
 		return pl_spec_get_int(c, v, path, 1, 1024, ALLOW_AUTO, &s->num_parallel_reads);
+	case A_CYCLE_LENGTH:
+		/* no "auto": the cycle fixes the order, so no tuner may pick it */
+		if (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0)
+			return jsonmsg_fail(c, path,
+					    "expected an integer from 1 to 1024, got \"auto\" (the "
+					    "cycle fixes the order of the elements; \"auto\" is "
+					    "for "
+					    "num_parallel_reads, the reads in flight)");
+		return pl_spec_get_int(c, v, path, 1, 1024, 0, &s->cycle_length);
 	case A_NUM_PARALLEL_PARSES:
 		return pl_spec_get_int(c, v, path, 1, 1024, ALLOW_AUTO, &s->num_parallel_parses);
 	case A_NUM_READ_BUFFER_BYTES:
@@ -440,6 +451,10 @@ static int check_rules(const struct jsonmsg_ctx *c, const json_t *args, struct p
 		if (arg_keys[i].required && (arg_keys[i].loaders & (1u << s->type)) &&
 		    !json_object_get(args, arg_keys[i].name))
 			return jsonmsg_missing(c, "args", arg_keys[i].name, "");
+	if (s->shuffle && s->cycle_length != PL_CYCLE_UNSET)
+		return jsonmsg_fail(c, "args.cycle_length",
+				    "not allowed when shuffle is true: the interleave cycle is "
+				    "then num_mix_files (use num_mix_files instead)");
 	for (i = 0; i < ARRAY_LEN(shuffle_knobs); i++) {
 		if (s->shuffle && !json_object_get(args, arg_keys[shuffle_knobs[i]].name))
 			return jsonmsg_missing(c, "args", arg_keys[shuffle_knobs[i]].name,
@@ -610,6 +625,7 @@ static struct pl_spec *spec_new(void)
 		return NULL;
 	s->epochs = PL_NULL;
 	s->num_parallel_reads = 1;
+	s->cycle_length = PL_CYCLE_UNSET;
 	s->num_parallel_parses = 1;
 	s->num_shuffle_buffer_elements = 1;
 	s->num_filenames_shuffle_buffer = 1;
@@ -752,6 +768,15 @@ void pl_spec_destroy(struct pl_spec *s)
 int64_t pl_spec_parallel_reads(const struct pl_spec *s)
 {
 	return s->num_parallel_reads == PL_AUTO ? 4 : s->num_parallel_reads;
+}
+
+int64_t pl_spec_cycle(const struct pl_spec *s)
+{
+	if (s->shuffle)
+		return s->num_mix_files;
+	if (s->cycle_length != PL_CYCLE_UNSET)
+		return s->cycle_length;
+	return pl_spec_parallel_reads(s);
 }
 
 int64_t pl_spec_parallel_parses(const struct pl_spec *s)

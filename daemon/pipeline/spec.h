@@ -28,6 +28,9 @@
 #define PL_NULL	    (-1) /* "epochs": null, "stride": null */
 #define PL_MAX_RANK 8	 /* of a batch tensor, the batch dimension included */
 
+/* "cycle_length" not given: num_parallel_reads is the cycle (pl_spec_cycle). */
+#define PL_CYCLE_UNSET 0
+
 enum pl_loader_type {
 	PL_LOADER_INDEPENDENT,
 	PL_LOADER_CONTINUOUS_SEQUENCE,
@@ -214,6 +217,7 @@ struct pl_spec {
 	bool drop_remainder;
 	int64_t epochs;				    /* >= 1, or PL_NULL (forever) */
 	int64_t num_parallel_reads;		    /* >= 1 or PL_AUTO; default 1 */
+	int64_t cycle_length;			    /* 1 .. 1024, or PL_CYCLE_UNSET */
 	int64_t num_parallel_parses;		    /* >= 1 or PL_AUTO; default 1 */
 	int64_t num_read_buffer_bytes;		    /* >= 0 or PL_AUTO */
 	int64_t num_prefetch;			    /* >= 0 or PL_AUTO */
@@ -283,5 +287,12 @@ int64_t pl_spec_parallel_reads(const struct pl_spec *s);
 int64_t pl_spec_parallel_parses(const struct pl_spec *s);
 int64_t pl_spec_prefetch(const struct pl_spec *s);
 int64_t pl_spec_read_buffer_bytes(const struct pl_spec *s);
+/*
+ * The interleave cycle length (docs/pipeline-semantics.md, "Interleave"): num_mix_files when
+ * shuffle is true (cycle_length is then refused); else cycle_length when given, and then
+ * num_parallel_reads is only the reads in flight shared by the cycle's slots (it changes no
+ * batch); else num_parallel_reads ("auto": 4), as before cycle_length existed.
+ */
+int64_t pl_spec_cycle(const struct pl_spec *s);
 
 #endif

@@ -110,9 +110,20 @@ class Spec:
         self.drop_remainder = a.get("drop_remainder", False)
         self.epochs = a.get("epochs", 1)
         self.shuffle = a.get("shuffle", False)
+        # the interleave cycle: num_mix_files when shuffling (cycle_length is refused then),
+        # else cycle_length when given (num_parallel_reads then changes no batch), else
+        # num_parallel_reads ("auto": 4)
         reads = a.get("num_parallel_reads", 1)
-        self.cycle = (a.get("num_mix_files", 1) if self.shuffle else
-                      (4 if reads == "auto" else reads))
+        if self.shuffle:
+            if "cycle_length" in a:
+                raise PipelineError("args.cycle_length: not allowed when shuffle is true: the "
+                                    "interleave cycle is then num_mix_files (use num_mix_files "
+                                    "instead)")
+            self.cycle = a.get("num_mix_files", 1)
+        elif "cycle_length" in a:
+            self.cycle = a["cycle_length"]
+        else:
+            self.cycle = 4 if reads == "auto" else reads
         self.shuffle_elems = a.get("num_shuffle_buffer_elements", 1)
         self.shuffle_files = a.get("num_filenames_shuffle_buffer", 1)
         self.seed = a.get("seed", 0)

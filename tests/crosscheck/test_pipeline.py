@@ -519,6 +519,21 @@ def model_checks(ds):
     ids = ids_per_epoch(b)[0]
     check(ids[:4] == [0, 17, 1, 18] and sorted(ids) == all_ids,
           "model: interleave of a and b, cycle 2")
+    # cycle_length fixes the cycle; num_parallel_reads then changes nothing
+    b = plref.batches(spec(ds["main"], ["id"], cycle_length=2, num_parallel_reads=5))
+    check(ids_per_epoch(b)[0] == ids, "model: cycle_length 2 with 5 reads = 2 reads")
+    by_reads = [ids_per_epoch(plref.batches(spec(ds["main"], ["id"], cycle_length=3,
+                                                 num_parallel_reads=r)))[0]
+                for r in (1, 8, "auto")]
+    three = ids_per_epoch(plref.batches(spec(ds["main"], ["id"], num_parallel_reads=3)))[0]
+    check(all(x == three for x in by_reads) and three[:3] == [0, 17, 22],
+          "model: cycle_length 3 with 1, 8, auto reads = 3 reads (a, b, c... interleaved)")
+    try:
+        plref.batches(spec(ds["main"], ["id"], shuffle=True, cycle_length=2))
+        check(False, "model: cycle_length with shuffle raises")
+    except plref.PipelineError as e:
+        check("args.cycle_length" in str(e) and "num_mix_files" in str(e),
+              "model: cycle_length with shuffle names args.cycle_length and num_mix_files")
     for size in (1, 7, 1000):
         s = spec(ds["main"], ["id"], shuffle=True, epochs=3, num_shuffle_buffer_elements=size,
                  num_mix_files=3, seed=11)
@@ -662,6 +677,58 @@ def test_cases(tmp, ds):
                                   const("vmask", "vec", "vec", 2.5)],
               processing_steps=[slice_step("vec", "[:, 1]"), slice_step("word", "[1:]"),
                                 slice_step("vmask", "[::2]")]))
+
+
+def test_cycle_length(tmp, ds):
+    """cycle_length (issue 20) fixes the interleave cycle; num_parallel_reads is then only the
+    reads in flight per slot: sluicectl against the model for several of each, the same batches
+    for any num_parallel_reads, and num_parallel_reads N without cycle_length is cycle N."""
+    main = ds["main"]
+    f = ["id", "tags", "f32"]
+    runs = {}
+    for name, args in [("cycle_length 3, num_parallel_reads 1", {"num_parallel_reads": 1}),
+                       ("cycle_length 3, num_parallel_reads 8", {"num_parallel_reads": 8}),
+                       ("cycle_length 3, num_parallel_reads auto",
+                        {"num_parallel_reads": "auto"}),
+                       ("cycle_length 3, num_parallel_reads 1024",
+                        {"num_parallel_reads": 1024}),
+                       ("cycle_length 3, default num_parallel_reads", {})]:
+        r = case(tmp, name, spec(main, f, cycle_length=3, epochs=2, target_batch_size=5, **args))
+        runs[name] = r[1] if r else None
+    r = case(tmp, "num_parallel_reads 3 (no cycle_length)",
+             spec(main, f, num_parallel_reads=3, epochs=2, target_batch_size=5))
+    three = r[1] if r else None
+    if not MODEL_ONLY:
+        check(three is not None and all(g == three for g in runs.values()),
+              "cycle_length 3 with 1, 8, auto, 1024 reads and num_parallel_reads 3: "
+              "identical output")
+    case(tmp, "cycle_length 1, num_parallel_reads 4 (file order)",
+         spec(main, ["id", "name"], cycle_length=1, num_parallel_reads=4))
+    case(tmp, "cycle_length 6 (every file), num_parallel_reads 2",
+         spec(main, ["id", "name"], cycle_length=6, num_parallel_reads=2, target_batch_size=3))
+    case(tmp, "cycle_length 9 (more slots than files), num_parallel_reads 20",
+         spec(main, ["id"], cycle_length=9, num_parallel_reads=20))
+    case(tmp, "cycle_length 2, zlib, num_parallel_reads 1",
+         spec(ds["zlib"], ["id", "f32", "name"], cycle_length=2, num_parallel_reads=1))
+    case(tmp, "cycle_length 2, shard 0 of 2", spec(main, ["id"], cycle_length=2,
+                                                   num_parallel_reads=7,
+                                                   shard={"index": 0, "count": 2}))
+    case(tmp, "continuous_sequence, cycle_length 2, num_parallel_reads 8",
+         spec(ds["seq"], ["tok", "word"], "continuous_sequence", target_batch_size=3,
+              min_window=2, max_window=3, cycle_length=2, num_parallel_reads=8),
+         seq_loader=True)
+    if MODEL_ONLY:
+        return
+    # spec errors name args.cycle_length
+    for what, args, want in [
+            ("with shuffle true", {"shuffle": True, "cycle_length": 2}, "use num_mix_files"),
+            ("0", {"cycle_length": 0}, "expected an integer from 1 to 1024, got 0"),
+            ("1025", {"cycle_length": 1025}, "got 1025"),
+            ("auto", {"cycle_length": "auto"}, 'got "auto"'),
+            ("a string", {"cycle_length": "3"}, 'got "3"')]:
+        rc, got, err = run_cli(tmp, spec(main, ["id"], **args))
+        check(rc != 0 and not got and "args.cycle_length: " in err and want in err,
+              "cycle_length %s: refused, naming args.cycle_length (%s)" % (what, brief(err)))
 
 
 def test_seed_and_threads(tmp, ds):
@@ -892,6 +959,7 @@ def main():
         model_checks(ds)
         try:
             test_cases(tmp, ds)
+            test_cycle_length(tmp, ds)
             test_sequences(tmp, ds)
             if not MODEL_ONLY:
                 test_sequence_checkpoints(tmp, ds)

@@ -73,6 +73,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(knob_ok(s->num_interleave_out_buffer_elements, 1, 1 << 20));
 	CHECK(knob_ok(s->num_interleave_in_buffer_elements, 1, 1 << 20));
 	CHECK(pl_spec_parallel_reads(s) >= 1 && pl_spec_parallel_parses(s) >= 1);
+	CHECK(s->cycle_length == PL_CYCLE_UNSET ||
+	      (!s->shuffle && s->cycle_length >= 1 && s->cycle_length <= 1024));
+	CHECK(pl_spec_cycle(s) >= 1 && pl_spec_cycle(s) <= 1024);
 	CHECK(pl_spec_prefetch(s) >= 0 && pl_spec_read_buffer_bytes(s) >= 0);
 	if (s->shuffle)
 		CHECK(s->num_shuffle_buffer_elements >= 1 && s->num_filenames_shuffle_buffer >= 1 &&

@@ -321,6 +321,21 @@ def test_register(daemon, tmp_path):
         assert sum(b["rows"] for b in read_all(r)) == RECORDS
 
 
+def test_register_shares_by_cycle(daemon):
+    # issue 20: with cycle_length given, num_parallel_reads changes no batch, so specs that
+    # differ only in it are one pipeline (named after its fingerprint); another cycle is not
+    def name(**args):
+        return sluice.register(image_spec(daemon.data, epochs=1, seed=46, **args),
+                               socket=daemon.sock)
+    one = name(cycle_length=2, num_parallel_reads=1)
+    assert one
+    assert name(cycle_length=2, num_parallel_reads=8) == one
+    assert name(cycle_length=2, num_parallel_reads="auto") == one
+    assert name(num_parallel_reads=2) == one  # the cycle before the key: the same batches
+    assert name(cycle_length=3, num_parallel_reads=8) != one
+    assert name(num_parallel_reads=8) != one
+
+
 def test_errors_carry_errno_and_message(daemon, tmp_path):
     with pytest.raises(sluice.SluiceError) as e:
         sluice.attach("no-such-pipeline", socket=daemon.sock)

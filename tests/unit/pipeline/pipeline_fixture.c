@@ -178,7 +178,7 @@ struct spec_args spec_default(void)
 
 struct pl_spec *make_spec(const struct spec_args *a)
 {
-	char json[4096], shuffle[256] = "", shard[128] = "";
+	char json[4096], shuffle[256] = "", shard[128] = "", reads[96];
 	struct pl_spec *spec = NULL;
 	struct io_error err = { { 0 } };
 	int n;
@@ -190,19 +190,26 @@ struct pl_spec *make_spec(const struct spec_args *a)
 			 a->shuffle_elems ? a->shuffle_elems : 100);
 	if (a->shard)
 		snprintf(shard, sizeof(shard), "\"shard\": %s, ", a->shard);
+	if (a->reads < 0)
+		snprintf(reads, sizeof(reads), "\"auto\"");
+	else
+		snprintf(reads, sizeof(reads), "%d", a->reads);
+	if (a->cycle_length)
+		snprintf(reads + strlen(reads), sizeof(reads) - strlen(reads),
+			 ", \"cycle_length\": %d", a->cycle_length);
 	n = snprintf(json, sizeof(json),
 		     "{\"type\": \"independent\", \"args\": {"
 		     "\"dataset\": {\"type\": \"dir\", \"args\": {\"data_dir\": \"%s\"}}, "
 		     "\"target_batch_size\": %d, \"drop_remainder\": %s, \"epochs\": %s, "
 		     "\"num_read_buffer_bytes\": %ld, \"num_prefetch\": %d, "
-		     "\"num_parallel_parses\": %d, \"num_parallel_reads\": %d, %s%s"
+		     "\"num_parallel_parses\": %d, \"num_parallel_reads\": %s, %s%s"
 		     "\"sloppy_interleave\": %s, "
 		     "\"seed\": %llu, \"on_corrupt\": \"%s\", \"primary_features\": ["
 		     "{\"from_name\": \"%s\", \"to_name\": \"id\"}, "
 		     "{\"from_name\": \"vec\", \"to_name\": \"vec\"}%s]}}",
 		     a->dir, a->batch, a->drop_remainder ? "true" : "false", a->epochs,
-		     a->read_bytes ? a->read_bytes : 4096L, a->prefetch, a->parses, a->reads,
-		     shuffle, shard, a->sloppy ? "true" : "false", (unsigned long long)a->seed,
+		     a->read_bytes ? a->read_bytes : 4096L, a->prefetch, a->parses, reads, shuffle,
+		     shard, a->sloppy ? "true" : "false", (unsigned long long)a->seed,
 		     a->on_corrupt, a->id_from,
 		     a->no_tag ? "" : ", {\"from_name\": \"tag\", \"to_name\": \"tag\"}");
 	assert_true(n > 0 && (size_t)n < sizeof(json));

@@ -68,7 +68,8 @@ struct spec_args {
 	const char *epochs; /* JSON: "2", "null" */
 	int prefetch;
 	int parses;
-	int reads;
+	int reads;	  /* num_parallel_reads (-1: "auto") */
+	int cycle_length; /* 0: not given */
 	bool shuffle;
 	uint64_t seed;
 	const char *on_corrupt;

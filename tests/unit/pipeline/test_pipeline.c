@@ -212,6 +212,40 @@ static void test_stream_sloppy(void **state)
 	}
 }
 
+/*
+ * cycle_length fixes the interleave cycle; num_parallel_reads is then only the reads in flight
+ * per slot (1, 1, 3, 16 and 4 here): byte-identical batches, the same as num_parallel_reads 3
+ * without cycle_length (today's rule), and another cycle_length gives another order.
+ */
+static void test_cycle_length(void **state)
+{
+	struct spec_args a = spec_default();
+	a.epochs = "2";
+	a.batch = 37;
+	a.reads = 3;
+	struct stream *ref = run_all(&a, NULL, true);
+	assert_permutation(ref->ids, N_RECS, NULL, 0);
+	/* three files interleaved: the second row is the second file's first record */
+	assert_int_equal(ref->ids[1], rec_id(1, 0));
+
+	const int reads[] = { 1, 2, 8, 64, -1 /* "auto" */ };
+	a.cycle_length = 3;
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+		a.reads = reads[i];
+		struct stream *s = run_all(&a, NULL, true);
+		assert_same_batches(ref, 0, s);
+		stream_free(s);
+	}
+
+	a.cycle_length = 2;
+	a.reads = 3;
+	struct stream *s = run_all(&a, NULL, false);
+	assert_permutation(s->ids, N_RECS, NULL, 0);
+	assert_int_equal(s->ids[2], rec_id(0, 1)); /* a, b, a: a cycle of two */
+	stream_free(s);
+	stream_free(ref);
+}
+
 /* epochs null and no batch in an epoch: an error, not an endless loop. */
 static void test_stream_endless_empty_epoch(void **state)
 {
@@ -335,6 +369,7 @@ int main(void)
 		cmocka_unit_test(test_stream_file_order),
 		cmocka_unit_test(test_stream_exact_batches),
 		cmocka_unit_test(test_stream_sloppy),
+		cmocka_unit_test(test_cycle_length),
 		cmocka_unit_test(test_stream_endless_empty_epoch),
 		cmocka_unit_test(test_parallelism_identical),
 		cmocka_unit_test(test_shard),

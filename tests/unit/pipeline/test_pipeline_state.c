@@ -186,6 +186,128 @@ static void test_restore_refused_other_files(void **state)
 	assert_int_equal(create_rc(&a, &o, &err), -EBADMSG);
 }
 
+/* ---- fingerprints ---- */
+
+/* pl_spec_fingerprint of spec args a. */
+static void fp_of(const struct spec_args *a, uint8_t ret[16])
+{
+	struct pl_spec *spec = make_spec(a);
+	struct io_error err = { { 0 } };
+	if (pl_spec_fingerprint(spec, NULL, ret, &err) != 0)
+		fail_msg("fingerprint: %s", err.msg);
+	pl_spec_destroy(spec);
+}
+
+#define FP_EQUAL(x, y)	   assert_memory_equal(x, y, 16)
+#define FP_NOT_EQUAL(x, y) assert_memory_not_equal(x, y, 16)
+
+/*
+ * The fingerprint holds the interleave cycle in effect and no knob of speed: num_parallel_reads
+ * counts only while it is the cycle (no cycle_length, no shuffle). Two specs that differ only
+ * in num_parallel_reads under one cycle_length are one pipeline (sluiced shares it), and so is
+ * cycle_length N with num_parallel_reads N without it (the same batches).
+ */
+static void test_fingerprint_cycle(void **state)
+{
+	struct spec_args a = spec_default();
+	uint8_t r1[16], r2[16], r3[16], r4[16], rauto[16], x[16];
+
+	/* without cycle_length: num_parallel_reads is the cycle ("auto": 4) */
+	a.reads = 1;
+	fp_of(&a, r1);
+	a.reads = 2;
+	fp_of(&a, r2);
+	a.reads = 3;
+	fp_of(&a, r3);
+	a.reads = 4;
+	fp_of(&a, r4);
+	a.reads = -1;
+	fp_of(&a, rauto);
+	FP_NOT_EQUAL(r1, r2);
+	FP_NOT_EQUAL(r2, r3);
+	FP_NOT_EQUAL(r3, r4);
+	FP_EQUAL(r4, rauto);
+	a.reads = 3;
+	a.parses = 4; /* speed only */
+	a.prefetch = 7;
+	fp_of(&a, x);
+	FP_EQUAL(x, r3);
+
+	/* with it: the cycle, whatever the reads in flight */
+	a = spec_default();
+	a.cycle_length = 3;
+	const int reads[] = { 1, 2, 3, 8, 1024, -1 };
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+		a.reads = reads[i];
+		fp_of(&a, x);
+		FP_EQUAL(x, r3);
+	}
+	a.cycle_length = 2;
+	a.reads = 3;
+	fp_of(&a, x);
+	FP_EQUAL(x, r2);
+	a.cycle_length = 1;
+	a.reads = 8;
+	fp_of(&a, x);
+	FP_EQUAL(x, r1);
+
+	/* shuffled: num_mix_files is the cycle, num_parallel_reads never counts */
+	a = spec_default();
+	a.shuffle = true;
+	a.reads = 1;
+	fp_of(&a, r1);
+	a.reads = 8;
+	fp_of(&a, x);
+	FP_EQUAL(x, r1);
+
+	/* a running pipeline has its spec's fingerprint */
+	a = spec_default();
+	a.cycle_length = 3;
+	a.reads = 8;
+	struct pl_pipeline *p = create(&a, NULL);
+	pl_pipeline_fingerprint(p, x);
+	pl_pipeline_destroy(p);
+	FP_EQUAL(x, r3);
+}
+
+/* A state saved under one cycle_length resumes with other reads in flight, not another cycle. */
+static void test_restore_cycle_length(void **state)
+{
+	struct spec_args a = spec_default();
+	struct pl_pipeline_opts o;
+	struct io_error err = { { 0 } };
+	uint8_t blob[PL_STATE_MAX];
+
+	a.batch = 30;
+	a.cycle_length = 3;
+	a.reads = 1;
+	struct stream *ref = run_all(&a, NULL, true);
+	struct pl_pipeline *p = create(&a, NULL);
+	struct stream *s = stream_new();
+	drain(p, s, 5, false);
+	int len = pl_pipeline_save(p, blob, sizeof(blob));
+	assert_true(len > 0);
+	pl_pipeline_destroy(p);
+	stream_free(s);
+
+	pl_pipeline_opts_init(&o);
+	o.state = blob;
+	o.state_len = (size_t)len;
+	a.reads = 8;
+	p = create(&a, &o);
+	s = stream_new();
+	drain(p, s, 0, true);
+	pl_pipeline_destroy(p);
+	assert_stream_ok(s);
+	assert_same_batches(ref, 5, s);
+	stream_free(s);
+	stream_free(ref);
+
+	a.cycle_length = 2;
+	assert_int_equal(create_rc(&a, &o, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "state"));
+}
+
 /* ---- on_corrupt ---- */
 
 /* A copy of the main dataset in a new directory, the record (file, index) spoiled. */
@@ -421,6 +543,8 @@ int main(void)
 		cmocka_unit_test(test_save_restore),
 		cmocka_unit_test(test_restore_refused),
 		cmocka_unit_test(test_restore_refused_other_files),
+		cmocka_unit_test(test_fingerprint_cycle),
+		cmocka_unit_test(test_restore_cycle_length),
 		cmocka_unit_test(test_corrupt_data_crc),
 		cmocka_unit_test(test_corrupt_truncated_file),
 		cmocka_unit_test(test_corrupt_missing_feature),

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "daemon/pipeline/read.h"
 #include "daemon/pipeline/spec.h"
 #include "tests/unit/pipeline/pipeline_fixture.h"
 
@@ -183,12 +184,55 @@ static void test_stats_dropped_record(void **state)
 	stream_free(s);
 }
 
+/*
+ * The read stage's capacity is every slot's buffers: its reads in flight + 1 + PL_PIN_CHUNKS.
+ * Without cycle_length, 4 reads in flight per slot of num_parallel_reads slots (as before the
+ * key); with it, num_parallel_reads shared by the cycle's slots, ceil(reads / cycle) each
+ * within 1 .. 16, and "auto" 4 each.
+ */
+static void test_stats_read_depth(void **state)
+{
+	(void)state;
+	const struct {
+		int reads, cycle_length;
+		bool shuffle;
+		uint64_t slots, depth;
+	} cases[] = {
+		{ 1, 0, false, 1, 4 },	 { 2, 0, false, 2, 4 },	    { -1, 0, false, 4, 4 },
+		{ 1, 0, true, 2, 4 },	 { 8, 0, true, 2, 4 },	    { 1, 2, false, 2, 1 },
+		{ 2, 2, false, 2, 1 },	 { 3, 2, false, 2, 2 },	    { 8, 2, false, 2, 4 },
+		{ 64, 2, false, 2, 16 }, { 1024, 3, false, 3, 16 }, { -1, 2, false, 2, 4 },
+		{ 5, 4, false, 4, 2 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct spec_args a = spec_default();
+		a.reads = cases[i].reads;
+		a.cycle_length = cases[i].cycle_length;
+		a.shuffle = cases[i].shuffle; /* num_mix_files 2 */
+		struct pl_stats st;
+		struct stream *s;
+		stats_of(&a, &st, &s);
+		assert_int_equal(s->n_ids, N_RECS);
+		assert_int_equal(st.stages[PL_STAGE_INTERLEAVE].capacity, cases[i].slots);
+		uint64_t want = cases[i].slots * (cases[i].depth + 1 + PL_PIN_CHUNKS);
+		if (st.stages[PL_STAGE_READ].capacity != want)
+			fail_msg("reads %d, cycle_length %d, shuffle %d: read capacity %llu, "
+				 "expected %llu (%llu slots of %llu reads in flight)",
+				 cases[i].reads, cases[i].cycle_length, cases[i].shuffle,
+				 (unsigned long long)st.stages[PL_STAGE_READ].capacity,
+				 (unsigned long long)want, (unsigned long long)cases[i].slots,
+				 (unsigned long long)cases[i].depth);
+		stream_free(s);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stats_stages),
 		cmocka_unit_test(test_stats_epochs),
 		cmocka_unit_test(test_stats_dropped_record),
+		cmocka_unit_test(test_stats_read_depth),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

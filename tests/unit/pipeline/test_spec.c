@@ -73,6 +73,8 @@ static void test_full_independent(void **state)
 	assert_int_equal(s->num_shuffle_buffer_elements, 1000);
 	assert_int_equal(s->num_filenames_shuffle_buffer, 64);
 	assert_int_equal(s->num_mix_files, 16);
+	assert_int_equal(s->cycle_length, PL_CYCLE_UNSET);
+	assert_int_equal(pl_spec_cycle(s), 16); /* shuffled: num_mix_files */
 	assert_true(s->sloppy_interleave);
 	assert_int_equal(s->num_interleave_out_buffer_elements, PL_AUTO);
 	assert_int_equal(s->num_interleave_in_buffer_elements, 5);
@@ -164,7 +166,8 @@ static void test_full_continuous(void **state)
 		  " 'dataset': {'args': {'list_file': 'files.txt', 'manifest_file': 'm.json'},\n"
 		  "             'type': 'list'},\n"
 		  " 'target_batch_size': 2147483647, 'drop_remainder': false, 'epochs': null,\n"
-		  " 'num_parallel_reads': 'auto', 'num_parallel_parses': 1024,\n"
+		  " 'num_parallel_reads': 'auto', 'cycle_length': 1024, 'num_parallel_parses': "
+		  "1024,\n"
 		  " 'num_read_buffer_bytes': 'auto', 'num_prefetch': 'auto', 'shuffle': false,\n"
 		  " 'num_shuffle_buffer_elements': 99, 'num_filenames_shuffle_buffer': 98,\n"
 		  " 'num_mix_files': 97, 'sloppy_interleave': false,\n"
@@ -185,6 +188,8 @@ static void test_full_continuous(void **state)
 	assert_false(s->drop_remainder);
 	assert_int_equal(s->epochs, PL_NULL);
 	assert_int_equal(s->num_parallel_reads, PL_AUTO);
+	assert_int_equal(s->cycle_length, 1024);
+	assert_int_equal(pl_spec_cycle(s), 1024); /* not num_parallel_reads */
 	assert_int_equal(s->num_parallel_parses, 1024);
 	assert_int_equal(s->num_read_buffer_bytes, PL_AUTO);
 	assert_int_equal(s->num_prefetch, PL_AUTO);
@@ -275,6 +280,35 @@ static void test_full_discrete(void **state)
 	pl_spec_destroy(s);
 }
 
+/* The interleave cycle: num_mix_files shuffled, else cycle_length, else num_parallel_reads. */
+static void test_cycle(void **state)
+{
+	static const struct {
+		const char *add;
+		int64_t cycle_length, cycle;
+	} cases[] = {
+		{ "'num_parallel_reads': 6", PL_CYCLE_UNSET, 6 },
+		{ "'num_parallel_reads': 'auto'", PL_CYCLE_UNSET, 4 },
+		{ "'cycle_length': 3", 3, 3 },
+		{ "'cycle_length': 3, 'num_parallel_reads': 1", 3, 3 },
+		{ "'num_parallel_reads': 8, 'cycle_length': 3", 3, 3 },
+		{ "'cycle_length': 2, 'num_parallel_reads': 'auto'", 2, 2 },
+		{ "'cycle_length': 1024, 'num_parallel_reads': 1", 1024, 1024 },
+		{ "'shuffle': true, 'num_shuffle_buffer_elements': 9, "
+		  "'num_filenames_shuffle_buffer': 2, 'num_mix_files': 5, 'num_parallel_reads': 8",
+		  PL_CYCLE_UNSET, 5 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pl_spec *s = parse_ok(mk(IND, NULL, cases[i].add));
+		if (s->cycle_length != cases[i].cycle_length || pl_spec_cycle(s) != cases[i].cycle)
+			fail_msg("%s: cycle_length %lld, cycle %lld; expected %lld, %lld",
+				 cases[i].add, (long long)s->cycle_length,
+				 (long long)pl_spec_cycle(s), (long long)cases[i].cycle_length,
+				 (long long)cases[i].cycle);
+		pl_spec_destroy(s);
+	}
+}
+
 static void test_defaults(void **state)
 {
 	struct pl_spec *s = parse_ok(mk("independent", NULL, NULL));
@@ -304,6 +338,8 @@ static void test_defaults(void **state)
 	assert_int_equal(pl_spec_parallel_parses(s), 1);
 	assert_int_equal(pl_spec_prefetch(s), 2);
 	assert_int_equal(pl_spec_read_buffer_bytes(s), 65536);
+	assert_int_equal(s->cycle_length, PL_CYCLE_UNSET);
+	assert_int_equal(pl_spec_cycle(s), 1); /* num_parallel_reads, as before cycle_length */
 	pl_spec_destroy(s);
 
 	s = parse_ok(mk("continuous_sequence", NULL, NULL));
@@ -479,7 +515,7 @@ int main(void)
 		cmocka_unit_test(test_full_independent), cmocka_unit_test(test_image_steps),
 		cmocka_unit_test(test_full_continuous),	 cmocka_unit_test(test_full_discrete),
 		cmocka_unit_test(test_defaults),	 cmocka_unit_test(test_names),
-		cmocka_unit_test(test_load_file),
+		cmocka_unit_test(test_load_file),	 cmocka_unit_test(test_cycle),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
