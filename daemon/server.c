@@ -668,12 +668,15 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "tune_prefetch", st.prefetch },
 		{ "tune_prefetch_max", st.prefetch_max },
 		{ "tune_read_buffer_bytes", (int64_t)st.read_chunk },
+		{ "tune_read_depth", st.read_depth },
 		{ "tune_weight", st.pool_weight },
 		{ "tune_moves", (int64_t)pl->tune.moves },
 		{ "tune_alloc_per_s", (int64_t)pl->tune.alloc_per_s },
 		{ "autotune", d->reg.cfg.autotune },
-		/* which knobs the tuner moves: 1 batch jobs in flight, 2 the read size */
-		{ "tune_knobs", (tunable.prefetch ? 1 : 0) | (tunable.read_chunk ? 2 : 0) },
+		/* which knobs the tuner moves: 1 batch jobs in flight, 2 the read size, 4 the
+   reads in flight */
+		{ "tune_knobs", (tunable.prefetch ? 1 : 0) | (tunable.read_chunk ? 2 : 0) |
+					(tunable.read_depth ? 4 : 0) },
 	};
 	/* then every counter of every stage of the engine (docs/pipeline.md), stage.NAME.COUNTER,
 	 * and per reader: batches taken, time waited in next, lag (batches behind) */

@@ -91,7 +91,7 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 
 	struct pl_tune max, now_k, next;
 	pl_pipeline_tunable(pl->pl, &max);
-	if (!max.prefetch && !max.read_chunk)
+	if (!max.prefetch && !max.read_chunk && !max.read_depth)
 		return true;
 	unsigned pf_ring;
 	uint64_t bb = pl_pipeline_batch_bytes(pl->pl, &pf_ring);
@@ -118,7 +118,9 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 				    : 0,
 		.memory_refused = in.commit_failures > 0,
 	};
-	now_k = (struct pl_tune){ .prefetch = st.prefetch, .read_chunk = st.read_chunk };
+	now_k = (struct pl_tune){ .prefetch = st.prefetch,
+				  .read_chunk = st.read_chunk,
+				  .read_depth = st.read_depth };
 	char why[256];
 	unsigned moved = pl_tune_step(&o, &now_k, &max, &next, why, sizeof(why));
 	if (!moved)
@@ -129,6 +131,10 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 	if (moved & PL_TUNE_MOVED_PREFETCH)
 		dmn_log("pipeline %s: tuned batch jobs in flight %u -> %u (%s)", pl->name,
 			now_k.prefetch, next.prefetch, why);
+	if (moved & PL_TUNE_MOVED_DEPTH)
+		dmn_log("pipeline %s: tuned reads in flight per file %u -> %u for the next files "
+			"(%s)",
+			pl->name, now_k.read_depth, next.read_depth, why);
 	if (moved & PL_TUNE_MOVED_CHUNK)
 		dmn_log("pipeline %s: tuned the read size %zu -> %zu KiB for the next files (%s)",
 			pl->name, now_k.read_chunk >> 10, next.read_chunk >> 10, why);

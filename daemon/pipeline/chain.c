@@ -35,6 +35,7 @@ struct pl_chain {
 	uint8_t *proj;		      /* a record projected for the cache */
 	uint64_t data_bytes;	      /* of the files it reads (its shard's) */
 	_Atomic size_t read_chunk;    /* the read size of the next file a slot opens (a tuner's) */
+	_Atomic unsigned read_depth;  /* ... and its reads in flight */
 	size_t proj_cap;
 	/* the cache's decoded level: a projected record's features, flat (pbex_flatten) */
 	uint8_t *flat;
@@ -370,6 +371,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.direct = c->o.direct,
 		.chunk_len = plan->read_chunk,
 		.chunk_live = &c->read_chunk,
+		.depth_live = &c->read_depth,
 		.queue_depth = plan->read_depth,
 		/* sequence loaders keep records in their window generators: always copied */
 		.pin = cfg->type == PL_LOADER_INDEPENDENT,
@@ -439,6 +441,7 @@ int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, str
 	c->plan = plan;
 	c->data_bytes = dataset_bytes(plan);
 	atomic_init(&c->read_chunk, plan->read_chunk);
+	atomic_init(&c->read_depth, plan->read_depth ? plan->read_depth : PL_READ_QUEUE_DEPTH);
 	atomic_init(&c->stop, false);
 	struct pl_files_opts fo = {
 		.files = plan->files,
@@ -560,14 +563,19 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 	ret->copied_bytes = c->store.copied_bytes;
 }
 
-void pl_chain_set_read_chunk(struct pl_chain *c, size_t bytes)
+void pl_chain_set_reads(struct pl_chain *c, size_t chunk, unsigned depth)
 {
-	atomic_store_explicit(&c->read_chunk, (bytes + 4095) & ~(size_t)4095, memory_order_relaxed);
+	if (chunk)
+		atomic_store_explicit(&c->read_chunk, (chunk + 4095) & ~(size_t)4095,
+				      memory_order_relaxed);
+	if (depth)
+		atomic_store_explicit(&c->read_depth, depth, memory_order_relaxed);
 }
 
-size_t pl_chain_read_chunk(struct pl_chain *c)
+void pl_chain_reads(struct pl_chain *c, size_t *ret_chunk, unsigned *ret_depth)
 {
-	return atomic_load_explicit(&c->read_chunk, memory_order_relaxed);
+	*ret_chunk = atomic_load_explicit(&c->read_chunk, memory_order_relaxed);
+	*ret_depth = atomic_load_explicit(&c->read_depth, memory_order_relaxed);
 }
 
 uint64_t pl_chain_read_wait_ns(const struct pl_chain *c)

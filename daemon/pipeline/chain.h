@@ -61,11 +61,11 @@ void pl_chain_stop(struct pl_chain *c);
 void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_STAGE_COUNT_],
 			struct pl_chain_totals *ret_totals);
 /*
- * The read size (bytes, rounded up to 4 KiB) of the next file each slot opens: a slot reading a
- * file goes on with the size it opened it with. Any thread.
+ * The read size (bytes, rounded up to 4 KiB; 0: leave it) and the reads in flight (0: leave it)
+ * of the next file each slot opens: a slot reading a file goes on as it opened it. Any thread.
  */
-void pl_chain_set_read_chunk(struct pl_chain *c, size_t bytes);
-size_t pl_chain_read_chunk(struct pl_chain *c);
+void pl_chain_set_reads(struct pl_chain *c, size_t chunk, unsigned depth);
+void pl_chain_reads(struct pl_chain *c, size_t *ret_chunk, unsigned *ret_depth);
 /* The driver thread: time blocked waiting for reads so far. */
 uint64_t pl_chain_read_wait_ns(const struct pl_chain *c);
 

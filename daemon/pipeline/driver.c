@@ -475,7 +475,7 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->read_wait_ns = rw;
 	ret->prefetch = pl_deliver_prefetch(d->o.dl);
 	ret->prefetch_max = (unsigned)d->cap;
-	ret->read_chunk = pl_chain_read_chunk(d->chain);
+	pl_chain_reads(d->chain, &ret->read_chunk, &ret->read_depth);
 	ret->pool_weight = sched_queue_weight(d->q);
 	ret->next_wait_ns = dst.wait_up_ns;
 	ret->io_engine = tot.read.engine;
@@ -487,7 +487,7 @@ void pl_driver_set_weight(struct pl_driver *d, unsigned weight)
 	sched_queue_set_weight(d->q, weight ? weight : 1);
 }
 
-void pl_driver_set_read_chunk(struct pl_driver *d, size_t bytes)
+void pl_driver_set_reads(struct pl_driver *d, size_t chunk, unsigned depth)
 {
-	pl_chain_set_read_chunk(d->chain, bytes);
+	pl_chain_set_reads(d->chain, chunk, depth);
 }

@@ -38,7 +38,10 @@ static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_tune *start)
 	const struct pl_plan *plan = p->plan;
 	memset(&p->max, 0, sizeof(p->max));
 	p->max.weight = UINT_MAX;
-	*start = (struct pl_tune){ .prefetch = plan->prefetch, .read_chunk = plan->read_chunk };
+	*start = (struct pl_tune){ .prefetch = plan->prefetch,
+				   .read_chunk = plan->read_chunk,
+				   .read_depth = plan->read_depth ? plan->read_depth
+								  : PL_READ_QUEUE_DEPTH };
 	if (!tune)
 		return;
 	if (plan->cfg.num_prefetch == PL_AUTO) {
@@ -52,6 +55,10 @@ static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_tune *start)
 			m *= 2;
 		p->max.read_chunk = m;
 		start->read_chunk = PL_TUNE_CHUNK_MIN;
+	}
+	if (plan->cfg.cycle_length != PL_CYCLE_UNSET && plan->cfg.num_parallel_reads == PL_AUTO) {
+		p->max.read_depth = PL_READ_MAX_QUEUE_DEPTH;
+		start->read_depth = 1;
 	}
 }
 
@@ -164,7 +171,7 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	};
 	r = pl_driver_create(&dro, &p->drv, err);
 	if (r == 0)
-		pl_driver_set_read_chunk(p->drv, start.read_chunk);
+		pl_driver_set_reads(p->drv, start.read_chunk, start.read_depth);
 	if (r == 0 && !o.defer_start)
 		r = pl_driver_start(p->drv, err);
 	if (r < 0)
@@ -264,8 +271,12 @@ void pl_pipeline_tune(struct pl_pipeline *p, const struct pl_tune *t)
 									     : p->max.prefetch);
 	if (t->read_chunk && p->max.read_chunk) {
 		size_t c = t->read_chunk < PL_TUNE_CHUNK_MIN ? PL_TUNE_CHUNK_MIN : t->read_chunk;
-		pl_driver_set_read_chunk(p->drv, c < p->max.read_chunk ? c : p->max.read_chunk);
+		pl_driver_set_reads(p->drv, c < p->max.read_chunk ? c : p->max.read_chunk, 0);
 	}
+	if (t->read_depth && p->max.read_depth)
+		pl_driver_set_reads(p->drv, 0,
+				    t->read_depth < p->max.read_depth ? t->read_depth
+								      : p->max.read_depth);
 	if (t->weight)
 		pl_driver_set_weight(p->drv, t->weight);
 }

@@ -84,8 +84,9 @@ struct pl_pipeline_opts {
 	bool defer_start;
 	/*
 	 * A tuner will move the knobs the spec left "auto" (pl_pipeline_tune): they start at their
-	 * least, one batch job in flight and reads of PL_TUNE_CHUNK_MIN bytes, instead of the
-	 * spec's "auto" values (docs/plumber.md, "Autotuning").
+	 * least, one batch job in flight, reads of PL_TUNE_CHUNK_MIN bytes, one read in flight per
+	 * reader (num_parallel_reads, under a cycle_length), instead of the spec's "auto" values
+	 * (docs/plumber.md, "Autotuning").
 	 */
 	bool tune;
 };
@@ -101,7 +102,10 @@ struct pl_pipeline_opts {
 struct pl_tune {
 	unsigned prefetch; /* batch jobs ready or in flight (0: leave it) */
 	size_t read_chunk; /* bytes per read, for the next file a reader opens (0: leave it) */
-	unsigned weight;   /* the pool's weight of its tasks (0: leave it) */
+	/* reads in flight per reader of the cycle, for the next file it opens (0: leave it); a
+	   knob only where the spec gives cycle_length (num_parallel_reads is then not the cycle) */
+	unsigned read_depth;
+	unsigned weight; /* the pool's weight of its tasks (0: leave it) */
 };
 /*
  * Which knobs a tuner may move (the spec left them "auto" and opts.tune was set): the most each
@@ -235,6 +239,7 @@ struct pl_stats {
 	/* the knobs as they are now (struct pl_tune; the tuner's, or the spec's) */
 	unsigned prefetch, prefetch_max; /* batch jobs ready or in flight, and the most allowed */
 	size_t read_chunk;		 /* bytes per read of the next file opened */
+	unsigned read_depth;		 /* reads in flight per reader, for the next file opened */
 	unsigned pool_weight;		 /* its tasks' queue's weight in the pool */
 	const char *io_engine;		 /* "io_uring" or "pread" */
 	const char *io_fallback;	 /* why not io_uring, or NULL */

@@ -135,9 +135,17 @@ int pl_read_open(struct pl_read *rd, const char *path, struct io_error *err)
 	size_t want = rd->o.chunk_live
 			      ? atomic_load_explicit(rd->o.chunk_live, memory_order_relaxed)
 			      : rd->o.chunk_len;
-	if (rd->ix && want != rd->chunk_len) /* a new read size: a new iox (the old one goes
-						with its last pinned chunk) */
+	unsigned depth = rd->o.depth_live
+				 ? atomic_load_explicit(rd->o.depth_live, memory_order_relaxed)
+				 : rd->depth;
+	if (depth < 1 || depth > PL_READ_MAX_QUEUE_DEPTH)
+		depth = rd->depth;
+	/* a new read size or depth: a new iox (the old one goes with its last pinned chunk) */
+	if (rd->ix && (want != rd->chunk_len || depth != rd->depth))
 		pl_read_abandon(rd);
+	rd->o.st->capacity += depth; /* the stage's buffers (read_buffers) */
+	rd->o.st->capacity -= rd->depth;
+	rd->depth = depth;
 	rd->chunk_len = want;
 	int r = rd->ix ? 0 : make_iox(rd, err);
 	if (r == 0)

@@ -34,6 +34,7 @@ struct pl_read_opts {
 	size_t chunk_len; /* read size */
 	/* where a tuner sets the read size of the next file opened (NULL: chunk_len, fixed) */
 	const _Atomic size_t *chunk_live;
+	const _Atomic unsigned *depth_live; /* ... and of its queue_depth (NULL: fixed) */
 	bool pin; /* records may point into the chunks (else the framer copies them) */
 	/*
 	 * Reads in flight, 1 .. PL_READ_MAX_QUEUE_DEPTH; 0: PL_READ_QUEUE_DEPTH. The reader holds

@@ -48,8 +48,17 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		    "the driver waited for batch jobs %.0f %% of the time, the pool busy %.0f %%",
 		    100 * o->job_wait, 100 * o->pool_busy);
 	}
+	bool read_waited = o->read_wait >= PL_TUNE_WAIT;
+	if (read_waited && max->read_depth && now->read_depth < max->read_depth) {
+		unsigned dpt = now->read_depth * 2;
+		next->read_depth = dpt < max->read_depth ? dpt : max->read_depth;
+		moved |= PL_TUNE_MOVED_DEPTH;
+		read_waited = false; /* answered by more reads in flight */
+		say(why, cap, "the driver waited for reads %.0f %% of the time",
+		    100 * o->read_wait);
+	}
 	if (max->read_chunk && now->read_chunk < max->read_chunk &&
-	    (o->read_wait >= PL_TUNE_WAIT || o->read_cpu >= PL_TUNE_READ_CPU)) {
+	    (read_waited || o->read_cpu >= PL_TUNE_READ_CPU)) {
 		size_t c = now->read_chunk * 4;
 		next->read_chunk = c < max->read_chunk ? c : max->read_chunk;
 		moved |= PL_TUNE_MOVED_CHUNK;

@@ -34,12 +34,15 @@ struct pl_tune_obs {
 enum pl_tune_moved {
 	PL_TUNE_MOVED_PREFETCH = 1u << 0,
 	PL_TUNE_MOVED_CHUNK = 1u << 1,
+	PL_TUNE_MOVED_DEPTH = 1u << 2,
 };
 
 /*
  * The knobs for the next window, from now and the window o (max: pl_pipeline_tunable's, 0 for
- * a fixed knob). Steps only up, by doubling the jobs in flight and quadrupling the read size,
- * while the pipeline, not its readers, is the limit and the wait that knob removes was seen;
+ * a fixed knob). Steps only up, by doubling the jobs in flight or the reads in flight and
+ * quadrupling the read size, while the pipeline, not its readers, is the limit and the wait
+ * that knob removes was seen (for reads: more in flight when the driver waited for them, larger
+ * ones when read calls took its CPU or no more may be in flight);
  * halves the jobs in flight when the ring could not grow. Returns the knobs that moved (enum
  * pl_tune_moved), and in why (cap bytes) what made them move.
  */

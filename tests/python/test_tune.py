@@ -14,6 +14,8 @@ import json
 import os
 import time
 
+import pytest
+
 from conftest import ctl, shuffled, test_daemon
 
 import sluice
@@ -32,7 +34,8 @@ def _spec(data, **args):
     a = {"dataset": {"type": "dir", "args": {"data_dir": data}}, "target_batch_size": 128,
          "drop_remainder": True, "epochs": None, "num_parallel_reads": 4,
          "primary_features": [{"from_name": f, "to_name": f} for f in FEATURES]}
-    a.update(shuffled(5))
+    if "cycle_length" not in args:
+        a.update(shuffled(5))
     a.update(args)
     return {"name": "tuned", "type": "independent", "args": a}
 
@@ -81,9 +84,13 @@ def _read(dm, spec, until=None, n=None, timeout=60):
         return out, sluice.stats("tuned", socket=dm.sock)
 
 
-def test_tuned_knobs_move_and_change_no_batch(tmp_path):
+# shuffled, 4 files read at once; or in file order under a cycle of 4, with the reads in
+# flight per file a knob too (num_parallel_reads "auto" is then not the cycle)
+@pytest.mark.parametrize("reads", [{}, {"cycle_length": 4, "num_parallel_reads": "auto"}],
+                         ids=["shuffled", "cycle_length"])
+def test_tuned_knobs_move_and_change_no_batch(tmp_path, reads):
     data = _ctr(tmp_path)
-    spec = _spec(data, num_prefetch="auto", num_read_buffer_bytes="auto")
+    spec = _spec(data, num_prefetch="auto", num_read_buffer_bytes="auto", **reads)
     dm = _start(tmp_path, "tuned")
     try:
         moved_at = []
@@ -104,6 +111,7 @@ def test_tuned_knobs_move_and_change_no_batch(tmp_path):
     assert st["tune_prefetch"] > 1 or st["tune_read_buffer_bytes"] > 65536, st
     assert "tuned batch jobs in flight 1 -> " in log or "tuned the read size 64 -> " in log, log
     assert knobs["prefetch_tuned"] and knobs["read_buffer_tuned"], knobs
+    assert knobs["read_depth_tuned"] == bool(reads), knobs
     assert knobs["moves"] >= 1 and knobs["prefetch"] >= 1, knobs
 
     dm = _start(tmp_path, "fixed", ["--autotune=false"])
@@ -133,4 +141,6 @@ def test_fixed_knobs_do_not_move(tmp_path):
     assert st["tune_read_buffer_bytes"] == 65536
     assert ": tuned " not in log
     assert not knobs["prefetch_tuned"] and not knobs["read_buffer_tuned"], knobs
-    assert "knobs: 1 batch jobs in flight (fixed), reads of 64 KiB (fixed)" in human, human
+    assert not knobs["read_depth_tuned"], knobs
+    assert ("knobs: 1 batch jobs in flight (fixed), reads of 64 KiB (fixed), 4 in flight per "
+            "file (fixed)") in human, human

@@ -110,6 +110,7 @@ int report_window(const struct sluice_stats *now, const struct sluice_stats *pre
 	w->moves = get(now, "tune_moves");
 	w->alloc_per_s = get(now, "tune_alloc_per_s");
 	w->knobs = get(now, "tune_knobs");
+	w->read_depth = get(now, "tune_read_depth");
 	return 0;
 }
 
@@ -121,6 +122,8 @@ static void print_knobs(FILE *f, const struct report_window *w)
 	fprintf(f, "  knobs: %lld batch jobs in flight (%s), reads of %lld KiB (%s)",
 		(long long)w->prefetch, w->knobs & 1 ? "tuned" : "fixed",
 		(long long)(w->read_chunk >> 10), w->knobs & 2 ? "tuned" : "fixed");
+	fprintf(f, ", %lld in flight per file (%s)", (long long)w->read_depth,
+		w->knobs & 4 ? "tuned" : "fixed");
 	if (w->autotune)
 		fprintf(f, ", pool weight %lld, %lld tuner moves; allocated %lld batches/s",
 			(long long)w->weight, (long long)w->moves, (long long)w->alloc_per_s);
@@ -229,6 +232,9 @@ void report_json(struct jsonout *j, const struct report_window *w, const struct 
 		num(j, "prefetch", (double)w->prefetch);
 		num(j, "prefetch_max", (double)w->prefetch_max);
 		num(j, "read_buffer_bytes", (double)w->read_chunk);
+		key(j, "read_depth_tuned", false);
+		jsonout_cstr(j, w->knobs & 4 ? "true" : "false");
+		num(j, "read_depth", (double)w->read_depth);
 		num(j, "weight", (double)w->weight);
 		num(j, "moves", (double)w->moves);
 		num(j, "alloc_per_s", (double)w->alloc_per_s);

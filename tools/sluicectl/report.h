@@ -20,7 +20,7 @@ struct report_window {
 	/* the knobs as the tuner left them (docs/plumber.md, "Autotuning"); have_knobs: the
 	   daemon said (an older one does not) */
 	bool have_knobs, autotune;
-	int64_t prefetch, prefetch_max, read_chunk, weight, moves, alloc_per_s, knobs;
+	int64_t prefetch, prefetch_max, read_chunk, read_depth, weight, moves, alloc_per_s, knobs;
 };
 
 /*

@@ -30,7 +30,7 @@ static unsigned step(const struct pl_tune_obs *o, const struct pl_tune *now,
 
 static void test_calm_moves_nothing(void **state)
 {
-	struct pl_tune now = { 1, 65536, 0 }, next;
+	struct pl_tune now = { .prefetch = 1, .read_chunk = 65536 }, next;
 	char why[256];
 	struct pl_tune_obs o = calm();
 	assert_int_equal(step(&o, &now, &MAX, &next, why), 0);
@@ -41,7 +41,7 @@ static void test_calm_moves_nothing(void **state)
 
 static void test_job_wait_doubles_prefetch(void **state)
 {
-	struct pl_tune now = { 1, 65536, 0 }, next;
+	struct pl_tune now = { .prefetch = 1, .read_chunk = 65536 }, next;
 	char why[256];
 	struct pl_tune_obs o = calm();
 	o.job_wait = 0.2;
@@ -63,7 +63,7 @@ static void test_job_wait_doubles_prefetch(void **state)
 
 static void test_busy_pool_keeps_prefetch(void **state)
 {
-	struct pl_tune now = { 4, 65536, 0 }, next;
+	struct pl_tune now = { .prefetch = 4, .read_chunk = 65536 }, next;
 	char why[256];
 	struct pl_tune_obs o = calm();
 	o.job_wait = 0.5;
@@ -74,7 +74,7 @@ static void test_busy_pool_keeps_prefetch(void **state)
 
 static void test_reads_grow_the_chunk(void **state)
 {
-	struct pl_tune now = { 1, 65536, 0 }, next;
+	struct pl_tune now = { .prefetch = 1, .read_chunk = 65536 }, next;
 	char why[256];
 	struct pl_tune_obs o = calm();
 	o.read_wait = 0.1;
@@ -94,9 +94,32 @@ static void test_reads_grow_the_chunk(void **state)
 	assert_non_null(strstr(why, "; "));
 }
 
+static void test_read_waits_add_reads_in_flight(void **state)
+{
+	const struct pl_tune max = { .prefetch = 32, .read_chunk = 1 << 20, .read_depth = 16 };
+	struct pl_tune now = { .prefetch = 1, .read_chunk = 65536, .read_depth = 1 }, next;
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.read_wait = 0.2; /* waiting for reads: more of them in flight first */
+	assert_int_equal(step(&o, &now, &max, &next, why), PL_TUNE_MOVED_DEPTH);
+	assert_int_equal(next.read_depth, 2);
+	assert_int_equal(next.read_chunk, 65536);
+	/* at the most in flight, larger reads */
+	now.read_depth = 16;
+	assert_int_equal(step(&o, &now, &max, &next, why), PL_TUNE_MOVED_CHUNK);
+	assert_int_equal(next.read_depth, 16);
+	assert_int_equal(next.read_chunk, 262144);
+	/* read calls taking the driver's CPU: larger reads, whatever is in flight */
+	o = calm();
+	o.read_cpu = 0.4;
+	now.read_depth = 2;
+	assert_int_equal(step(&o, &now, &max, &next, why), PL_TUNE_MOVED_CHUNK);
+	assert_int_equal(next.read_depth, 2);
+}
+
 static void test_fixed_knobs_stay(void **state)
 {
-	struct pl_tune now = { 2, 1 << 20, 0 }, next, fixed = { 0, 0, 0 };
+	struct pl_tune now = { .prefetch = 2, .read_chunk = 1 << 20 }, next, fixed = { 0 };
 	char why[256];
 	struct pl_tune_obs o = calm();
 	o.job_wait = o.read_wait = 0.5;
@@ -108,7 +131,7 @@ static void test_fixed_knobs_stay(void **state)
 
 static void test_consumer_limit_moves_nothing(void **state)
 {
-	struct pl_tune now = { 1, 65536, 0 }, next;
+	struct pl_tune now = { .prefetch = 1, .read_chunk = 65536 }, next;
 	char why[256];
 	struct pl_tune_obs o = calm();
 	o.job_wait = o.read_wait = 0.3;
@@ -121,7 +144,7 @@ static void test_consumer_limit_moves_nothing(void **state)
 
 static void test_memory_halves_prefetch(void **state)
 {
-	struct pl_tune now = { 16, 65536, 0 }, next;
+	struct pl_tune now = { .prefetch = 16, .read_chunk = 65536 }, next;
 	char why[256];
 	struct pl_tune_obs o = calm();
 	o.memory_refused = true;
@@ -185,6 +208,7 @@ int main(void)
 		cmocka_unit_test(test_job_wait_doubles_prefetch),
 		cmocka_unit_test(test_busy_pool_keeps_prefetch),
 		cmocka_unit_test(test_reads_grow_the_chunk),
+		cmocka_unit_test(test_read_waits_add_reads_in_flight),
 		cmocka_unit_test(test_fixed_knobs_stay),
 		cmocka_unit_test(test_consumer_limit_moves_nothing),
 		cmocka_unit_test(test_memory_halves_prefetch),
