@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "daemon/pipeline/pipeline.h"
+#include "daemon/pipeline/tune.h"
 #include "ipc/ctl.h"
 #include "keep.h"
 #include "ipc/ring.h"
@@ -184,7 +185,8 @@ struct dmn_pipeline {
 		struct pl_stats prev;
 		uint64_t at_ns, wait_ns, commit_fails;
 		bool have;
-		uint64_t moves;	     /* knob moves so far */
+		uint64_t moves;		    /* knob moves so far */
+		struct pl_tune_probe probe; /* a trial of more jobs in flight */
 		double demand, cost; /* the last window's: batches/s asked, pool s per batch */
 		double alloc_per_s;  /* the batch rate the allocation gave it */
 	} tune;

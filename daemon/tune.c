@@ -117,12 +117,13 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 				    ? (double)in.st[PL_STAGE_READ].cpu_ns / (double)in.driver_cpu_ns
 				    : 0,
 		.memory_refused = in.commit_failures > 0,
+		.rate = m.batches_per_s,
 	};
 	now_k = (struct pl_tune){ .prefetch = st.prefetch,
 				  .read_chunk = st.read_chunk,
 				  .read_depth = st.read_depth };
 	char why[256];
-	unsigned moved = pl_tune_step(&o, &now_k, &max, &next, why, sizeof(why));
+	unsigned moved = pl_tune_step(&o, &now_k, &max, &t->probe, &next, why, sizeof(why));
 	if (!moved)
 		return true;
 	next.weight = 0;

@@ -23,22 +23,51 @@ __attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap, con
 	va_end(ap);
 }
 
+/* A trial of more jobs in flight under way: its window counted, and decided after the last. */
+static unsigned probe_window(const struct pl_tune_obs *o, const struct pl_tune *now,
+			     struct pl_tune_probe *pr, struct pl_tune *next, char *why, size_t cap)
+{
+	pr->sum += o->rate;
+	if (++pr->windows < PL_TUNE_PROBE_WINDOWS)
+		return 0;
+	double r = pr->sum / pr->windows;
+	double gain = pr->base > 0 ? r / pr->base : 1;
+	unsigned from = pr->from;
+	pr->from = 0;
+	if (gain >= PL_TUNE_PROBE_GAIN)
+		return 0; /* kept (said when it was tried) */
+	next->prefetch = from;
+	pr->hold = PL_TUNE_HOLD;
+	say(why, cap, "%u jobs in flight made %.0f batches/s, %u made %.0f: taken back",
+	    now->prefetch, r, from, pr->base);
+	return PL_TUNE_MOVED_PREFETCH;
+}
+
 unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
-		      const struct pl_tune *max, struct pl_tune *next, char *why, size_t cap)
+		      const struct pl_tune *max, struct pl_tune_probe *pr, struct pl_tune *next,
+		      char *why, size_t cap)
 {
 	unsigned moved = 0;
 	*next = *now;
 	if (cap)
 		why[0] = '\0';
+	if (pr->hold)
+		pr->hold--;
 	if (o->memory_refused && max->prefetch && now->prefetch > 1) {
+		pr->from = 0; /* a trial ends here */
 		next->prefetch = now->prefetch / 2;
 		say(why, cap, "the ring could not grow for a batch (%u jobs in flight were %u)",
 		    next->prefetch, now->prefetch);
 		return PL_TUNE_MOVED_PREFETCH;
 	}
-	/* nothing made, or the readers are the limit: a faster pipeline would not help */
-	if (o->batches < 2 || o->producer_wait >= PL_TUNE_CONSUMER)
+	/* nothing made, or the readers are the limit: a faster pipeline would not help (a trial
+   under way is kept: the pipeline outruns its readers with it) */
+	if (o->batches < 2 || o->producer_wait >= PL_TUNE_CONSUMER) {
+		pr->from = 0;
 		return 0;
+	}
+	if (pr->from)
+		return probe_window(o, now, pr, next, why, cap);
 	if (max->prefetch && now->prefetch < max->prefetch && o->job_wait >= PL_TUNE_WAIT &&
 	    o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
 		unsigned p = now->prefetch * 2;
@@ -65,6 +94,14 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		say(why, cap,
 		    "the driver waited for reads %.0f %% of the time, reading took %.0f %% of it",
 		    100 * o->read_wait, 100 * o->read_cpu);
+	}
+	if (!moved && !pr->hold && max->prefetch && now->prefetch < max->prefetch &&
+	    o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
+		unsigned p = now->prefetch * 2;
+		next->prefetch = p < max->prefetch ? p : max->prefetch;
+		*pr = (struct pl_tune_probe){ .from = now->prefetch, .base = o->rate };
+		moved |= PL_TUNE_MOVED_PREFETCH;
+		say(why, cap, "no wait says what holds %.0f batches/s back: a trial", o->rate);
 	}
 	return moved;
 }

@@ -23,6 +23,24 @@ struct pl_tune_obs {
 	double pool_busy;     /* the pool's task time over (window x workers) */
 	double read_cpu;      /* the read stage's share of the driver thread's CPU */
 	bool memory_refused;  /* a ring growth was refused in the window */
+	double rate;	      /* batches a second made */
+};
+
+/*
+ * A trial step of the jobs in flight where no wait says what holds the pipeline back (its
+ * driver neither waiting nor a core's worth of busy: the kernel's scheduling of the driver, the
+ * workers it wakes and the readers on too few cores): kept if the rate over the next
+ * PL_TUNE_PROBE_WINDOWS windows beats the window before it by PL_TUNE_PROBE_GAIN, else taken
+ * back, and no trial again for PL_TUNE_HOLD windows. The caller's, zeroed at first.
+ */
+#define PL_TUNE_PROBE_WINDOWS 2
+#define PL_TUNE_PROBE_GAIN    1.05
+#define PL_TUNE_HOLD	      20
+struct pl_tune_probe {
+	unsigned from;	  /* the jobs in flight before the trial; 0: none under way */
+	unsigned windows; /* the trial's windows so far */
+	double base, sum; /* the rate before it, and the sum of its windows' rates */
+	unsigned hold;	  /* windows before another trial may start */
 };
 
 /* The thresholds of pl_tune_step (fractions of the window). */
@@ -43,11 +61,13 @@ enum pl_tune_moved {
  * quadrupling the read size, while the pipeline, not its readers, is the limit and the wait
  * that knob removes was seen (for reads: more in flight when the driver waited for them, larger
  * ones when read calls took its CPU or no more may be in flight);
- * halves the jobs in flight when the ring could not grow. Returns the knobs that moved (enum
+ * halves the jobs in flight when the ring could not grow; where no wait explains the rate, tries
+ * more jobs in flight (struct pl_tune_probe). Returns the knobs that moved (enum
  * pl_tune_moved), and in why (cap bytes) what made them move.
  */
 unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
-		      const struct pl_tune *max, struct pl_tune *next, char *why, size_t cap);
+		      const struct pl_tune *max, struct pl_tune_probe *pr, struct pl_tune *next,
+		      char *why, size_t cap);
 
 /*
  * Plumber's allocation of `cores` of the pool between n pipelines: pipeline i's readers ask for

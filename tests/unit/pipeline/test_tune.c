@@ -22,10 +22,12 @@ static struct pl_tune_obs calm(void)
 	return (struct pl_tune_obs){ .batches = 100, .pool_busy = 0.3 };
 }
 
+/* A step with no trial (a trial's hold under way): the wait rules alone. */
 static unsigned step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		     const struct pl_tune *max, struct pl_tune *next, char *why)
 {
-	return pl_tune_step(o, now, max, next, why, 256);
+	struct pl_tune_probe pr = { .hold = PL_TUNE_HOLD };
+	return pl_tune_step(o, now, max, &pr, next, why, 256);
 }
 
 static void test_calm_moves_nothing(void **state)
@@ -115,6 +117,50 @@ static void test_read_waits_add_reads_in_flight(void **state)
 	now.read_depth = 2;
 	assert_int_equal(step(&o, &now, &max, &next, why), PL_TUNE_MOVED_CHUNK);
 	assert_int_equal(next.read_depth, 2);
+}
+
+/* No wait explains the rate: more jobs in flight tried, kept while they pay, taken back once
+   they do not, and not tried again for a while. */
+static void test_trials(void **state)
+{
+	struct pl_tune now = { .prefetch = 1, .read_chunk = 65536 }, next;
+	struct pl_tune_probe pr = { 0 };
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.rate = 1000;
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_PREFETCH);
+	assert_int_equal(next.prefetch, 2);
+	assert_non_null(strstr(why, "a trial"));
+	now = next;
+	o.rate = 1100; /* +10 % over both windows: kept */
+	for (int w = 0; w < PL_TUNE_PROBE_WINDOWS; w++) {
+		assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
+		assert_int_equal(next.prefetch, 2);
+	}
+	assert_int_equal(pr.from, 0);
+	/* the next trial, 2 -> 4 */
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_PREFETCH);
+	assert_int_equal(next.prefetch, 4);
+	now = next;
+	o.rate = 1120; /* +2 %: noise, not a gain */
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_PREFETCH);
+	assert_int_equal(next.prefetch, 2); /* taken back */
+	assert_non_null(strstr(why, "taken back"));
+	now = next;
+	for (int w = 0; w < PL_TUNE_HOLD - 1; w++)
+		assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_PREFETCH); /* held long enough: another trial */
+	/* readers that become the limit during a trial: kept */
+	now = next;
+	o.producer_wait = 0.8;
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
+	assert_int_equal(pr.from, 0);
+	assert_int_equal(next.prefetch, 4);
 }
 
 static void test_fixed_knobs_stay(void **state)
@@ -209,6 +255,7 @@ int main(void)
 		cmocka_unit_test(test_busy_pool_keeps_prefetch),
 		cmocka_unit_test(test_reads_grow_the_chunk),
 		cmocka_unit_test(test_read_waits_add_reads_in_flight),
+		cmocka_unit_test(test_trials),
 		cmocka_unit_test(test_fixed_knobs_stay),
 		cmocka_unit_test(test_consumer_limit_moves_nothing),
 		cmocka_unit_test(test_memory_halves_prefetch),
