@@ -23,24 +23,57 @@ __attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap, con
 	va_end(ap);
 }
 
-/* A trial of more jobs in flight under way: its window counted, and decided after the last. */
-static unsigned probe_window(const struct pl_tune_obs *o, const struct pl_tune *now,
+/* A trial under way: its window counted, and after the last, kept or taken back. */
+static unsigned trial_window(const struct pl_tune_obs *o, const struct pl_tune *now,
 			     struct pl_tune_probe *pr, struct pl_tune *next, char *why, size_t cap)
 {
 	pr->sum += o->rate;
 	if (++pr->windows < PL_TUNE_PROBE_WINDOWS)
 		return 0;
 	double r = pr->sum / pr->windows;
-	double gain = pr->base > 0 ? r / pr->base : 1;
-	unsigned from = pr->from;
-	pr->from = 0;
-	if (gain >= PL_TUNE_PROBE_GAIN)
+	unsigned knob = pr->knob;
+	pr->knob = 0;
+	if (pr->base > 0 && r >= pr->base * PL_TUNE_PROBE_GAIN)
 		return 0; /* kept (said when it was tried) */
-	next->prefetch = from;
-	pr->hold = PL_TUNE_HOLD;
-	say(why, cap, "%u jobs in flight made %.0f batches/s, %u made %.0f: taken back",
-	    now->prefetch, r, from, pr->base);
-	return PL_TUNE_MOVED_PREFETCH;
+	if (knob == PL_TUNE_MOVED_PREFETCH) {
+		next->prefetch = (unsigned)pr->from;
+		pr->hold[0] = PL_TUNE_HOLD;
+		say(why, cap, "%u jobs in flight made %.0f batches/s, %u made %.0f: taken back",
+		    now->prefetch, r, next->prefetch, pr->base);
+	} else {
+		next->read_chunk = pr->from;
+		pr->hold[1] = PL_TUNE_HOLD;
+		say(why, cap, "reads of %zu KiB made %.0f batches/s, of %zu KiB %.0f: taken back",
+		    now->read_chunk >> 10, r, next->read_chunk >> 10, pr->base);
+	}
+	return knob;
+}
+
+/* Start a trial of the next step of a knob no wait points at, if one may take it. */
+static unsigned trial_start(const struct pl_tune_obs *o, const struct pl_tune *now,
+			    const struct pl_tune *max, struct pl_tune_probe *pr,
+			    struct pl_tune *next, char *why, size_t cap)
+{
+	unsigned knob = 0;
+	if (!pr->hold[0] && max->prefetch && now->prefetch < max->prefetch &&
+	    o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
+		unsigned p = now->prefetch * 2;
+		next->prefetch = p < max->prefetch ? p : max->prefetch;
+		*pr = (struct pl_tune_probe){ .knob = knob = PL_TUNE_MOVED_PREFETCH,
+					      .from = now->prefetch,
+					      .hold = { pr->hold[0], pr->hold[1] } };
+	} else if (!pr->hold[1] && max->read_chunk && now->read_chunk < max->read_chunk) {
+		size_t c = now->read_chunk * 4;
+		next->read_chunk = c < max->read_chunk ? c : max->read_chunk;
+		*pr = (struct pl_tune_probe){ .knob = knob = PL_TUNE_MOVED_CHUNK,
+					      .from = now->read_chunk,
+					      .hold = { pr->hold[0], pr->hold[1] } };
+	}
+	if (knob) {
+		pr->base = o->rate;
+		say(why, cap, "no wait says what holds %.0f batches/s back: a trial", o->rate);
+	}
+	return knob;
 }
 
 unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
@@ -51,23 +84,24 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 	*next = *now;
 	if (cap)
 		why[0] = '\0';
-	if (pr->hold)
-		pr->hold--;
+	for (int k = 0; k < 2; k++)
+		if (pr->hold[k])
+			pr->hold[k]--;
 	if (o->memory_refused && max->prefetch && now->prefetch > 1) {
-		pr->from = 0; /* a trial ends here */
+		pr->knob = 0; /* a trial ends here */
 		next->prefetch = now->prefetch / 2;
 		say(why, cap, "the ring could not grow for a batch (%u jobs in flight were %u)",
 		    next->prefetch, now->prefetch);
 		return PL_TUNE_MOVED_PREFETCH;
 	}
 	/* nothing made, or the readers are the limit: a faster pipeline would not help (a trial
-   under way is kept: the pipeline outruns its readers with it) */
+	   under way is kept: the pipeline outruns its readers with it) */
 	if (o->batches < 2 || o->producer_wait >= PL_TUNE_CONSUMER) {
-		pr->from = 0;
+		pr->knob = 0;
 		return 0;
 	}
-	if (pr->from)
-		return probe_window(o, now, pr, next, why, cap);
+	if (pr->knob)
+		return trial_window(o, now, pr, next, why, cap);
 	if (max->prefetch && now->prefetch < max->prefetch && o->job_wait >= PL_TUNE_WAIT &&
 	    o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
 		unsigned p = now->prefetch * 2;
@@ -77,32 +111,23 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		    "the driver waited for batch jobs %.0f %% of the time, the pool busy %.0f %%",
 		    100 * o->job_wait, 100 * o->pool_busy);
 	}
-	bool read_waited = o->read_wait >= PL_TUNE_WAIT;
-	if (read_waited && max->read_depth && now->read_depth < max->read_depth) {
-		unsigned dpt = now->read_depth * 2;
-		next->read_depth = dpt < max->read_depth ? dpt : max->read_depth;
-		moved |= PL_TUNE_MOVED_DEPTH;
-		read_waited = false; /* answered by more reads in flight */
-		say(why, cap, "the driver waited for reads %.0f %% of the time",
-		    100 * o->read_wait);
+	/* reads waited for: more in flight, else (none may be added) larger ones */
+	if (o->read_wait >= PL_TUNE_WAIT) {
+		if (max->read_depth && now->read_depth < max->read_depth) {
+			unsigned dpt = now->read_depth * 2;
+			next->read_depth = dpt < max->read_depth ? dpt : max->read_depth;
+			moved |= PL_TUNE_MOVED_DEPTH;
+		} else if (max->read_chunk && now->read_chunk < max->read_chunk) {
+			size_t c = now->read_chunk * 4;
+			next->read_chunk = c < max->read_chunk ? c : max->read_chunk;
+			moved |= PL_TUNE_MOVED_CHUNK;
+		}
+		if (moved & (PL_TUNE_MOVED_DEPTH | PL_TUNE_MOVED_CHUNK))
+			say(why, cap, "the driver waited for reads %.0f %% of the time",
+			    100 * o->read_wait);
 	}
-	if (max->read_chunk && now->read_chunk < max->read_chunk &&
-	    (read_waited || o->read_cpu >= PL_TUNE_READ_CPU)) {
-		size_t c = now->read_chunk * 4;
-		next->read_chunk = c < max->read_chunk ? c : max->read_chunk;
-		moved |= PL_TUNE_MOVED_CHUNK;
-		say(why, cap,
-		    "the driver waited for reads %.0f %% of the time, reading took %.0f %% of it",
-		    100 * o->read_wait, 100 * o->read_cpu);
-	}
-	if (!moved && !pr->hold && max->prefetch && now->prefetch < max->prefetch &&
-	    o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
-		unsigned p = now->prefetch * 2;
-		next->prefetch = p < max->prefetch ? p : max->prefetch;
-		*pr = (struct pl_tune_probe){ .from = now->prefetch, .base = o->rate };
-		moved |= PL_TUNE_MOVED_PREFETCH;
-		say(why, cap, "no wait says what holds %.0f batches/s back: a trial", o->rate);
-	}
+	if (!moved)
+		moved = trial_start(o, now, max, pr, next, why, cap);
 	return moved;
 }
 

@@ -21,31 +21,32 @@ struct pl_tune_obs {
 	double read_wait;     /* the driver blocked for reads */
 	double producer_wait; /* the engine waited for room in the ring: the readers are the limit */
 	double pool_busy;     /* the pool's task time over (window x workers) */
-	double read_cpu;      /* the read stage's share of the driver thread's CPU */
 	bool memory_refused;  /* a ring growth was refused in the window */
 	double rate;	      /* batches a second made */
 };
 
 /*
- * A trial step of the jobs in flight where no wait says what holds the pipeline back (its
- * driver neither waiting nor a core's worth of busy: the kernel's scheduling of the driver, the
- * workers it wakes and the readers on too few cores): kept if the rate over the next
- * PL_TUNE_PROBE_WINDOWS windows beats the window before it by PL_TUNE_PROBE_GAIN, else taken
- * back, and no trial again for PL_TUNE_HOLD windows. The caller's, zeroed at first.
+ * A trial step of a knob no wait points at (jobs in flight first, then the read size) where
+ * nothing says what holds the pipeline back: its driver neither waiting nor a core's worth of
+ * busy (the kernel's scheduling of the driver, the workers it wakes and the readers on too few
+ * cores), or reads that cost more in calls than larger ones would, or less in cache misses than
+ * larger ones do. Kept if the rate over the next PL_TUNE_PROBE_WINDOWS windows beats the window
+ * before it by PL_TUNE_PROBE_GAIN, else taken back, and that knob not tried again for
+ * PL_TUNE_HOLD windows. The caller's, zeroed at first.
  */
 #define PL_TUNE_PROBE_WINDOWS 2
 #define PL_TUNE_PROBE_GAIN    1.05
 #define PL_TUNE_HOLD	      20
 struct pl_tune_probe {
-	unsigned from;	  /* the jobs in flight before the trial; 0: none under way */
+	unsigned knob;	  /* the knob on trial (enum pl_tune_moved); 0: none */
+	size_t from;	  /* its value before the trial */
 	unsigned windows; /* the trial's windows so far */
 	double base, sum; /* the rate before it, and the sum of its windows' rates */
-	unsigned hold;	  /* windows before another trial may start */
+	unsigned hold[2]; /* windows before jobs in flight, the read size, may be tried again */
 };
 
 /* The thresholds of pl_tune_step (fractions of the window). */
 #define PL_TUNE_WAIT	 0.05 /* a wait this long is worth a step */
-#define PL_TUNE_READ_CPU 0.10 /* read syscalls this much of the driver: larger reads */
 #define PL_TUNE_BUSY	 0.90 /* a pool this busy: more jobs in flight cannot help */
 #define PL_TUNE_CONSUMER 0.50 /* the engine waited this long for room: readers are the limit */
 
@@ -57,12 +58,11 @@ enum pl_tune_moved {
 
 /*
  * The knobs for the next window, from now and the window o (max: pl_pipeline_tunable's, 0 for
- * a fixed knob). Steps only up, by doubling the jobs in flight or the reads in flight and
+ * a fixed knob). Steps up, by doubling the jobs in flight or the reads in flight and
  * quadrupling the read size, while the pipeline, not its readers, is the limit and the wait
- * that knob removes was seen (for reads: more in flight when the driver waited for them, larger
- * ones when read calls took its CPU or no more may be in flight);
+ * that knob removes was seen (for reads: more in flight, else larger ones);
  * halves the jobs in flight when the ring could not grow; where no wait explains the rate, tries
- * more jobs in flight (struct pl_tune_probe). Returns the knobs that moved (enum
+ * a step (struct pl_tune_probe). Returns the knobs that moved (enum
  * pl_tune_moved), and in why (cap bytes) what made them move.
  */
 unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,

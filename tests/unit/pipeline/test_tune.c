@@ -26,7 +26,7 @@ static struct pl_tune_obs calm(void)
 static unsigned step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		     const struct pl_tune *max, struct pl_tune *next, char *why)
 {
-	struct pl_tune_probe pr = { .hold = PL_TUNE_HOLD };
+	struct pl_tune_probe pr = { .hold = { PL_TUNE_HOLD, PL_TUNE_HOLD } };
 	return pl_tune_step(o, now, max, &pr, next, why, 256);
 }
 
@@ -83,8 +83,6 @@ static void test_reads_grow_the_chunk(void **state)
 	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_CHUNK);
 	assert_int_equal(next.read_chunk, 262144);
 	assert_non_null(strstr(why, "waited for reads 10 %"));
-	o = calm();
-	o.read_cpu = 0.5; /* no wait, but read calls take half the driver */
 	now.read_chunk = 524288;
 	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_CHUNK);
 	assert_int_equal(next.read_chunk, 1 << 20); /* clamped */
@@ -111,16 +109,10 @@ static void test_read_waits_add_reads_in_flight(void **state)
 	assert_int_equal(step(&o, &now, &max, &next, why), PL_TUNE_MOVED_CHUNK);
 	assert_int_equal(next.read_depth, 16);
 	assert_int_equal(next.read_chunk, 262144);
-	/* read calls taking the driver's CPU: larger reads, whatever is in flight */
-	o = calm();
-	o.read_cpu = 0.4;
-	now.read_depth = 2;
-	assert_int_equal(step(&o, &now, &max, &next, why), PL_TUNE_MOVED_CHUNK);
-	assert_int_equal(next.read_depth, 2);
 }
 
-/* No wait explains the rate: more jobs in flight tried, kept while they pay, taken back once
-   they do not, and not tried again for a while. */
+/* No wait explains the rate: a step tried (jobs in flight first, then the read size), kept
+   while it pays, taken back once it does not, and that knob not tried again for a while. */
 static void test_trials(void **state)
 {
 	struct pl_tune now = { .prefetch = 1, .read_chunk = 65536 }, next;
@@ -138,7 +130,7 @@ static void test_trials(void **state)
 		assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
 		assert_int_equal(next.prefetch, 2);
 	}
-	assert_int_equal(pr.from, 0);
+	assert_int_equal(pr.knob, 0);
 	/* the next trial, 2 -> 4 */
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
 			 PL_TUNE_MOVED_PREFETCH);
@@ -151,15 +143,28 @@ static void test_trials(void **state)
 	assert_int_equal(next.prefetch, 2); /* taken back */
 	assert_non_null(strstr(why, "taken back"));
 	now = next;
-	for (int w = 0; w < PL_TUNE_HOLD - 1; w++)
+	/* jobs in flight held: the read size's trial, 64 -> 256 KiB, which does not pay either */
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_CHUNK);
+	assert_int_equal(next.read_chunk, 262144);
+	now = next;
+	o.rate = 900;
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
+	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_CHUNK);
+	assert_int_equal(next.read_chunk, 65536);
+	assert_non_null(strstr(why, "reads of 256 KiB made 900 batches/s, of 64 KiB 1120"));
+	now = next;
+	/* both held: nothing until the first hold ends (it began 3 windows before the other) */
+	for (int w = 0; w < PL_TUNE_HOLD - 4; w++)
 		assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
-			 PL_TUNE_MOVED_PREFETCH); /* held long enough: another trial */
+			 PL_TUNE_MOVED_PREFETCH);
 	/* readers that become the limit during a trial: kept */
 	now = next;
 	o.producer_wait = 0.8;
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
-	assert_int_equal(pr.from, 0);
+	assert_int_equal(pr.knob, 0);
 	assert_int_equal(next.prefetch, 4);
 }
 
