@@ -114,6 +114,9 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 		.producer_wait = (double)room / w,
 		.pool_busy = in.workers ? (double)in.pool_task_ns / (w * in.workers) : 1,
 
+		.read_cpu = in.driver_cpu_ns
+				    ? (double)in.st[PL_STAGE_READ].cpu_ns / (double)in.driver_cpu_ns
+				    : 0,
 		.memory_refused = in.commit_failures > 0,
 		.rate = m.batches_per_s,
 	};

@@ -71,6 +71,7 @@ static unsigned trial_start(const struct pl_tune_obs *o, const struct pl_tune *n
 	}
 	if (knob) {
 		pr->base = o->rate;
+		pr->last = o->rate;
 		say(why, cap, "no wait says what holds %.0f batches/s back: a trial", o->rate);
 	}
 	return knob;
@@ -87,6 +88,8 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 	for (int k = 0; k < 2; k++)
 		if (pr->hold[k])
 			pr->hold[k]--;
+	double before = pr->last; /* the window before this one */
+	pr->last = o->batches >= 2 ? o->rate : 0;
 	if (o->memory_refused && max->prefetch && now->prefetch > 1) {
 		pr->knob = 0; /* a trial ends here */
 		next->prefetch = now->prefetch / 2;
@@ -111,8 +114,15 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		    "the driver waited for batch jobs %.0f %% of the time, the pool busy %.0f %%",
 		    100 * o->job_wait, 100 * o->pool_busy);
 	}
-	/* reads waited for: more in flight, else (none may be added) larger ones */
-	if (o->read_wait >= PL_TUNE_WAIT) {
+	/* reads waited for: more in flight, else (none may be added) larger ones; reads that take
+   the driver's CPU: larger ones (fewer calls, fewer records across two reads to copy) */
+	if (o->read_cpu >= PL_TUNE_READ_CPU && o->read_wait < PL_TUNE_WAIT && max->read_chunk &&
+	    now->read_chunk < max->read_chunk) {
+		size_t c = now->read_chunk * 4;
+		next->read_chunk = c < max->read_chunk ? c : max->read_chunk;
+		moved |= PL_TUNE_MOVED_CHUNK;
+		say(why, cap, "reading took %.0f %% of the driver's time", 100 * o->read_cpu);
+	} else if (o->read_wait >= PL_TUNE_WAIT) {
 		if (max->read_depth && now->read_depth < max->read_depth) {
 			unsigned dpt = now->read_depth * 2;
 			next->read_depth = dpt < max->read_depth ? dpt : max->read_depth;
@@ -126,8 +136,11 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 			say(why, cap, "the driver waited for reads %.0f %% of the time",
 			    100 * o->read_wait);
 	}
-	if (!moved)
+	if (!moved) {
 		moved = trial_start(o, now, max, pr, next, why, cap);
+		if (moved && before > 0)
+			pr->base = (before + o->rate) / 2;
+	}
 	return moved;
 }
 

@@ -21,6 +21,7 @@ struct pl_tune_obs {
 	double read_wait;     /* the driver blocked for reads */
 	double producer_wait; /* the engine waited for room in the ring: the readers are the limit */
 	double pool_busy;     /* the pool's task time over (window x workers) */
+	double read_cpu;      /* the read stage's share of the driver thread's CPU */
 	bool memory_refused;  /* a ring growth was refused in the window */
 	double rate;	      /* batches a second made */
 };
@@ -31,8 +32,8 @@ struct pl_tune_obs {
  * busy (the kernel's scheduling of the driver, the workers it wakes and the readers on too few
  * cores), or reads that cost more in calls than larger ones would, or less in cache misses than
  * larger ones do. Kept if the rate over the next PL_TUNE_PROBE_WINDOWS windows beats the window
- * before it by PL_TUNE_PROBE_GAIN, else taken back, and that knob not tried again for
- * PL_TUNE_HOLD windows. The caller's, zeroed at first.
+ * before it (the two before, where there were) by PL_TUNE_PROBE_GAIN, else taken back, and that
+ * knob not tried again for PL_TUNE_HOLD windows. The caller's, zeroed at first.
  */
 #define PL_TUNE_PROBE_WINDOWS 2
 #define PL_TUNE_PROBE_GAIN    1.05
@@ -42,12 +43,14 @@ struct pl_tune_probe {
 	size_t from;	  /* its value before the trial */
 	unsigned windows; /* the trial's windows so far */
 	double base, sum; /* the rate before it, and the sum of its windows' rates */
+	double last;	  /* the rate of the window before (0: none) */
 	unsigned hold[2]; /* windows before jobs in flight, the read size, may be tried again */
 };
 
 /* The thresholds of pl_tune_step (fractions of the window). */
 #define PL_TUNE_WAIT	 0.05 /* a wait this long is worth a step */
 #define PL_TUNE_BUSY	 0.90 /* a pool this busy: more jobs in flight cannot help */
+#define PL_TUNE_READ_CPU 0.25 /* reading this much of the driver's CPU: larger reads */
 #define PL_TUNE_CONSUMER 0.50 /* the engine waited this long for room: readers are the limit */
 
 enum pl_tune_moved {
@@ -60,7 +63,8 @@ enum pl_tune_moved {
  * The knobs for the next window, from now and the window o (max: pl_pipeline_tunable's, 0 for
  * a fixed knob). Steps up, by doubling the jobs in flight or the reads in flight and
  * quadrupling the read size, while the pipeline, not its readers, is the limit and the wait
- * that knob removes was seen (for reads: more in flight, else larger ones);
+ * that knob removes was seen (for reads waited for: more in flight, else larger ones; larger
+ * ones too where reading takes PL_TUNE_READ_CPU of the driver);
  * halves the jobs in flight when the ring could not grow; where no wait explains the rate, tries
  * a step (struct pl_tune_probe). Returns the knobs that moved (enum
  * pl_tune_moved), and in why (cap bytes) what made them move.
