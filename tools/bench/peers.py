@@ -104,7 +104,7 @@ def gen_data(ctl, venv_python, root, kind, records, files):
                                                      for n in names]
 
 
-def sluice_spec(name, p, data, nfiles, shuffle, features, variant):
+def sluice_spec(name, p, data, nfiles, shuffle, features, variant, knobs="fixed"):
     feats = [(f, t) for f, t in p["features"] if t in features]
     spec = {"name": name, "type": "independent", "args": {
         "dataset": {"type": "dir", "args": {"data_dir": data}},
@@ -121,6 +121,8 @@ def sluice_spec(name, p, data, nfiles, shuffle, features, variant):
             steps = train_steps()
         spec["args"]["processing_steps"] = steps
         spec["args"]["num_prefetch"] = 2  # batches of 64 float images are 38.5 MB
+    if knobs == "auto":  # sluiced's tuner sets them, as AUTOTUNE does tf.data's (issue 20)
+        spec["args"]["num_prefetch"] = spec["args"]["num_read_buffer_bytes"] = "auto"
     return spec
 
 
@@ -179,6 +181,9 @@ def main():
     ap.add_argument("--peers", default="tfdata,dali,tfrecord", help="peers, comma-separated")
     ap.add_argument("--unavailable", action="append", default=[], metavar="PEER=WHY",
                     help="a peer that cannot run here and why (peers.sh: an import failed)")
+    ap.add_argument("--sluice-knobs", choices=("fixed", "auto"), default="fixed",
+                    help="sluice's num_prefetch and num_read_buffer_bytes: the hand-picked "
+                    "values (default), or \"auto\", tuned by sluiced while the epoch runs")
     args = ap.parse_args()
     repeat = args.repeat or (1 if args.quick else 3)
     build = os.path.abspath(args.build)
@@ -226,7 +231,7 @@ def main():
                     feats, _ = PARTIAL.get((pname, peer), ([t for _, t in p["features"]], ""))
                     variant = "tfdata" if p["gen"] == "jpeg" and peer == "tfdata" else "all"
                     spec = sluice_spec("peers-" + pname, p, data, nfiles, shuffle, feats,
-                                       variant)
+                                       variant, args.sluice_knobs)
                     s = run_sluice(build, tmp, spec, env, what="peers")
                     check("sluice (%s, against %s)" % (pname, peer), s, records)
                     key = (variant, tuple(feats))
