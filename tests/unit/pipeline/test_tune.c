@@ -83,7 +83,7 @@ static void test_reads_grow_the_chunk(void **state)
 	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_CHUNK);
 	assert_int_equal(next.read_chunk, 262144);
 	assert_non_null(strstr(why, "waited for reads 10 %"));
-		now.read_chunk = 524288;
+	now.read_chunk = 524288;
 	assert_int_equal(step(&o, &now, &MAX, &next, why), PL_TUNE_MOVED_CHUNK);
 	assert_int_equal(next.read_chunk, 1 << 20); /* clamped */
 	/* no wait, but reading takes a third of the driver: larger reads; a sixth: no */
