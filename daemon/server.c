@@ -663,12 +663,17 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "sluiced_cpu_ns", (int64_t)pl_model_own_cpu_ns() },
 		/* the knobs as they are (the tuner's where the spec said "auto", docs/plumber.md):
 		   batch jobs in flight and the most the tuner may allow (the spec's value when
-		   fixed), the read size of the next file opened, the pool's weight of its tasks,
-		   the tuner's moves so far, and the batch rate its allocation gave it */
+		   fixed), the read size of the next file opened and its bound, the reads in flight
+		   per file and theirs (each bound the spec's value when fixed; all three within
+		   args.ram_budget when given), the pool's weight of its tasks, the tuner's moves
+		   so far, and the batch rate its allocation gave it */
 		{ "tune_prefetch", st.prefetch },
 		{ "tune_prefetch_max", st.prefetch_max },
 		{ "tune_read_buffer_bytes", (int64_t)st.read_chunk },
+		{ "tune_read_buffer_max",
+		  (int64_t)(tunable.read_chunk ? tunable.read_chunk : st.read_chunk) },
 		{ "tune_read_depth", st.read_depth },
+		{ "tune_read_depth_max", tunable.read_depth ? tunable.read_depth : st.read_depth },
 		{ "tune_weight", st.pool_weight },
 		{ "tune_moves", (int64_t)pl->tune.moves },
 		{ "tune_alloc_per_s", (int64_t)pl->tune.alloc_per_s },

@@ -333,7 +333,9 @@ int pl_driver_create(const struct pl_driver_opts *opts, struct pl_driver **ret,
 	d->plan = opts->plan;
 	pthread_mutex_init(&d->lock, NULL);
 	d->prof.cur = PL_STAGE_PARSE; /* the driver's own work: collecting batches */
-	d->cap = opts->prefetch_max > d->plan->prefetch ? opts->prefetch_max : d->plan->prefetch;
+	/* tuned, the jobs in flight start at 1 and stay within prefetch_max (which may be below the
+	   plan's fixed prefetch: args.ram_budget); else they are the plan's */
+	d->cap = opts->prefetch_max ? opts->prefetch_max : d->plan->prefetch;
 	d->inflight = calloc(d->cap, sizeof(*d->inflight));
 	d->started_ns = calloc(d->cap, sizeof(*d->started_ns));
 	int r = d->inflight && d->started_ns ? 0 : -ENOMEM;

@@ -27,12 +27,51 @@ struct pl_pipeline {
 };
 
 /*
- * Read buffers a tuner may give a pipeline's readers at most: each of the cycle's readers keeps
- * about PL_PIN_CHUNKS + 5 chunks (reads in flight, the one framed, the pinned ones).
+ * Read buffers a tuner may give a pipeline's readers at most without args.ram_budget: each of
+ * the cycle's readers keeps about PL_PIN_CHUNKS + 5 chunks (reads in flight, the one framed,
+ * the pinned ones).
  */
 #define PL_TUNE_READ_BYTES ((size_t)256 << 20)
 
-/* The tunable knobs' bounds, and their starting values into *start (opts.tune). */
+/* The chunks one reader of the cycle holds with depth reads in flight (read.c's capacity). */
+static uint64_t reader_chunks(unsigned depth)
+{
+	return (uint64_t)depth + 1 + PL_PIN_CHUNKS;
+}
+
+/*
+ * The most reads in flight per reader, 1 .. PL_READ_MAX_QUEUE_DEPTH, whose buffers of chunk
+ * bytes keep the cycle's readers within bytes; 1, the least, when even that does not fit.
+ */
+static unsigned depth_within(uint64_t bytes, unsigned cycle, size_t chunk)
+{
+	unsigned d = PL_READ_MAX_QUEUE_DEPTH;
+	while (d > 1 && cycle * reader_chunks(d) * chunk > bytes)
+		d--;
+	return d;
+}
+
+/*
+ * The largest read size, a power of two from PL_TUNE_CHUNK_MIN to PL_TUNE_CHUNK_MAX, that keeps
+ * the cycle's readers, depth reads in flight each, within bytes; PL_TUNE_CHUNK_MIN, the least,
+ * when even that does not fit.
+ */
+static size_t chunk_within(uint64_t bytes, unsigned cycle, unsigned depth)
+{
+	uint64_t per = bytes / (cycle * reader_chunks(depth));
+	size_t m = PL_TUNE_CHUNK_MIN;
+	while (m * 2 <= per && m * 2 <= PL_TUNE_CHUNK_MAX)
+		m *= 2;
+	return m;
+}
+
+/*
+ * The tunable knobs' bounds, and their starting values into *start (opts.tune). With
+ * args.ram_budget B, what the tuner gives stays within B: the cycle's read buffers within B / 2
+ * (reads in flight bounded first, at the read size the readers start with, then the read size
+ * at that depth), the batch jobs in flight within B / 2 where a batch's size is known. A knob
+ * whose least value does not fit keeps its least (1 read in flight, 64 KiB reads, 1 job).
+ */
 static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_tune *start)
 {
 	const struct pl_plan *plan = p->plan;
@@ -44,21 +83,30 @@ static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_tune *start)
 								  : PL_READ_QUEUE_DEPTH };
 	if (!tune)
 		return;
+	uint64_t half = (uint64_t)plan->cfg.ram_budget / 2; /* 0: no budget */
 	if (plan->cfg.num_prefetch == PL_AUTO) {
-		p->max.prefetch = PL_TUNE_PREFETCH_MAX;
+		unsigned pf;
+		uint64_t bb = pl_pipeline_batch_bytes(p, &pf), fit = PL_TUNE_PREFETCH_MAX;
+		if (half && bb && half / bb < fit)
+			fit = half / bb ? half / bb : 1;
+		p->max.prefetch = (unsigned)fit;
 		start->prefetch = 1;
 	}
-	if (plan->cfg.num_read_buffer_bytes == PL_AUTO) {
-		size_t per = PL_TUNE_READ_BYTES / ((size_t)plan->cycle * (PL_PIN_CHUNKS + 5));
-		size_t m = PL_TUNE_CHUNK_MIN;
-		while (m * 2 <= per && m * 2 <= PL_TUNE_CHUNK_MAX)
-			m *= 2;
-		p->max.read_chunk = m;
+	bool chunk_tuned = plan->cfg.num_read_buffer_bytes == PL_AUTO;
+	if (chunk_tuned)
 		start->read_chunk = PL_TUNE_CHUNK_MIN;
-	}
 	if (plan->cfg.cycle_length != PL_CYCLE_UNSET && plan->cfg.num_parallel_reads == PL_AUTO) {
-		p->max.read_depth = PL_READ_MAX_QUEUE_DEPTH;
+		p->max.read_depth = half ? depth_within(half, plan->cycle, start->read_chunk)
+					 : PL_READ_MAX_QUEUE_DEPTH;
 		start->read_depth = 1;
+	}
+	if (chunk_tuned) {
+		/* without a budget as before: PL_TUNE_READ_BYTES at the default depth */
+		p->max.read_chunk =
+			half ? chunk_within(half, plan->cycle,
+					    p->max.read_depth ? p->max.read_depth
+							      : start->read_depth)
+			     : chunk_within(PL_TUNE_READ_BYTES, plan->cycle, PL_READ_QUEUE_DEPTH);
 	}
 }
 

@@ -85,8 +85,8 @@ struct pl_pipeline_opts {
 	/*
 	 * A tuner will move the knobs the spec left "auto" (pl_pipeline_tune): they start at their
 	 * least, one batch job in flight, reads of PL_TUNE_CHUNK_MIN bytes, one read in flight per
-	 * reader (num_parallel_reads, under a cycle_length), instead of the spec's "auto" values
-	 * (docs/plumber.md, "Autotuning").
+	 * reader (num_parallel_reads, under a cycle_length), instead of the spec's "auto" values,
+	 * and within the spec's ram_budget when it gives one (docs/plumber.md, "Autotuning").
 	 */
 	bool tune;
 };
@@ -109,7 +109,8 @@ struct pl_tune {
 };
 /*
  * Which knobs a tuner may move (the spec left them "auto" and opts.tune was set): the most each
- * may take in *ret_max, 0 for one that is fixed (weight: always tunable, up to UINT_MAX).
+ * may take in *ret_max (within args.ram_budget when given: docs/plumber.md, "Autotuning"), 0
+ * for one that is fixed (weight: always tunable, up to UINT_MAX).
  */
 void pl_pipeline_tunable(const struct pl_pipeline *p, struct pl_tune *ret_max);
 /* Move the knobs t names (0: leave it), clamped to pl_pipeline_tunable's. Any thread. */

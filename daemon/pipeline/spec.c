@@ -207,6 +207,7 @@ enum arg_key {
 	A_NUM_PARALLEL_PARSES,
 	A_NUM_READ_BUFFER_BYTES,
 	A_NUM_PREFETCH,
+	A_RAM_BUDGET,
 	A_SHUFFLE,
 	A_NUM_SHUFFLE_BUFFER_ELEMENTS,
 	A_NUM_FILENAMES_SHUFFLE_BUFFER,
@@ -247,6 +248,7 @@ static const struct {
 	[A_NUM_PARALLEL_PARSES] = { "num_parallel_parses", L_ALL, false },
 	[A_NUM_READ_BUFFER_BYTES] = { "num_read_buffer_bytes", L_ALL, true },
 	[A_NUM_PREFETCH] = { "num_prefetch", L_ALL, true },
+	[A_RAM_BUDGET] = { "ram_budget", L_ALL, false },
 	[A_SHUFFLE] = { "shuffle", L_ALL, false },
 	[A_NUM_SHUFFLE_BUFFER_ELEMENTS] = { "num_shuffle_buffer_elements", L_ALL, false },
 	[A_NUM_FILENAMES_SHUFFLE_BUFFER] = { "num_filenames_shuffle_buffer", L_ALL, false },
@@ -306,6 +308,31 @@ static void expected_args(enum pl_loader_type type, char *buf, size_t n)
 		if (len + 1 >= n)
 			break;
 	}
+}
+
+/*
+ * args.ram_budget: bytes, PL_RAM_BUDGET_MIN .. PL_RAM_BUDGET_MAX. No "auto" and no null: the key
+ * left out is no budget beyond the tuner's fixed bounds.
+ */
+static int parse_ram_budget(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
+			    struct pl_spec *s)
+{
+	char buf[DESCRIBE_MAX + 8];
+
+	if (json_is_integer(v)) {
+		json_int_t x = json_integer_value(v);
+
+		if (x >= PL_RAM_BUDGET_MIN && x <= PL_RAM_BUDGET_MAX) {
+			s->ram_budget = x;
+			return 0;
+		}
+	}
+	bool is_auto = json_is_string(v) && strcmp(json_string_value(v), "auto") == 0;
+	return jsonmsg_fail(c, path,
+			    "expected an integer from %" PRId64 " to %" PRId64 " %s, got %s%s",
+			    PL_RAM_BUDGET_MIN, PL_RAM_BUDGET_MAX, "bytes (1 MiB to 1 TiB)",
+			    jsonmsg_describe(v, buf, sizeof(buf)),
+			    is_auto ? " (leave the key out for no budget)" : "");
 }
 
 /* One array of objects: primaries, secondaries, steps. */
@@ -384,6 +411,8 @@ static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *
 				       &s->num_read_buffer_bytes);
 	case A_NUM_PREFETCH:
 		return pl_spec_get_int(c, v, path, 0, 1024, ALLOW_AUTO, &s->num_prefetch);
+	case A_RAM_BUDGET:
+		return parse_ram_budget(c, v, path, s);
 	case A_SHUFFLE:
 		return jsonmsg_get_bool(c, v, path, &s->shuffle);
 	case A_NUM_SHUFFLE_BUFFER_ELEMENTS:

@@ -31,6 +31,11 @@
 /* "cycle_length" not given: num_parallel_reads is the cycle (pl_spec_cycle). */
 #define PL_CYCLE_UNSET 0
 
+/* "ram_budget" not given: the tuner's fixed bounds alone; else bytes within MIN .. MAX. */
+#define PL_RAM_BUDGET_UNSET 0
+#define PL_RAM_BUDGET_MIN   ((int64_t)1 << 20)
+#define PL_RAM_BUDGET_MAX   ((int64_t)1 << 40)
+
 enum pl_loader_type {
 	PL_LOADER_INDEPENDENT,
 	PL_LOADER_CONTINUOUS_SEQUENCE,
@@ -251,6 +256,13 @@ struct pl_spec {
 	enum pl_on_corrupt on_corrupt; /* default fail */
 	bool has_shard;
 	uint32_t shard_index, shard_count; /* index < count */
+	/*
+	 * The most memory a tuner may give the pipeline's buffers (tf.data's
+	 * AutotuneOptions.ram_budget): half to the read buffers of the cycle's readers, half to
+	 * the batch jobs in flight (docs/plumber.md, "Autotuning"), or PL_RAM_BUDGET_UNSET. It
+	 * bounds only knobs left "auto" and changes no batch: not part of the fingerprint.
+	 */
+	int64_t ram_budget;
 };
 
 /*

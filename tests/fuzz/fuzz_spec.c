@@ -77,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	      (!s->shuffle && s->cycle_length >= 1 && s->cycle_length <= 1024));
 	CHECK(pl_spec_cycle(s) >= 1 && pl_spec_cycle(s) <= 1024);
 	CHECK(pl_spec_prefetch(s) >= 0 && pl_spec_read_buffer_bytes(s) >= 0);
+	CHECK(s->ram_budget == PL_RAM_BUDGET_UNSET ||
+	      (s->ram_budget >= PL_RAM_BUDGET_MIN && s->ram_budget <= PL_RAM_BUDGET_MAX));
 	if (s->shuffle)
 		CHECK(s->num_shuffle_buffer_elements >= 1 && s->num_filenames_shuffle_buffer >= 1 &&
 		      s->num_mix_files >= 1 && s->num_mix_files <= 1024);

@@ -10,6 +10,7 @@ delivers for the same spec (every tensor's bytes, in order). Knobs the spec fixe
 """
 
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -144,3 +145,68 @@ def test_fixed_knobs_do_not_move(tmp_path):
     assert not knobs["read_depth_tuned"], knobs
     assert ("knobs: 1 batch jobs in flight (fixed), reads of 64 KiB (fixed), 4 in flight per "
             "file (fixed)") in human, human
+
+
+def _read_depth_max(half, slots):
+    """pipeline.c's bound on reads in flight per file within half the budget (at 64 KiB reads):
+    the most, 1 .. 16, whose buffers (depth + 1 + 16 pinned chunks per slot) fit; else 1."""
+    fits = [d for d in range(1, 17) if slots * (d + 1 + 16) * 65536 <= half]
+    return max(fits) if fits else 1
+
+
+def _read_buffer_max(half, slots, depth):
+    """pipeline.c's bound on the read size: the largest power of two from 64 KiB to 4 MiB whose
+    buffers fit half the budget at that depth; else 64 KiB, the least."""
+    m = 65536
+    while m * 2 <= 4 << 20 and slots * (depth + 1 + 16) * m * 2 <= half:
+        m *= 2
+    return m
+
+
+# 4 MiB under a cycle of 1, reads in flight tuned too (15 of 64 KiB fill 2 MiB); 12 MiB
+# shuffled over 2 files, 4 reads in flight each (fixed): 128 KiB reads
+@pytest.mark.parametrize("budget,reads,slots", [
+    (4 << 20, {"cycle_length": 1, "num_parallel_reads": "auto"}, 1),
+    (12 << 20, {}, 2),
+], ids=["4MiB-cycle_length", "12MiB-shuffled"])
+def test_ram_budget_bounds_the_tuner(tmp_path, budget, reads, slots):
+    data = _ctr(tmp_path)
+    spec = _spec(data, num_prefetch="auto", num_read_buffer_bytes="auto", ram_budget=budget,
+                 **reads)
+    dm = _start(tmp_path, "tuned")
+    seen = []  # the knobs and their bounds at each reading
+    try:
+        deadline = time.monotonic() + 60
+        with sluice.attach(spec=json.dumps(spec), socket=dm.sock) as r:
+            for i in itertools.count(1):
+                b = r.next(timeout=30)
+                assert b is not None
+                if i == 1:
+                    # pl_pipeline_batch_bytes: 4096 for the header and table, each tensor's
+                    # rows and 4096 of alignment (every CTR feature has a fixed shape)
+                    batch_bytes = 4096 + sum(b[f].nbytes + 4096 for f in FEATURES)
+                b.release()
+                if i % 50:
+                    continue
+                st = sluice.stats("tuned", socket=dm.sock)
+                seen.append({k: v for k, v in st.items() if k.startswith("tune_")})
+                # until the tuner has moved, or 4 of its windows went by
+                if st["tune_moves"] >= 1 or st["uptime_ns"] >= 2_000_000_000:
+                    break
+                assert time.monotonic() < deadline, seen[-1]
+    finally:
+        dm.stop()
+    half = budget // 2
+    assert st["autotune"] == 1 and st["tune_knobs"] == (7 if reads else 3), st
+    want_pf = min(32, half // batch_bytes)
+    assert st["tune_prefetch_max"] == want_pf, (st["tune_prefetch_max"], want_pf, batch_bytes)
+    assert st["tune_prefetch_max"] * batch_bytes <= half
+    depth_max = _read_depth_max(half, slots) if reads else 4
+    assert st["tune_read_depth_max"] == depth_max, st
+    assert st["tune_read_buffer_max"] == _read_buffer_max(half, slots, depth_max), st
+    assert slots * (depth_max + 17) * st["tune_read_buffer_max"] <= half
+    assert seen
+    for k in seen:  # at every reading, the knobs within their bounds
+        assert k["tune_prefetch"] <= k["tune_prefetch_max"] == want_pf, k
+        assert k["tune_read_buffer_bytes"] <= k["tune_read_buffer_max"], k
+        assert k["tune_read_depth"] <= k["tune_read_depth_max"], k

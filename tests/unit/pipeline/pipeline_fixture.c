@@ -178,7 +178,7 @@ struct spec_args spec_default(void)
 
 struct pl_spec *make_spec(const struct spec_args *a)
 {
-	char json[4096], shuffle[256] = "", shard[128] = "", reads[96];
+	char json[4096], shuffle[256] = "", shard[128] = "", reads[96], knobs[160];
 	struct pl_spec *spec = NULL;
 	struct io_error err = { { 0 } };
 	int n;
@@ -197,20 +197,30 @@ struct pl_spec *make_spec(const struct spec_args *a)
 	if (a->cycle_length)
 		snprintf(reads + strlen(reads), sizeof(reads) - strlen(reads),
 			 ", \"cycle_length\": %d", a->cycle_length);
+	/* num_read_buffer_bytes, num_prefetch and ram_budget */
+	n = a->read_bytes < 0
+		    ? snprintf(knobs, sizeof(knobs), "\"auto\"")
+		    : snprintf(knobs, sizeof(knobs), "%ld", a->read_bytes ? a->read_bytes : 4096L);
+	n += a->prefetch < 0 ? snprintf(knobs + n, sizeof(knobs) - (size_t)n,
+					", \"num_prefetch\": \"auto\"")
+			     : snprintf(knobs + n, sizeof(knobs) - (size_t)n,
+					", \"num_prefetch\": %d", a->prefetch);
+	if (a->ram_budget)
+		snprintf(knobs + n, sizeof(knobs) - (size_t)n, ", \"ram_budget\": %lld",
+			 a->ram_budget);
 	n = snprintf(json, sizeof(json),
 		     "{\"type\": \"independent\", \"args\": {"
 		     "\"dataset\": {\"type\": \"dir\", \"args\": {\"data_dir\": \"%s\"}}, "
 		     "\"target_batch_size\": %d, \"drop_remainder\": %s, \"epochs\": %s, "
-		     "\"num_read_buffer_bytes\": %ld, \"num_prefetch\": %d, "
+		     "\"num_read_buffer_bytes\": %s, "
 		     "\"num_parallel_parses\": %d, \"num_parallel_reads\": %s, %s%s"
 		     "\"sloppy_interleave\": %s, "
 		     "\"seed\": %llu, \"on_corrupt\": \"%s\", \"primary_features\": ["
 		     "{\"from_name\": \"%s\", \"to_name\": \"id\"}, "
 		     "{\"from_name\": \"vec\", \"to_name\": \"vec\"}%s]}}",
-		     a->dir, a->batch, a->drop_remainder ? "true" : "false", a->epochs,
-		     a->read_bytes ? a->read_bytes : 4096L, a->prefetch, a->parses, reads, shuffle,
-		     shard, a->sloppy ? "true" : "false", (unsigned long long)a->seed,
-		     a->on_corrupt, a->id_from,
+		     a->dir, a->batch, a->drop_remainder ? "true" : "false", a->epochs, knobs,
+		     a->parses, reads, shuffle, shard, a->sloppy ? "true" : "false",
+		     (unsigned long long)a->seed, a->on_corrupt, a->id_from,
 		     a->no_tag ? "" : ", {\"from_name\": \"tag\", \"to_name\": \"tag\"}");
 	assert_true(n > 0 && (size_t)n < sizeof(json));
 	if (pl_spec_parse(json, (size_t)n, "<spec>", &spec, &err) != 0)

@@ -66,19 +66,20 @@ struct spec_args {
 	int batch;
 	bool drop_remainder;
 	const char *epochs; /* JSON: "2", "null" */
-	int prefetch;
+	int prefetch;	    /* num_prefetch (-1: "auto") */
 	int parses;
 	int reads;	  /* num_parallel_reads (-1: "auto") */
 	int cycle_length; /* 0: not given */
 	bool shuffle;
 	uint64_t seed;
 	const char *on_corrupt;
-	bool no_tag;	     /* only "id" and "vec" (a plan without the measuring pass) */
-	const char *id_from; /* from_name of the "id" output (default "id") */
-	const char *shard;   /* JSON object, or NULL */
-	bool sloppy;	     /* sloppy_interleave */
-	int shuffle_elems;   /* num_shuffle_buffer_elements (0: 100) */
-	long read_bytes;     /* num_read_buffer_bytes (0: 4096) */
+	bool no_tag;	      /* only "id" and "vec" (a plan without the measuring pass) */
+	const char *id_from;  /* from_name of the "id" output (default "id") */
+	const char *shard;    /* JSON object, or NULL */
+	bool sloppy;	      /* sloppy_interleave */
+	int shuffle_elems;    /* num_shuffle_buffer_elements (0: 100) */
+	long read_bytes;      /* num_read_buffer_bytes (0: 4096, -1: "auto") */
+	long long ram_budget; /* args.ram_budget (0: not given) */
 };
 
 /* The defaults: the main dataset, batches of 64, one epoch in file order. */

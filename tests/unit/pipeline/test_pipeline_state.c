@@ -270,6 +270,46 @@ static void test_fingerprint_cycle(void **state)
 	FP_EQUAL(x, r3);
 }
 
+/*
+ * args.ram_budget bounds only what a tuner gives the buffers: it changes no batch, so it is not
+ * in the fingerprint (specs that differ only in it are one pipeline under sluiced, as for
+ * num_prefetch), whatever the knobs it bounds say.
+ */
+static void test_fingerprint_ram_budget(void **state)
+{
+	(void)state;
+	struct spec_args a = spec_default();
+	uint8_t none[16], x[16];
+	fp_of(&a, none);
+	const long long budgets[] = { 1LL << 20, 4LL << 20, 3000000, 1LL << 40 };
+	for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+		a.ram_budget = budgets[i];
+		fp_of(&a, x);
+		FP_EQUAL(x, none);
+	}
+
+	/* with the knobs it bounds left "auto", under a cycle_length */
+	a = spec_default();
+	a.cycle_length = 2;
+	a.reads = -1;
+	a.prefetch = -1;
+	a.read_bytes = -1;
+	fp_of(&a, none);
+	a.ram_budget = 1LL << 20;
+	fp_of(&a, x);
+	FP_EQUAL(x, none);
+
+	/* a tuned pipeline within a budget has its spec's fingerprint */
+	struct pl_pipeline_opts o;
+	pl_pipeline_opts_init(&o);
+	o.tune = true;
+	o.defer_start = true;
+	struct pl_pipeline *p = create(&a, &o);
+	pl_pipeline_fingerprint(p, x);
+	pl_pipeline_destroy(p);
+	FP_EQUAL(x, none);
+}
+
 /* A state saved under one cycle_length resumes with other reads in flight, not another cycle. */
 static void test_restore_cycle_length(void **state)
 {
@@ -544,6 +584,7 @@ int main(void)
 		cmocka_unit_test(test_restore_refused),
 		cmocka_unit_test(test_restore_refused_other_files),
 		cmocka_unit_test(test_fingerprint_cycle),
+		cmocka_unit_test(test_fingerprint_ram_budget),
 		cmocka_unit_test(test_restore_cycle_length),
 		cmocka_unit_test(test_corrupt_data_crc),
 		cmocka_unit_test(test_corrupt_truncated_file),

@@ -226,6 +226,123 @@ static void test_stats_read_depth(void **state)
 	}
 }
 
+/*
+ * What a tuner may give a pipeline (pl_pipeline_tunable), from its spec: the knobs left "auto"
+ * and their bounds, and within args.ram_budget B the cycle's read buffers (slots x (depth + 1 +
+ * PL_PIN_CHUNKS) x read size) and the batch jobs in flight (x the batch's bytes) each within
+ * B / 2, a knob that cannot fit keeping its least; explicit values never bounded. The
+ * pipelines are created without starting: the bounds are set at creation.
+ */
+static void test_tune_bounds(void **state)
+{
+	(void)state;
+	const long long M = 1LL << 20;
+	/* a batch of "id" and "vec" (no "tag": a size known): the layout's bound, 4096 for the
+	   header and table, each tensor's rows and 4096 of alignment */
+#define BATCH_BYTES(rows) (4096 + ((uint64_t)(rows)*8 + 4096) + ((uint64_t)(rows)*8 + 4096))
+	const struct {
+		const char *what;
+		bool tune;
+		long long budget;
+		int batch; /* 0: 64 rows with "tag" (no fixed batch size) */
+		int prefetch, reads, cycle_length;
+		long read_bytes; /* -1: "auto" */
+		bool shuffle;
+		unsigned prefetch_max;
+		size_t chunk_max;
+		unsigned depth_max;
+		unsigned stat_prefetch_max; /* pl_stats.prefetch_max */
+	} cases[] = {
+		/* without a tuner nothing moves: "auto" is its fixed value (2 jobs, 1 MiB) */
+		{ "untuned", false, 0, 0, -1, -1, 2, -1, false, 0, 0, 0, 2 },
+		{ "untuned, a budget", false, M, 1024, -1, -1, 2, -1, false, 0, 0, 0, 2 },
+		/* no budget: 32 jobs, 4 MiB reads within 256 MiB at 4 reads in flight, 16 */
+		{ "no budget", true, 0, 1024, -1, 1, 0, -1, false, 32, 4 * M, 0, 32 },
+		{ "no budget, cycle 8", true, 0, 0, -1, -1, 8, -1, false, 32, M, 16, 32 },
+		{ "no budget, shuffled", true, 0, 0, -1, 4, 0, -1, true, 32, 4 * M, 0, 32 },
+		/* 1 MiB: 512 KiB of jobs is 18 of 28672 bytes; 2 x (1 + 1 + 16) x 64 KiB is
+		   over 512 KiB, so 1 read in flight of 64 KiB, the least */
+		{ "1 MiB", true, M, 1024, -1, -1, 2, -1, false, 18, 64 << 10, 1, 18 },
+		/* a batch of 32768 rows (536576 bytes) over 512 KiB: 1 job, the least, below the
+		   2 of "auto" untuned (the most the stats show follows) */
+		{ "1 MiB, big batches", true, M, 32768, -1, -1, 2, -1, false, 1, 64 << 10, 1, 1 },
+		/* batches of no fixed size: the jobs' bound is 32 alone */
+		{ "1 MiB, no batch size", true, M, 0, -1, -1, 2, -1, false, 32, 64 << 10, 1, 32 },
+		/* 4 MiB, one slot: 15 + 1 + 16 chunks of 64 KiB are 2 MiB */
+		{ "4 MiB", true, 4 * M, 1024, -1, -1, 1, -1, false, 32, 64 << 10, 15, 32 },
+		/* 16 MiB, one slot: 16 reads in flight; 8 MiB / 33 chunks: 128 KiB reads */
+		{ "16 MiB", true, 16 * M, 0, -1, -1, 1, -1, false, 32, 128 << 10, 16, 32 },
+		/* 64 MiB, 2 slots: 32 MiB / 66 chunks: 256 KiB */
+		{ "64 MiB", true, 64 * M, 0, -1, -1, 2, -1, false, 32, 256 << 10, 16, 32 },
+		/* shuffled, 2 slots of 4 reads in flight (fixed): 6 MiB / 42 chunks: 128 KiB;
+		   6 MiB of jobs: 219 of them, 32 */
+		{ "12 MiB, shuffled", true, 12 * M, 1024, -1, 4, 0, -1, true, 32, 128 << 10, 0,
+		  32 },
+		/* a budget above 512 MiB takes the place of the 256 MiB default for reads */
+		{ "1 TiB, cycle 8", true, 1LL << 40, 0, -1, -1, 8, -1, false, 32, 4 * M, 16, 32 },
+		{ "256 MiB, cycle 8", true, 256 * M, 0, -1, -1, 8, -1, false, 32, 256 << 10, 16,
+		  32 },
+		/* explicit values stay: 100 jobs of 28672 bytes over a 1 MiB budget, and 1 MiB
+		   reads; the reads in flight are bounded at that size (1: even 18 MiB of buffers
+		   are over 512 KiB, or 8 MiB) */
+		{ "explicit", true, M, 1024, 100, -1, 1, 1L << 20, false, 0, 0, 1, 100 },
+		{ "explicit reads", true, 16 * M, 1024, -1, -1, 1, 1L << 20, false, 32, 0, 1, 32 },
+	};
+	assert_true(BATCH_BYTES(1024) == 28672);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct spec_args a = spec_default();
+		if (cases[i].batch) {
+			a.batch = cases[i].batch;
+			a.no_tag = true;
+		}
+		a.prefetch = cases[i].prefetch;
+		a.reads = cases[i].reads;
+		a.cycle_length = cases[i].cycle_length;
+		a.read_bytes = cases[i].read_bytes;
+		a.shuffle = cases[i].shuffle;
+		a.ram_budget = cases[i].budget;
+		struct pl_pipeline_opts o;
+		pl_pipeline_opts_init(&o);
+		o.tune = cases[i].tune;
+		o.defer_start = true;
+		struct pl_pipeline *p = create(&a, &o);
+		struct pl_tune max;
+		struct pl_stats st;
+		unsigned pf;
+		pl_pipeline_tunable(p, &max);
+		pl_pipeline_get_stats(p, &st);
+		uint64_t bb = pl_pipeline_batch_bytes(p, &pf);
+		pl_pipeline_destroy(p);
+		if (max.prefetch != cases[i].prefetch_max || max.read_chunk != cases[i].chunk_max ||
+		    max.read_depth != cases[i].depth_max ||
+		    st.prefetch_max != cases[i].stat_prefetch_max)
+			fail_msg("%s: bounds prefetch %u, read size %zu, reads in flight %u, stats "
+				 "prefetch_max %u; expected %u, %zu, %u, %u",
+				 cases[i].what, max.prefetch, max.read_chunk, max.read_depth,
+				 st.prefetch_max, cases[i].prefetch_max, cases[i].chunk_max,
+				 cases[i].depth_max, cases[i].stat_prefetch_max);
+		assert_true(max.weight == UINT_MAX);
+		assert_true(bb == (cases[i].batch ? BATCH_BYTES(cases[i].batch) : 0));
+		if (!cases[i].tune || !cases[i].budget)
+			continue;
+		/* what the bounds allow fits the budget, unless at the knobs' least */
+		uint64_t half = (uint64_t)cases[i].budget / 2;
+		if (max.prefetch > 1 && bb)
+			assert_true(max.prefetch * bb <= half);
+		unsigned slots = cases[i].shuffle ? 2 : (unsigned)cases[i].cycle_length;
+		unsigned depth = max.read_depth ? max.read_depth : st.read_depth;
+		size_t chunk = max.read_chunk ? max.read_chunk : st.read_chunk;
+		if (max.read_depth > 1 || max.read_chunk > (64 << 10))
+			assert_true((uint64_t)slots * (depth + 1 + PL_PIN_CHUNKS) * chunk <= half);
+		/* explicit values as the spec gave them */
+		if (cases[i].prefetch >= 0)
+			assert_int_equal(st.prefetch, cases[i].prefetch);
+		if (cases[i].read_bytes > 0)
+			assert_int_equal(st.read_chunk, cases[i].read_bytes);
+	}
+#undef BATCH_BYTES
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -233,6 +350,7 @@ int main(void)
 		cmocka_unit_test(test_stats_epochs),
 		cmocka_unit_test(test_stats_dropped_record),
 		cmocka_unit_test(test_stats_read_depth),
+		cmocka_unit_test(test_tune_bounds),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -309,6 +309,38 @@ static void test_cycle(void **state)
 	}
 }
 
+/* args.ram_budget: bytes from 1 MiB to 1 TiB, any integer between, for every loader. */
+static void test_ram_budget(void **state)
+{
+	static const struct {
+		const char *type, *add;
+		int64_t budget;
+	} cases[] = {
+		{ IND, "'ram_budget': 1048576", 1048576 },
+		{ IND, "'ram_budget': 4194304", 4194304 },
+		{ IND, "'ram_budget': 3000001", 3000001 }, /* no power of two needed */
+		{ IND, "'ram_budget': 1099511627776", 1099511627776 },
+		{ IND,
+		  "'num_prefetch': 'auto', 'num_read_buffer_bytes': 'auto', 'cycle_length': 2, "
+		  "'num_parallel_reads': 'auto', 'ram_budget': 67108864",
+		  67108864 },
+		{ IND, "'num_prefetch': 3, 'ram_budget': 1048576", 1048576 }, /* explicit: kept */
+		{ CONT, "'ram_budget': 1073741824", 1073741824 },
+		{ DISC, "'ram_budget': 8388608", 8388608 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pl_spec *s = parse_ok(mk(cases[i].type, NULL, cases[i].add));
+		if (s->ram_budget != cases[i].budget)
+			fail_msg("%s: ram_budget %lld, expected %lld", cases[i].add,
+				 (long long)s->ram_budget, (long long)cases[i].budget);
+		pl_spec_destroy(s);
+	}
+	struct pl_spec *s = parse_ok(mk(IND, NULL, "'num_prefetch': 3, 'ram_budget': 1048576"));
+	assert_int_equal(s->num_prefetch, 3); /* the budget bounds only what a tuner gives */
+	assert_int_equal(pl_spec_prefetch(s), 3);
+	pl_spec_destroy(s);
+}
+
 static void test_defaults(void **state)
 {
 	struct pl_spec *s = parse_ok(mk("independent", NULL, NULL));
@@ -340,6 +372,7 @@ static void test_defaults(void **state)
 	assert_int_equal(pl_spec_read_buffer_bytes(s), 65536);
 	assert_int_equal(s->cycle_length, PL_CYCLE_UNSET);
 	assert_int_equal(pl_spec_cycle(s), 1); /* num_parallel_reads, as before cycle_length */
+	assert_int_equal(s->ram_budget, PL_RAM_BUDGET_UNSET);
 	pl_spec_destroy(s);
 
 	s = parse_ok(mk("continuous_sequence", NULL, NULL));
@@ -516,6 +549,7 @@ int main(void)
 		cmocka_unit_test(test_full_continuous),	 cmocka_unit_test(test_full_discrete),
 		cmocka_unit_test(test_defaults),	 cmocka_unit_test(test_names),
 		cmocka_unit_test(test_load_file),	 cmocka_unit_test(test_cycle),
+		cmocka_unit_test(test_ram_budget),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
