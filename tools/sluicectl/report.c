@@ -111,6 +111,8 @@ int report_window(const struct sluice_stats *now, const struct sluice_stats *pre
 	w->alloc_per_s = get(now, "tune_alloc_per_s");
 	w->knobs = get(now, "tune_knobs");
 	w->read_depth = get(now, "tune_read_depth");
+	w->read_chunk_max = get(now, "tune_read_buffer_max");
+	w->read_depth_max = get(now, "tune_read_depth_max");
 	return 0;
 }
 
@@ -235,6 +237,8 @@ void report_json(struct jsonout *j, const struct report_window *w, const struct 
 		key(j, "read_depth_tuned", false);
 		jsonout_cstr(j, w->knobs & 4 ? "true" : "false");
 		num(j, "read_depth", (double)w->read_depth);
+		num(j, "read_buffer_max", (double)w->read_chunk_max);
+		num(j, "read_depth_max", (double)w->read_depth_max);
 		num(j, "weight", (double)w->weight);
 		num(j, "moves", (double)w->moves);
 		num(j, "alloc_per_s", (double)w->alloc_per_s);
