@@ -79,10 +79,11 @@ static void autotune_usage(FILE *f)
 		"          sample time at which the rate over the preceding %.0f s reaches %.0f "
 		"%%\n"
 		"          of grid_best_per_s (-1: never); tune_* the tuner's counters at the\n"
-		"          end (-1: the daemon does not give them).\n"
+		"          end (-1: the daemon does not give them). N runs as the grid's\n"
+		"          points (a bench=autotune-run line each): the medians.\n"
 		"  One line per spec: bench=autotune spec=NAME tuned_per_s= grid_best_per_s=\n"
 		"  grid_best=pf:N,rb:B ratio=(tuned/grid_best) seconds_to_90= tune_prefetch=\n"
-		"  tune_read_buffer_bytes= tune_moves= tune_weight=\n"
+		"  tune_read_buffer_bytes= tune_moves= tune_weight= repeat=\n"
 		"\n"
 		"--pair: one sluiced with --cpus N (default 2) serving A and B, both knobs "
 		"\"auto\";\n"
@@ -568,10 +569,11 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 		    const char *origin)
 {
 	double best, tuned, s90, w = tuned_window(a->tune_seconds);
+	double t[AT_MAX_REPEAT], r90[AT_MAX_REPEAT];
 	char reach[32];
 	int64_t best_pf, best_rb;
-	struct at_samples s;
-	struct at_pipe p;
+	struct at_samples s = { 0 };
+	struct at_pipe p = { 0 };
 	char *text = NULL;
 	int rc;
 
@@ -579,24 +581,39 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 	rc = spec_text(spec, origin, NB_PIPELINE, AT_AUTO, AT_AUTO, &text);
 	if (rc == 0)
 		rc = grid(a, label, spec, origin, &best, &best_pf, &best_rb);
-	if (rc == 0)
-		rc = run_one(a, NB_PIPELINE, text, NULL, a->tune_seconds, w, &tuned, &p, &s);
+	/* as many tuned runs as each grid point had, their medians against the best median */
+	for (unsigned r = 0; r < a->repeat && rc == 0; r++) {
+		rc = run_one(a, NB_PIPELINE, text, NULL, a->tune_seconds, w, &t[r], &p, &s);
+		if (rc < 0)
+			break;
+		r90[r] = best > 0 ? time_to_reach(&s, p.count, AT_REACH * best) : -1;
+		printf("bench=autotune-run spec=%s run=%u tuned_per_s=%.1f seconds_to_90=%.2f "
+		       "tune_prefetch=%lld tune_read_buffer_bytes=%lld tune_moves=%lld\n",
+		       label, r, t[r], r90[r], (long long)p.tune[AT_TUNE_PREFETCH],
+		       (long long)p.tune[AT_TUNE_READ_BUFFER], (long long)p.tune[AT_TUNE_MOVES]);
+		fflush(stdout);
+		if (r90[r] < 0)
+			r90[r] = 1e9; /* never: after every run that reached it */
+		if (r + 1 < a->repeat)
+			samples_free(&s, &p, 1);
+	}
 	free(text);
 	if (rc < 0)
 		return rc;
-	s90 = best > 0 ? time_to_reach(&s, p.count, AT_REACH * best) : -1;
-	if (s90 < 0)
+	tuned = median(t, (unsigned)a->repeat);
+	s90 = median(r90, (unsigned)a->repeat);
+	if (s90 >= 1e9)
 		snprintf(reach, sizeof(reach), "-1");
 	else
 		snprintf(reach, sizeof(reach), "%.2f", s90);
 	printf("bench=autotune spec=%s tuned_per_s=%.1f grid_best_per_s=%.1f "
 	       "grid_best=pf:%lld,rb:%lld "
 	       "ratio=%.3f seconds_to_90=%s tune_prefetch=%lld tune_read_buffer_bytes=%lld "
-	       "tune_moves=%lld tune_weight=%lld\n",
+	       "tune_moves=%lld tune_weight=%lld repeat=%u\n",
 	       label, tuned, best, (long long)best_pf, (long long)best_rb,
 	       best > 0 ? tuned / best : 0, reach, (long long)p.tune[AT_TUNE_PREFETCH],
 	       (long long)p.tune[AT_TUNE_READ_BUFFER], (long long)p.tune[AT_TUNE_MOVES],
-	       (long long)p.tune[AT_TUNE_WEIGHT]);
+	       (long long)p.tune[AT_TUNE_WEIGHT], (unsigned)a->repeat);
 	fflush(stdout);
 	samples_free(&s, &p, 1);
 	return 0;
