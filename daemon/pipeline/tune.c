@@ -23,6 +23,15 @@ __attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap, con
 	va_end(ap);
 }
 
+/* The hold after a trial of knob k taken back: PL_TUNE_HOLD, doubled each time in a row, up to
+   PL_TUNE_HOLD_MAX (a pipeline whose best setting was found stops paying for trials). */
+static unsigned backoff(struct pl_tune_probe *pr, int k)
+{
+	unsigned h = pr->held[k] ? pr->held[k] * 2 : PL_TUNE_HOLD;
+	pr->held[k] = h < PL_TUNE_HOLD_MAX ? h : PL_TUNE_HOLD_MAX;
+	return pr->held[k];
+}
+
 /* A trial under way: its window counted, and after the last, kept or taken back. */
 static unsigned trial_window(const struct pl_tune_obs *o, const struct pl_tune *now,
 			     struct pl_tune_probe *pr, struct pl_tune *next, char *why, size_t cap)
@@ -33,16 +42,18 @@ static unsigned trial_window(const struct pl_tune_obs *o, const struct pl_tune *
 	double r = pr->sum / pr->windows;
 	unsigned knob = pr->knob;
 	pr->knob = 0;
-	if (pr->base > 0 && r >= pr->base * PL_TUNE_PROBE_GAIN)
-		return 0; /* kept (said when it was tried) */
+	if (pr->base > 0 && r >= pr->base * PL_TUNE_PROBE_GAIN) {
+		pr->held[knob == PL_TUNE_MOVED_PREFETCH ? 0 : 1] = 0; /* kept: no backoff */
+		return 0;					      /* (said when tried) */
+	}
 	if (knob == PL_TUNE_MOVED_PREFETCH) {
 		next->prefetch = (unsigned)pr->from;
-		pr->hold[0] = PL_TUNE_HOLD;
+		pr->hold[0] = backoff(pr, 0);
 		say(why, cap, "%u jobs in flight made %.0f batches/s, %u made %.0f: taken back",
 		    now->prefetch, r, next->prefetch, pr->base);
 	} else {
 		next->read_chunk = pr->from;
-		pr->hold[1] = PL_TUNE_HOLD;
+		pr->hold[1] = backoff(pr, 1);
 		say(why, cap, "reads of %zu KiB made %.0f batches/s, of %zu KiB %.0f: taken back",
 		    now->read_chunk >> 10, r, next->read_chunk >> 10, pr->base);
 	}
@@ -61,13 +72,15 @@ static unsigned trial_start(const struct pl_tune_obs *o, const struct pl_tune *n
 		next->prefetch = p < max->prefetch ? p : max->prefetch;
 		*pr = (struct pl_tune_probe){ .knob = knob = PL_TUNE_MOVED_PREFETCH,
 					      .from = now->prefetch,
-					      .hold = { pr->hold[0], pr->hold[1] } };
+					      .hold = { pr->hold[0], pr->hold[1] },
+					      .held = { pr->held[0], pr->held[1] } };
 	} else if (!pr->hold[1] && max->read_chunk && now->read_chunk < max->read_chunk) {
 		size_t c = now->read_chunk * 4;
 		next->read_chunk = c < max->read_chunk ? c : max->read_chunk;
 		*pr = (struct pl_tune_probe){ .knob = knob = PL_TUNE_MOVED_CHUNK,
 					      .from = now->read_chunk,
-					      .hold = { pr->hold[0], pr->hold[1] } };
+					      .hold = { pr->hold[0], pr->hold[1] },
+					      .held = { pr->held[0], pr->held[1] } };
 	}
 	if (knob) {
 		pr->base = o->rate;

@@ -33,11 +33,13 @@ struct pl_tune_obs {
  * cores), or reads that cost more in calls than larger ones would, or less in cache misses than
  * larger ones do. Kept if the rate over the next PL_TUNE_PROBE_WINDOWS windows beats the window
  * before it (the two before, where there were) by PL_TUNE_PROBE_GAIN, else taken back, and that
- * knob not tried again for PL_TUNE_HOLD windows. The caller's, zeroed at first.
+ * knob not tried again for PL_TUNE_HOLD windows, doubled for each trial of it taken back in a
+ * row (up to PL_TUNE_HOLD_MAX). The caller's, zeroed at first.
  */
 #define PL_TUNE_PROBE_WINDOWS 2
 #define PL_TUNE_PROBE_GAIN    1.05
 #define PL_TUNE_HOLD	      20
+#define PL_TUNE_HOLD_MAX      600 /* 5 minutes */
 struct pl_tune_probe {
 	unsigned knob;	  /* the knob on trial (enum pl_tune_moved); 0: none */
 	size_t from;	  /* its value before the trial */
@@ -45,6 +47,7 @@ struct pl_tune_probe {
 	double base, sum; /* the rate before it, and the sum of its windows' rates */
 	double last;	  /* the rate of the window before (0: none) */
 	unsigned hold[2]; /* windows before jobs in flight, the read size, may be tried again */
+	unsigned held[2]; /* the last hold of each (doubled after each trial taken back) */
 };
 
 /* The thresholds of pl_tune_step (fractions of the window). */

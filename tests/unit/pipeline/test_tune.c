@@ -178,6 +178,35 @@ static void test_trials(void **state)
 	assert_int_equal(next.prefetch, 4);
 }
 
+/* Trials of one knob taken back again and again: each hold twice the last, up to the most. */
+static void test_trial_backoff(void **state)
+{
+	const struct pl_tune max = { .prefetch = 32 }; /* the read size fixed */
+	struct pl_tune now = { .prefetch = 2 }, next;
+	struct pl_tune_probe pr = { 0 };
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.rate = 1000;
+	unsigned want = PL_TUNE_HOLD;
+	for (int round = 0; round < 8; round++) {
+		unsigned waited = 0;
+		while (pl_tune_step(&o, &now, &max, &pr, &next, why, sizeof(why)) == 0)
+			waited++;
+		assert_int_equal(next.prefetch, 4); /* a trial */
+		if (round)
+			assert_int_equal(waited, want - 1);
+		for (int w = 1; w < PL_TUNE_PROBE_WINDOWS; w++)
+			assert_int_equal(
+				pl_tune_step(&o, &next, &max, &pr, &next, why, sizeof(why)), 0);
+		assert_int_equal(pl_tune_step(&o, &next, &max, &pr, &next, why, sizeof(why)),
+				 PL_TUNE_MOVED_PREFETCH);
+		assert_int_equal(next.prefetch, 2); /* taken back */
+		want = round ? (want * 2 < PL_TUNE_HOLD_MAX ? want * 2 : PL_TUNE_HOLD_MAX) : want;
+		assert_int_equal(pr.hold[0], want);
+	}
+	assert_int_equal(pr.hold[0], PL_TUNE_HOLD_MAX);
+}
+
 static void test_fixed_knobs_stay(void **state)
 {
 	struct pl_tune now = { .prefetch = 2, .read_chunk = 1 << 20 }, next, fixed = { 0 };
@@ -271,6 +300,7 @@ int main(void)
 		cmocka_unit_test(test_reads_grow_the_chunk),
 		cmocka_unit_test(test_read_waits_add_reads_in_flight),
 		cmocka_unit_test(test_trials),
+		cmocka_unit_test(test_trial_backoff),
 		cmocka_unit_test(test_fixed_knobs_stay),
 		cmocka_unit_test(test_consumer_limit_moves_nothing),
 		cmocka_unit_test(test_memory_halves_prefetch),
