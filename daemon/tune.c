@@ -101,17 +101,12 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 		if (fit < max.prefetch)
 			max.prefetch = (unsigned)fit;
 	}
-	uint64_t room = in.producer_wait_ns;
-	uint64_t engine_room =
-		in.st[PL_STAGE_PARSE].wait_down_ns + in.st[PL_STAGE_DELIVER].wait_down_ns;
-	if (engine_room > room)
-		room = engine_room;
 	double w = (double)wall;
 	struct pl_tune_obs o = {
 		.batches = in.batches,
 		.job_wait = (double)since(st.job_wait_ns, job_wait_then) / w,
 		.read_wait = (double)in.read_wait_ns / w,
-		.producer_wait = (double)room / w,
+		.producer_wait = (double)pl_model_room_ns(&in) / w,
 		.pool_busy = in.workers ? (double)in.pool_task_ns / (w * in.workers) : 1,
 
 		.read_cpu = in.driver_cpu_ns
@@ -163,13 +158,12 @@ static void allocate(struct dmn *d, struct dmn_pipeline **pls, size_t n)
 	pl_tune_weights(n, rate, wt);
 	for (size_t i = 0; i < n; i++) {
 		pls[i]->tune.alloc_per_s = rate[i];
-		struct pl_stats st;
-		pl_pipeline_get_stats(pls[i]->pl, &st);
-		if (st.pool_weight == wt[i])
+		unsigned had = pls[i]->tune.prev.pool_weight; /* read at this window's start */
+		if (had == wt[i])
 			continue;
 		pl_pipeline_tune(pls[i]->pl, &(struct pl_tune){ .weight = wt[i] });
 		/* a weight matters only between pipelines that contend: said when more than one */
-		if (n > 1 && (wt[i] > st.pool_weight * 2 || wt[i] * 2 < st.pool_weight))
+		if (n > 1 && (wt[i] > had * 2 || wt[i] * 2 < had))
 			dmn_log("pipeline %s: its share of the pool set to %u/%u (readers ask %.0f "
 				"batches/s%s, a batch costs %.2f ms of the pool, allocated %.0f/s)",
 				pls[i]->name, wt[i], (unsigned)PL_TUNE_WEIGHT, dem[i],

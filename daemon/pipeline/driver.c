@@ -62,7 +62,6 @@ static void publish_stats(struct pl_driver *d, bool last)
 	pl_chain_get_stats(d->chain, st, &tot);
 	st[PL_STAGE_PARSE] = d->ax.st;
 	st[PL_STAGE_PARSE].buffered = d->count;
-	st[PL_STAGE_PARSE].capacity = pl_deliver_prefetch(d->o.dl);
 	uint64_t cpu = last ? pl_clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 	pthread_mutex_lock(&d->lock);
 	memcpy(d->st, st, sizeof(st));
@@ -433,6 +432,7 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	struct pl_stage_stats *st = ret->stages;
 	st[PL_STAGE_DELIVER] = dst;
 	st[PL_STAGE_DELIVER].wait_down_ns += alloc_ns; /* a ring full of unread batches */
+	st[PL_STAGE_PARSE].capacity = dst.capacity;    /* jobs in flight: deliver's bound */
 	pl_prof_share(prof_ns, ret->driver_cpu_ns, st);
 	/*
 	 * The image steps run inside the parse tasks: their time is the decode stage's, taken
@@ -475,7 +475,7 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->parse_ns = pl_asm_task_ns(&d->ax, true);
 	ret->pool_task_ns = task_ns;
 	ret->read_wait_ns = rw;
-	ret->prefetch = pl_deliver_prefetch(d->o.dl);
+	ret->prefetch = (unsigned)dst.capacity;
 	ret->prefetch_max = (unsigned)d->cap;
 	pl_chain_reads(d->chain, &ret->read_chunk, &ret->read_depth);
 	ret->pool_weight = sched_queue_weight(d->q);

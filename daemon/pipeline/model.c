@@ -151,11 +151,7 @@ void pl_model_fit(const struct pl_model_in *in, struct pl_model *m)
 	m->predicted_per_s = pl_model_predict(m, in->workers, in->cpus);
 	m->predicted_all_per_s = pl_model_predict(m, in->host_cpus, in->host_cpus);
 
-	uint64_t room = in->producer_wait_ns;
-	uint64_t engine_room =
-		in->st[PL_STAGE_PARSE].wait_down_ns + in->st[PL_STAGE_DELIVER].wait_down_ns;
-	if (engine_room > room)
-		room = engine_room;
+	uint64_t room = pl_model_room_ns(in);
 	if (in->commit_failures) {
 		m->limit = PL_LIMIT_MEMORY;
 	} else if ((double)room >= BLOCKED_SHARE * (double)in->wall_ns) {
@@ -180,6 +176,13 @@ void pl_model_fit(const struct pl_model_in *in, struct pl_model *m)
 		m->limit = PL_LIMIT_CORES;
 		m->bottleneck = heaviest(m, -1);
 	}
+}
+
+uint64_t pl_model_room_ns(const struct pl_model_in *in)
+{
+	uint64_t engine =
+		in->st[PL_STAGE_PARSE].wait_down_ns + in->st[PL_STAGE_DELIVER].wait_down_ns;
+	return engine > in->producer_wait_ns ? engine : in->producer_wait_ns;
 }
 
 static uint64_t since(uint64_t now, uint64_t then)

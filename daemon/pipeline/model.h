@@ -105,6 +105,12 @@ void pl_model_in_from_stats(const struct pl_stats *a, const struct pl_stats *b, 
 uint64_t pl_model_host_busy_ns(void);
 uint64_t pl_model_own_cpu_ns(void);
 
+/*
+ * How long in the window the engine waited for room (the ring, the prefetch queue): the
+ * readers' share of the limit (PL_LIMIT_CONSUMER when half the window or more).
+ */
+uint64_t pl_model_room_ns(const struct pl_model_in *in);
+
 /* The model of one window. */
 void pl_model_fit(const struct pl_model_in *in, struct pl_model *ret);
 /* The largest batch rate at an allocation of workers and cpus (cores), by m's costs. */

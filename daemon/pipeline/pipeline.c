@@ -28,16 +28,9 @@ struct pl_pipeline {
 
 /*
  * Read buffers a tuner may give a pipeline's readers at most without args.ram_budget: each of
- * the cycle's readers keeps about PL_PIN_CHUNKS + 5 chunks (reads in flight, the one framed,
- * the pinned ones).
+ * the cycle's readers keeps pl_read_buffers() chunks.
  */
 #define PL_TUNE_READ_BYTES ((size_t)256 << 20)
-
-/* The chunks one reader of the cycle holds with depth reads in flight (read.c's capacity). */
-static uint64_t reader_chunks(unsigned depth)
-{
-	return (uint64_t)depth + 1 + PL_PIN_CHUNKS;
-}
 
 /*
  * The most reads in flight per reader, 1 .. PL_READ_MAX_QUEUE_DEPTH, whose buffers of chunk
@@ -46,7 +39,7 @@ static uint64_t reader_chunks(unsigned depth)
 static unsigned depth_within(uint64_t bytes, unsigned cycle, size_t chunk)
 {
 	unsigned d = PL_READ_MAX_QUEUE_DEPTH;
-	while (d > 1 && cycle * reader_chunks(d) * chunk > bytes)
+	while (d > 1 && (uint64_t)cycle * pl_read_buffers(d) * chunk > bytes)
 		d--;
 	return d;
 }
@@ -58,7 +51,7 @@ static unsigned depth_within(uint64_t bytes, unsigned cycle, size_t chunk)
  */
 static size_t chunk_within(uint64_t bytes, unsigned cycle, unsigned depth)
 {
-	uint64_t per = bytes / (cycle * reader_chunks(depth));
+	uint64_t per = bytes / ((uint64_t)cycle * pl_read_buffers(depth));
 	size_t m = PL_TUNE_CHUNK_MIN;
 	while (m * 2 <= per && m * 2 <= PL_TUNE_CHUNK_MAX)
 		m *= 2;

@@ -36,12 +36,6 @@ struct pl_read {
 	size_t chunk_len;   /* the read size of ix */
 };
 
-/* The buffers of a reader's iox: reads in flight, the chunk being framed, the pinned ones. */
-static unsigned read_buffers(const struct pl_read *rd)
-{
-	return rd->depth + 1 + PL_PIN_CHUNKS;
-}
-
 static void ioxref_put(struct pl_ioxref *ix)
 {
 	if (ix->retired && ix->chunks == 0) {
@@ -70,7 +64,7 @@ int pl_read_create(const struct pl_read_opts *opts, struct pl_read **ret)
 	rd->depth = opts->queue_depth ? opts->queue_depth : PL_READ_QUEUE_DEPTH;
 	if (rd->depth > PL_READ_MAX_QUEUE_DEPTH)
 		rd->depth = PL_READ_MAX_QUEUE_DEPTH;
-	rd->o.st->capacity += read_buffers(rd);
+	rd->o.st->capacity += pl_read_buffers(rd->depth);
 	*ret = rd;
 	return 0;
 }
@@ -89,7 +83,7 @@ void pl_read_destroy(struct pl_read *rd)
 	if (!rd)
 		return;
 	pl_read_abandon(rd); /* the iox goes with its last pinned buffer */
-	rd->o.st->capacity -= read_buffers(rd);
+	rd->o.st->capacity -= pl_read_buffers(rd->depth);
 	free(rd);
 }
 
@@ -101,7 +95,7 @@ static int make_iox(struct pl_read *rd, struct io_error *err)
 	o.queue_depth = rd->depth;
 	o.max_open_files = 1;
 	o.chunk_len = rd->chunk_len;
-	o.num_buffers = read_buffers(rd);
+	o.num_buffers = pl_read_buffers(rd->depth);
 	o.pread_threads = 1;
 	o.direct = rd->o.direct;
 	o.creds = rd->o.creds;
@@ -143,7 +137,7 @@ int pl_read_open(struct pl_read *rd, const char *path, struct io_error *err)
 	/* a new read size or depth: a new iox (the old one goes with its last pinned chunk) */
 	if (rd->ix && (want != rd->chunk_len || depth != rd->depth))
 		pl_read_abandon(rd);
-	rd->o.st->capacity += depth; /* the stage's buffers (read_buffers) */
+	rd->o.st->capacity += depth; /* the stage's buffers (pl_read_buffers) */
 	rd->o.st->capacity -= rd->depth;
 	rd->depth = depth;
 	rd->chunk_len = want;

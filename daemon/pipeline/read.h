@@ -19,6 +19,12 @@
 #define PL_READ_QUEUE_DEPTH	4
 #define PL_READ_MAX_QUEUE_DEPTH 16
 
+/* The buffers of a reader with depth reads in flight: those, the chunk framed, the pinned ones. */
+static inline unsigned pl_read_buffers(unsigned depth)
+{
+	return depth + 1 + PL_PIN_CHUNKS;
+}
+
 /* What every reader of a pipeline adds to (beside its struct pl_stage_stats). */
 struct pl_read_totals {
 	uint64_t direct_bytes; /* of bytes_out, read with O_DIRECT */
