@@ -43,7 +43,7 @@ struct pl_driver {
 	pthread_mutex_t lock;
 	struct pl_stage_stats st[PL_STAGE_COUNT_];
 	struct pl_chain_totals tot;
-	uint64_t prof_ns[PL_STAGE_COUNT_ + 1];
+	uint64_t prof_cpu[PL_STAGE_COUNT_], prof_last[PL_STAGE_COUNT_], prof_cpu_at;
 	uint64_t lazy_fills, alloc_ns;
 	uint64_t pub_job_wait_ns, pub_job_ns;
 	char fallback[160]; /* why not io_uring, copied once: readers keep a pointer to it */
@@ -70,7 +70,9 @@ static void publish_stats(struct pl_driver *d, bool last)
 		memcpy(d->fallback, tot.read.fallback, sizeof(d->fallback));
 		d->have_fallback = true;
 	}
-	memcpy(d->prof_ns, d->prof.ns, sizeof(d->prof_ns));
+	memcpy(d->prof_cpu, d->prof.cpu, sizeof(d->prof_cpu));
+	memcpy(d->prof_last, d->prof.last, sizeof(d->prof_last));
+	d->prof_cpu_at = d->prof.cpu_at;
 	d->lazy_fills = d->ax.lazy_fills;
 	d->alloc_ns = d->ax.alloc_ns;
 	d->pub_job_wait_ns = d->job_wait_ns;
@@ -417,8 +419,10 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	pthread_mutex_lock(&d->lock);
 	memcpy(ret->stages, d->st, sizeof(d->st));
 	struct pl_chain_totals tot = d->tot;
-	uint64_t prof_ns[PL_STAGE_COUNT_ + 1];
-	memcpy(prof_ns, d->prof_ns, sizeof(prof_ns));
+	uint64_t prof_cpu[PL_STAGE_COUNT_], prof_last[PL_STAGE_COUNT_];
+	memcpy(prof_cpu, d->prof_cpu, sizeof(prof_cpu));
+	memcpy(prof_last, d->prof_last, sizeof(prof_last));
+	uint64_t prof_cpu_at = d->prof_cpu_at;
 	ret->lazy_fills = d->lazy_fills;
 	ret->job_wait_ns = d->pub_job_wait_ns;
 	ret->job_ns = d->pub_job_ns;
@@ -433,7 +437,8 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	st[PL_STAGE_DELIVER] = dst;
 	st[PL_STAGE_DELIVER].wait_down_ns += alloc_ns; /* a ring full of unread batches */
 	st[PL_STAGE_PARSE].capacity = dst.capacity;    /* jobs in flight: deliver's bound */
-	pl_prof_share(prof_ns, ret->driver_cpu_ns, st);
+	pl_prof_share(prof_cpu, prof_last,
+		      ret->driver_cpu_ns > prof_cpu_at ? ret->driver_cpu_ns - prof_cpu_at : 0, st);
 	/*
 	 * The image steps run inside the parse tasks: their time is the decode stage's, taken
 	 * out of the workers' task time and out of the driver's sampled share of parse.

@@ -3,6 +3,7 @@
 #include "stage.h"
 
 #include <stddef.h>
+#include <string.h>
 
 static const char *const names[PL_STAGE_COUNT_] = {
 	[PL_STAGE_FILES] = "files",	      [PL_STAGE_READ] = "read",
@@ -17,16 +18,33 @@ const char *pl_stage_name(unsigned id)
 	return id < PL_STAGE_COUNT_ ? names[id] : 0;
 }
 
-void pl_prof_share(const uint64_t ns[PL_STAGE_COUNT_ + 1], uint64_t cpu_ns,
-		   struct pl_stage_stats st[PL_STAGE_COUNT_])
+void pl_prof_split(struct pl_prof *p, uint64_t cpu_ns)
 {
 	unsigned __int128 busy = 0;
 	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++)
-		busy += ns[i];
-	if (busy == 0)
-		return;
+		busy += p->round[i];
+	if (busy > 0) {
+		uint64_t d = cpu_ns > p->cpu_at ? cpu_ns - p->cpu_at : 0;
+		for (unsigned i = 0; i < PL_STAGE_COUNT_; i++) {
+			p->cpu[i] += (uint64_t)((unsigned __int128)d * p->round[i] / busy);
+			p->last[i] = p->round[i];
+		}
+		p->cpu_at = cpu_ns;
+	}
+	memset(p->round, 0, sizeof(p->round));
+}
+
+void pl_prof_share(const uint64_t cpu[PL_STAGE_COUNT_], const uint64_t last[PL_STAGE_COUNT_],
+		   uint64_t since_ns, struct pl_stage_stats st[PL_STAGE_COUNT_])
+{
+	unsigned __int128 busy = 0;
 	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++)
-		st[i].cpu_ns += (uint64_t)((unsigned __int128)cpu_ns * ns[i] / busy);
+		busy += last[i];
+	for (unsigned i = 0; i < PL_STAGE_COUNT_; i++) {
+		st[i].cpu_ns += cpu[i];
+		if (busy > 0)
+			st[i].cpu_ns += (uint64_t)((unsigned __int128)since_ns * last[i] / busy);
+	}
 }
 
 static const struct {

@@ -69,22 +69,28 @@ static inline uint64_t pl_clock_ns(clockid_t c)
  * with what it returned; around a blocking wait the stage enters PL_STAGE_IDLE_. Outside a
  * sampled round that is a load and a store: reading a clock at every switch (several per record)
  * would cost more than the stages' work on small records. The driver opens a round for one batch
- * in PL_PROF_EVERY and splits its thread's CPU time between the stages in proportion to the
- * sampled times (pl_prof_share).
+ * in PL_PROF_EVERY; as each round closes, the thread's CPU time since the last one closed is
+ * split between the stages in proportion to that round's times (pl_prof_split). Round by round,
+ * not in proportion to all rounds so far: a round that pays a one-off cost (every reader's
+ * buffers faulted in at the first batch: 20 ms a reader on a VM) then weighs what that stretch
+ * cost, not 32 times its share of everything after it.
  */
 #define PL_PROF_EVERY 32
 
 struct pl_prof {
 	bool on;
 	unsigned cur;
-	uint64_t t;			  /* when cur was entered (sampled rounds) */
-	uint64_t ns[PL_STAGE_COUNT_ + 1]; /* per stage, in sampled rounds; [IDLE_]: blocked */
+	uint64_t t;			     /* when cur was entered (sampled rounds) */
+	uint64_t round[PL_STAGE_COUNT_ + 1]; /* the open round's time per stage; [IDLE_]: blocked */
+	uint64_t last[PL_STAGE_COUNT_];	     /* the last split round's (the next split's guess) */
+	uint64_t cpu[PL_STAGE_COUNT_];	     /* the thread's CPU time split so far */
+	uint64_t cpu_at;		     /* the thread's CPU time at the last split */
 };
 
 static inline void pl_prof_tick_(struct pl_prof *p)
 {
 	uint64_t now = pl_clock_ns(CLOCK_MONOTONIC);
-	p->ns[p->cur] += now - p->t;
+	p->round[p->cur] += now - p->t;
 	p->t = now;
 }
 
@@ -104,18 +110,30 @@ static inline void pl_prof_leave(struct pl_prof *p, unsigned prev)
 	p->cur = prev;
 }
 
-/* Open (on) or close a sampled round. */
+/*
+ * The round just closed: the thread's CPU time since the last split (cpu_ns, its clock now) to
+ * the stages in the round's proportions. A round that was all blocked splits nothing: its CPU
+ * time waits for the next round.
+ */
+void pl_prof_split(struct pl_prof *p, uint64_t cpu_ns);
+
+/* Open (on) or close a sampled round; the thread calling it is the one whose stages these are. */
 static inline void pl_prof_sample(struct pl_prof *p, bool on)
 {
-	if (p->on)
+	if (p->on) {
 		pl_prof_tick_(p);
-	else if (on)
+		pl_prof_split(p, pl_clock_ns(CLOCK_THREAD_CPUTIME_ID));
+	}
+	if (on)
 		p->t = pl_clock_ns(CLOCK_MONOTONIC);
 	p->on = on;
 }
 
-/* Split cpu_ns between the stages by their sampled times: adds each share to st[i].cpu_ns. */
-void pl_prof_share(const uint64_t ns[PL_STAGE_COUNT_ + 1], uint64_t cpu_ns,
-		   struct pl_stage_stats st[PL_STAGE_COUNT_]);
+/*
+ * The stages' CPU: adds to st[i].cpu_ns what the rounds split (cpu), and the CPU time since the
+ * last split (since_ns) in the last split round's proportions (last).
+ */
+void pl_prof_share(const uint64_t cpu[PL_STAGE_COUNT_], const uint64_t last[PL_STAGE_COUNT_],
+		   uint64_t since_ns, struct pl_stage_stats st[PL_STAGE_COUNT_]);
 
 #endif

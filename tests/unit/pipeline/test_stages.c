@@ -1122,16 +1122,35 @@ static void test_stage_counters(void **state)
 	assert_string_equal(pl_stage_name(PL_STAGE_DELIVER), "deliver");
 	assert_null(pl_stage_name(PL_STAGE_COUNT_));
 
-	/* the driver's CPU split by sampled time: 3:1, blocked time nobody's */
-	uint64_t ns[PL_STAGE_COUNT_ + 1] = { 0 };
-	ns[PL_STAGE_READ] = 300;
-	ns[PL_STAGE_PARSE] = 100;
-	ns[PL_STAGE_IDLE_] = 5000;
+	/* the driver's CPU split round by round by sampled time: 3:1, blocked time nobody's */
+	struct pl_prof p = { .cur = PL_STAGE_PARSE };
+	p.round[PL_STAGE_READ] = 300;
+	p.round[PL_STAGE_PARSE] = 100;
+	p.round[PL_STAGE_IDLE_] = 5000;
+	pl_prof_split(&p, 1000);
+	assert_int_equal(p.cpu[PL_STAGE_READ], 750);
+	assert_int_equal(p.cpu[PL_STAGE_PARSE], 250);
+	assert_int_equal(p.cpu[PL_STAGE_FRAME], 0);
+	assert_int_equal(p.round[PL_STAGE_READ], 0); /* the next round starts from nothing */
+	/* a round all blocked splits nothing: its CPU goes with the next round's proportions */
+	p.round[PL_STAGE_IDLE_] = 700;
+	pl_prof_split(&p, 1200);
+	assert_int_equal(p.cpu_at, 1000);
+	p.round[PL_STAGE_PARSE] = 40;
+	pl_prof_split(&p, 1400);
+	assert_int_equal(p.cpu[PL_STAGE_READ], 750); /* a one-off read weighs only its stretch */
+	assert_int_equal(p.cpu[PL_STAGE_PARSE], 650);
+	/* what ran since the last split, in the last round's proportions */
 	struct pl_stage_stats all[PL_STAGE_COUNT_] = { { 0 } };
-	pl_prof_share(ns, 1000, all);
+	pl_prof_share(p.cpu, p.last, 100, all);
 	assert_int_equal(all[PL_STAGE_READ].cpu_ns, 750);
-	assert_int_equal(all[PL_STAGE_PARSE].cpu_ns, 250);
+	assert_int_equal(all[PL_STAGE_PARSE].cpu_ns, 750);
 	assert_int_equal(all[PL_STAGE_FRAME].cpu_ns, 0);
+	/* before any round closed: nothing to split by */
+	struct pl_prof q = { 0 };
+	memset(all, 0, sizeof(all));
+	pl_prof_share(q.cpu, q.last, 500, all);
+	assert_int_equal(all[PL_STAGE_PARSE].cpu_ns, 0);
 }
 
 int main(void)
