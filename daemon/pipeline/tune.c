@@ -23,7 +23,7 @@ __attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap, con
 	va_end(ap);
 }
 
-/* The hold after a trial of knob k taken back: PL_TUNE_HOLD, doubled each time in a row, up to
+/* The hold after a step of knob k taken back: PL_TUNE_HOLD, doubled each time in a row, up to
    PL_TUNE_HOLD_MAX (a pipeline whose best setting was found stops paying for trials). */
 static unsigned backoff(struct pl_tune_probe *pr, int k)
 {
@@ -32,28 +32,71 @@ static unsigned backoff(struct pl_tune_probe *pr, int k)
 	return pr->held[k];
 }
 
-/* A trial under way: its window counted, and after the last, kept or taken back. */
+static void hist_push(struct pl_tune_probe *pr, double rate)
+{
+	if (pr->n_hist == PL_TUNE_HIST) {
+		memmove(pr->hist, pr->hist + 1, (PL_TUNE_HIST - 1) * sizeof(pr->hist[0]));
+		pr->n_hist--;
+	}
+	pr->hist[pr->n_hist++] = rate;
+}
+
+static double hist_mean(const struct pl_tune_probe *pr)
+{
+	double sum = 0;
+	for (unsigned i = 0; i < pr->n_hist; i++)
+		sum += pr->hist[i];
+	return pr->n_hist ? sum / pr->n_hist : 0;
+}
+
+/*
+ * A step starts from the current setting's windows: their mean is the base, their spread the
+ * noise of a comparison of that mean with the mean of the step's PL_TUNE_PROBE_WINDOWS.
+ */
+static void step_begin(struct pl_tune_probe *pr, unsigned knob, size_t from, bool waited)
+{
+	double m = hist_mean(pr), var = 0;
+	for (unsigned i = 0; i < pr->n_hist; i++)
+		var += (pr->hist[i] - m) * (pr->hist[i] - m);
+	double sd = pr->n_hist >= 3 && m > 0 ? sqrt(var / (pr->n_hist - 1)) / m : 0;
+	pr->knob = knob;
+	pr->waited = waited;
+	pr->from = from;
+	pr->windows = 0;
+	pr->base = m;
+	pr->noise = sd * sqrt(1.0 / (pr->n_hist ? pr->n_hist : 1) + 1.0 / PL_TUNE_PROBE_WINDOWS);
+	pr->n_hist = 0; /* the step's windows are the new setting's */
+}
+
+/* A step under way: its window counted, and after the last, kept or taken back. */
 static unsigned trial_window(const struct pl_tune_obs *o, const struct pl_tune *now,
 			     struct pl_tune_probe *pr, struct pl_tune *next, char *why, size_t cap)
 {
-	pr->sum += o->rate;
+	hist_push(pr, o->rate);
 	if (++pr->windows < PL_TUNE_PROBE_WINDOWS)
 		return 0;
-	double r = pr->sum / pr->windows;
+	double r = hist_mean(pr), margin = 2 * pr->noise;
 	unsigned knob = pr->knob;
+	int k = knob == PL_TUNE_MOVED_PREFETCH ? (pr->waited ? 2 : 0) : 1;
 	pr->knob = 0;
-	if (pr->base > 0 && r >= pr->base * PL_TUNE_PROBE_GAIN) {
-		pr->held[knob == PL_TUNE_MOVED_PREFETCH ? 0 : 1] = 0; /* kept: no backoff */
-		return 0;					      /* (said when tried) */
+	bool keep = pr->waited ? r >= pr->base * (PL_TUNE_PROBE_LOSS - margin)
+			       : pr->base > 0 && r >= pr->base * (PL_TUNE_PROBE_GAIN + margin);
+	if (keep) {
+		pr->held[k] = 0; /* kept: no backoff */
+		return 0;	 /* (said when stepped) */
 	}
+	pr->n_hist = 0; /* back at the setting before: its windows from now on */
+	unsigned h = backoff(pr, k);
 	if (knob == PL_TUNE_MOVED_PREFETCH) {
+		/* the same step held, whether a wait or a trial would take it */
+		pr->hold[0] = pr->hold[0] > h ? pr->hold[0] : h;
+		pr->hold[2] = pr->hold[2] > h ? pr->hold[2] : h;
 		next->prefetch = (unsigned)pr->from;
-		pr->hold[0] = backoff(pr, 0);
 		say(why, cap, "%u jobs in flight made %.0f batches/s, %u made %.0f: taken back",
 		    now->prefetch, r, next->prefetch, pr->base);
 	} else {
+		pr->hold[1] = h;
 		next->read_chunk = pr->from;
-		pr->hold[1] = backoff(pr, 1);
 		say(why, cap, "reads of %zu KiB made %.0f batches/s, of %zu KiB %.0f: taken back",
 		    now->read_chunk >> 10, r, next->read_chunk >> 10, pr->base);
 	}
@@ -65,28 +108,21 @@ static unsigned trial_start(const struct pl_tune_obs *o, const struct pl_tune *n
 			    const struct pl_tune *max, struct pl_tune_probe *pr,
 			    struct pl_tune *next, char *why, size_t cap)
 {
+	if (pr->n_hist < 3)
+		return 0; /* the rate at this setting, and its noise, not known yet */
 	unsigned knob = 0;
 	if (!pr->hold[0] && max->prefetch && now->prefetch < max->prefetch &&
 	    o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
 		unsigned p = now->prefetch * 2;
 		next->prefetch = p < max->prefetch ? p : max->prefetch;
-		*pr = (struct pl_tune_probe){ .knob = knob = PL_TUNE_MOVED_PREFETCH,
-					      .from = now->prefetch,
-					      .hold = { pr->hold[0], pr->hold[1] },
-					      .held = { pr->held[0], pr->held[1] } };
+		step_begin(pr, knob = PL_TUNE_MOVED_PREFETCH, now->prefetch, false);
 	} else if (!pr->hold[1] && max->read_chunk && now->read_chunk < max->read_chunk) {
 		size_t c = now->read_chunk * 4;
 		next->read_chunk = c < max->read_chunk ? c : max->read_chunk;
-		*pr = (struct pl_tune_probe){ .knob = knob = PL_TUNE_MOVED_CHUNK,
-					      .from = now->read_chunk,
-					      .hold = { pr->hold[0], pr->hold[1] },
-					      .held = { pr->held[0], pr->held[1] } };
+		step_begin(pr, knob = PL_TUNE_MOVED_CHUNK, now->read_chunk, false);
 	}
-	if (knob) {
-		pr->base = o->rate;
-		pr->last = o->rate;
-		say(why, cap, "no wait says what holds %.0f batches/s back: a trial", o->rate);
-	}
+	if (knob)
+		say(why, cap, "no wait says what holds %.0f batches/s back: a trial", pr->base);
 	return knob;
 }
 
@@ -98,28 +134,29 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 	*next = *now;
 	if (cap)
 		why[0] = '\0';
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < 3; k++)
 		if (pr->hold[k])
 			pr->hold[k]--;
-	double before = pr->last; /* the window before this one */
-	pr->last = o->batches >= 2 ? o->rate : 0;
 	if (o->memory_refused && max->prefetch && now->prefetch > 1) {
 		pr->knob = 0; /* a trial ends here */
+		pr->n_hist = 0;
 		next->prefetch = now->prefetch / 2;
 		say(why, cap, "the ring could not grow for a batch (%u jobs in flight were %u)",
 		    next->prefetch, now->prefetch);
 		return PL_TUNE_MOVED_PREFETCH;
 	}
-	/* nothing made, or the readers are the limit: a faster pipeline would not help (a trial
+	/* nothing made, or the readers are the limit: a faster pipeline would not help (a step
 	   under way is kept: the pipeline outruns its readers with it) */
 	if (o->batches < 2 || o->producer_wait >= PL_TUNE_CONSUMER) {
 		pr->knob = 0;
+		pr->n_hist = 0;
 		return 0;
 	}
 	if (pr->knob)
 		return trial_window(o, now, pr, next, why, cap);
-	if (max->prefetch && now->prefetch < max->prefetch && o->job_wait >= PL_TUNE_WAIT &&
-	    o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
+	hist_push(pr, o->rate);
+	if (!pr->hold[2] && max->prefetch && now->prefetch < max->prefetch &&
+	    o->job_wait >= PL_TUNE_WAIT && o->pool_busy < PL_TUNE_BUSY && !o->memory_refused) {
 		unsigned p = now->prefetch * 2;
 		next->prefetch = p < max->prefetch ? p : max->prefetch;
 		moved |= PL_TUNE_MOVED_PREFETCH;
@@ -128,7 +165,7 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		    100 * o->job_wait, 100 * o->pool_busy);
 	}
 	/* reads waited for: more in flight, else (none may be added) larger ones; reads that take
-   the driver's CPU: larger ones (fewer calls, fewer records across two reads to copy) */
+	   the driver's CPU: larger ones (fewer calls, fewer records across two reads to copy) */
 	if (o->read_cpu >= PL_TUNE_READ_CPU && o->read_wait < PL_TUNE_WAIT && max->read_chunk &&
 	    now->read_chunk < max->read_chunk) {
 		size_t c = now->read_chunk * 4;
@@ -149,11 +186,12 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 			say(why, cap, "the driver waited for reads %.0f %% of the time",
 			    100 * o->read_wait);
 	}
-	if (!moved) {
+	if (moved == PL_TUNE_MOVED_PREFETCH)
+		step_begin(pr, moved, now->prefetch, true); /* checked as a trial is */
+	else if (moved)
+		pr->n_hist = 0; /* the reads' steps answer waits that do not lie: not checked */
+	else
 		moved = trial_start(o, now, max, pr, next, why, cap);
-		if (moved && before > 0)
-			pr->base = (before + o->rate) / 2;
-	}
 	return moved;
 }
 

@@ -31,23 +31,37 @@ struct pl_tune_obs {
  * nothing says what holds the pipeline back: its driver neither waiting nor a core's worth of
  * busy (the kernel's scheduling of the driver, the workers it wakes and the readers on too few
  * cores), or reads that cost more in calls than larger ones would, or less in cache misses than
- * larger ones do. Kept if the rate over the next PL_TUNE_PROBE_WINDOWS windows beats the window
- * before it (the two before, where there were) by PL_TUNE_PROBE_GAIN, else taken back, and that
- * knob not tried again for PL_TUNE_HOLD windows, doubled for each trial of it taken back in a
- * row (up to PL_TUNE_HOLD_MAX). The caller's, zeroed at first.
+ * larger ones do. Kept if the rate over the next PL_TUNE_PROBE_WINDOWS windows beats the rate
+ * before it (the mean of up to PL_TUNE_HIST windows at the setting it left; a trial waits for 3)
+ * by PL_TUNE_PROBE_GAIN and by twice the noise of that difference (the windows' spread before
+ * the trial: on a shared VM one window's rate varies by 5 - 15 %, and a trial kept on noise
+ * stays), else taken back, and that knob not tried again for PL_TUNE_HOLD windows, doubled for
+ * each trial of it taken back in a row (up to PL_TUNE_HOLD_MAX).
+ *
+ * A step of the jobs in flight for a wait is checked the same way, the other way round: taken
+ * back if its windows fall under the rate before it by 1 - PL_TUNE_PROBE_LOSS and twice the
+ * noise (a wait says more jobs would help, not that they do: where the pool's workers and the
+ * driver share too few cores, more jobs in flight can be slower), and that wait rule held as a
+ * trial would be. The caller's, zeroed at first.
  */
 #define PL_TUNE_PROBE_WINDOWS 2
 #define PL_TUNE_PROBE_GAIN    1.05
+#define PL_TUNE_PROBE_LOSS    0.95
+#define PL_TUNE_HIST	      4
 #define PL_TUNE_HOLD	      20
 #define PL_TUNE_HOLD_MAX      600 /* 5 minutes */
 struct pl_tune_probe {
-	unsigned knob;	  /* the knob on trial (enum pl_tune_moved); 0: none */
-	size_t from;	  /* its value before the trial */
-	unsigned windows; /* the trial's windows so far */
-	double base, sum; /* the rate before it, and the sum of its windows' rates */
-	double last;	  /* the rate of the window before (0: none) */
-	unsigned hold[2]; /* windows before jobs in flight, the read size, may be tried again */
-	unsigned held[2]; /* the last hold of each (doubled after each trial taken back) */
+	unsigned knob;		   /* the knob on trial (enum pl_tune_moved); 0: none */
+	bool waited;		   /* the step was for a wait: taken back only if it was slower */
+	size_t from;		   /* its value before the trial */
+	unsigned windows;	   /* the trial's windows so far */
+	double base;		   /* the rate before it */
+	double noise;		   /* the relative standard error of the base and trial means */
+	double hist[PL_TUNE_HIST]; /* the last windows' rates at the current setting */
+	unsigned n_hist;	   /* how many (the oldest first) */
+	unsigned hold[3];	   /* windows before jobs in flight, the read size, may be tried
+				      again; [2]: before the wait rule may step jobs in flight */
+	unsigned held[3];	   /* the last hold of each (doubled after each taken back) */
 };
 
 /* The thresholds of pl_tune_step (fractions of the window). */

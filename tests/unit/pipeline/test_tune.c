@@ -121,6 +121,18 @@ static void test_read_waits_add_reads_in_flight(void **state)
 	assert_int_equal(next.read_chunk, 262144);
 }
 
+/* n windows of o in which nothing may move (a trial waits for 3 windows of its setting). */
+static void quiet(const struct pl_tune_obs *o, const struct pl_tune *now, const struct pl_tune *max,
+		  struct pl_tune_probe *pr, int n)
+{
+	struct pl_tune next;
+	char why[256];
+	for (int w = 0; w < n; w++) {
+		assert_int_equal(pl_tune_step(o, now, max, pr, &next, why, sizeof(why)), 0);
+		assert_memory_equal(&next, now, sizeof(next));
+	}
+}
+
 /* No wait explains the rate: a step tried (jobs in flight first, then the read size), kept
    while it pays, taken back once it does not, and that knob not tried again for a while. */
 static void test_trials(void **state)
@@ -130,44 +142,43 @@ static void test_trials(void **state)
 	char why[256];
 	struct pl_tune_obs o = calm();
 	o.rate = 1000;
+	quiet(&o, &now, &MAX, &pr, 2);
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
 			 PL_TUNE_MOVED_PREFETCH);
 	assert_int_equal(next.prefetch, 2);
-	assert_non_null(strstr(why, "a trial"));
+	assert_non_null(strstr(why, "no wait says what holds 1000 batches/s back: a trial"));
 	now = next;
 	o.rate = 1100; /* +10 % over both windows: kept */
-	for (int w = 0; w < PL_TUNE_PROBE_WINDOWS; w++) {
-		assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
-		assert_int_equal(next.prefetch, 2);
-	}
+	quiet(&o, &now, &MAX, &pr, PL_TUNE_PROBE_WINDOWS);
 	assert_int_equal(pr.knob, 0);
-	/* the next trial, 2 -> 4 */
+	/* the next trial, 2 -> 4, from the kept trial's windows and one more */
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
 			 PL_TUNE_MOVED_PREFETCH);
 	assert_int_equal(next.prefetch, 4);
 	now = next;
 	o.rate = 1120; /* +2 %: noise, not a gain */
-	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
+	quiet(&o, &now, &MAX, &pr, PL_TUNE_PROBE_WINDOWS - 1);
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
 			 PL_TUNE_MOVED_PREFETCH);
 	assert_int_equal(next.prefetch, 2); /* taken back */
 	assert_non_null(strstr(why, "taken back"));
 	now = next;
-	/* jobs in flight held: the read size's trial, 64 -> 256 KiB, which does not pay either */
+	/* jobs in flight held: the read size's trial, 64 -> 256 KiB, once 3 windows say the rate
+	   at 2 jobs in flight; it does not pay either */
+	quiet(&o, &now, &MAX, &pr, 2);
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
 			 PL_TUNE_MOVED_CHUNK);
 	assert_int_equal(next.read_chunk, 262144);
 	now = next;
 	o.rate = 900;
-	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
+	quiet(&o, &now, &MAX, &pr, PL_TUNE_PROBE_WINDOWS - 1);
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
 			 PL_TUNE_MOVED_CHUNK);
 	assert_int_equal(next.read_chunk, 65536);
 	assert_non_null(strstr(why, "reads of 256 KiB made 900 batches/s, of 64 KiB 1120"));
 	now = next;
-	/* both held: nothing until the first hold ends (it began 3 windows before the other) */
-	for (int w = 0; w < PL_TUNE_HOLD - 4; w++)
-		assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
+	/* both held: nothing until the first hold ends (it began 5 windows before the other) */
+	quiet(&o, &now, &MAX, &pr, PL_TUNE_HOLD - 6);
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)),
 			 PL_TUNE_MOVED_PREFETCH);
 	/* readers that become the limit during a trial: kept */
@@ -176,6 +187,66 @@ static void test_trials(void **state)
 	assert_int_equal(pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why)), 0);
 	assert_int_equal(pr.knob, 0);
 	assert_int_equal(next.prefetch, 4);
+}
+
+/* Windows whose rate varies: a trial must beat the base by twice the noise of the comparison,
+   not only by PL_TUNE_PROBE_GAIN. */
+static void test_trial_noise(void **state)
+{
+	static const double base[] = { 900, 1100, 900, 1100 }, trial[] = { 1080, 1080 };
+	for (int quiet_run = 0; quiet_run < 2; quiet_run++) {
+		struct pl_tune now = { .prefetch = 2, .read_chunk = 65536 }, next;
+		struct pl_tune_probe pr = { .hold = { 0, PL_TUNE_HOLD } };
+		char why[256];
+		struct pl_tune_obs o = calm();
+		unsigned moved = 0;
+		for (int w = 0; w < 4 && !moved; w++) {
+			o.rate = quiet_run ? 1000 : base[w];
+			moved = pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why));
+		}
+		assert_int_equal(moved, PL_TUNE_MOVED_PREFETCH);
+		now = next;
+		for (int w = 0; w < PL_TUNE_PROBE_WINDOWS; w++) {
+			o.rate = trial[w];
+			moved = pl_tune_step(&o, &now, &MAX, &pr, &next, why, sizeof(why));
+		}
+		/* +8 %: a gain beside steady windows, noise beside windows 10 % apart */
+		assert_int_equal(moved, quiet_run ? 0 : PL_TUNE_MOVED_PREFETCH);
+		assert_int_equal(next.prefetch, quiet_run ? 4 : 2);
+	}
+}
+
+/* A step for a wait that made the pipeline slower: taken back, and the wait rule held. */
+static void test_wait_step_checked(void **state)
+{
+	const struct pl_tune max = { .prefetch = 32 };
+	struct pl_tune now = { .prefetch = 8, .read_chunk = 65536 }, next;
+	struct pl_tune_probe pr = { .hold = { PL_TUNE_HOLD } }; /* the read size: fixed */
+	char why[256];
+	struct pl_tune_obs o = calm();
+	o.job_wait = 0.2;
+	o.rate = 1000;
+	assert_int_equal(pl_tune_step(&o, &now, &max, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_PREFETCH);
+	assert_int_equal(next.prefetch, 16);
+	now = next;
+	o.rate = 800; /* still waiting, and 20 % slower */
+	quiet(&o, &now, &max, &pr, PL_TUNE_PROBE_WINDOWS - 1);
+	assert_int_equal(pl_tune_step(&o, &now, &max, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_PREFETCH);
+	assert_int_equal(next.prefetch, 8);
+	assert_non_null(strstr(why, "16 jobs in flight made 800 batches/s, 8 made 1000: taken "
+				    "back"));
+	now = next;
+	o.rate = 1000;
+	quiet(&o, &now, &max, &pr, PL_TUNE_HOLD - 1); /* the wait is still seen: held */
+	assert_int_equal(pl_tune_step(&o, &now, &max, &pr, &next, why, sizeof(why)),
+			 PL_TUNE_MOVED_PREFETCH);
+	/* a step for a wait that costs a little (within the loss allowed): kept */
+	now = next;
+	o.rate = 970;
+	quiet(&o, &now, &max, &pr, PL_TUNE_PROBE_WINDOWS);
+	assert_int_equal(pr.knob, 0);
 }
 
 /* Trials of one knob taken back again and again: each hold twice the last, up to the most. */
@@ -300,6 +371,8 @@ int main(void)
 		cmocka_unit_test(test_reads_grow_the_chunk),
 		cmocka_unit_test(test_read_waits_add_reads_in_flight),
 		cmocka_unit_test(test_trials),
+		cmocka_unit_test(test_trial_noise),
+		cmocka_unit_test(test_wait_step_checked),
 		cmocka_unit_test(test_trial_backoff),
 		cmocka_unit_test(test_fixed_knobs_stay),
 		cmocka_unit_test(test_consumer_limit_moves_nothing),
