@@ -98,6 +98,10 @@ def main():
             check(abs(float(p["a_ratio"]) - a / 50) < 0.002 and abs(
                 float(p["b_share"]) - float(p["b_per_s"]) / float(p["b_solo_per_s"])) < 0.002,
                 "a_ratio and b_share: %s" % p)
+            check(0 < float(p["untuned_a_per_s"]) <= 50 * 1.5 and
+                  float(p["untuned_b_per_s"]) > 0 and
+                  abs(float(p["untuned_a_ratio"]) - float(p["untuned_a_per_s"]) / 50) < 0.002,
+                  "the pair with the tuner off: %s" % p)
 
         # failures: said, exit 1, nothing measured
         bad = write_spec(os.path.join(tmp, "bad.json"), data, 64, shuffel=True)

@@ -89,12 +89,14 @@ static void autotune_usage(FILE *f)
 		"\"auto\";\n"
 		"A read by a paced reader asking PER_S batches a second (an absolute schedule,\n"
 		"never ahead of it; default: half of A's grid best, the grid measured first), B\n"
-		"by a greedy reader, together for T seconds; then A alone and B alone, greedy,\n"
-		"each on a fresh sluiced --cpus N for T seconds (the solo maxima). Rates over the\n"
-		"last %.0f s as above. One line: bench=autotune spec=pair a_spec= b_spec=\n"
-		"a_demand_per_s= a_per_s= b_per_s= a_solo_per_s= b_solo_per_s=\n"
-		"a_ratio=(a_per_s/a_demand) b_share=(b_per_s/b_solo) a_tune_weight= "
-		"b_tune_weight=\n"
+		"by a greedy reader, together for T seconds; the same with sluiced\n"
+		"--autotune=false (\"auto\" fixed, equal weights); then A alone and B alone,\n"
+		"greedy, each on a fresh sluiced --cpus N for T seconds (the solo maxima). Rates\n"
+		"over the last %.0f s as above. One line: bench=autotune spec=pair a_spec=\n"
+		"b_spec= a_demand_per_s= a_per_s= b_per_s= a_solo_per_s= b_solo_per_s=\n"
+		"a_ratio=(a_per_s/a_demand) b_share=(b_per_s/b_solo) a_tune_weight=\n"
+		"b_tune_weight= untuned_a_per_s= untuned_b_per_s= untuned_a_ratio=\n"
+		"untuned_b_share= (the same figures with the tuner off)\n"
 		"\n"
 		"Exit status 1 when sluiced does not start, a spec is bad or a pipeline fails\n"
 		"(the daemon's log is printed), 2 on a usage error.\n",
@@ -624,10 +626,11 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 		const char *origin_b)
 {
 	double demand = a->demand_a, w = tuned_window(a->tune_seconds);
-	double a_per_s, b_per_s, a_solo, b_solo;
+	double a_per_s, b_per_s, a_solo, b_solo, a_off, b_off;
 	struct at_pipe p[2] = { { .name = AT_PIPE_A }, { .name = AT_PIPE_B } };
 	char *text_a = NULL, *text_b = NULL, cpus[24];
 	const char *extra[] = { "--cpus", cpus, NULL };
+	const char *untuned[] = { "--cpus", cpus, "--autotune=false", NULL };
 	struct at_samples s;
 	int rc;
 
@@ -658,6 +661,15 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	a_per_s = rate_last(&s, p[0].count, w);
 	b_per_s = rate_last(&s, p[1].count, w);
 	samples_free(&s, p, 2);
+	/* the same pair with the tuner off: "auto" fixed, the pool's queues weighed alike */
+	struct at_pipe q[2] = { { .name = AT_PIPE_A, .text = text_a, .demand = demand },
+				{ .name = AT_PIPE_B, .text = text_b } };
+	rc = run(a, q, 2, untuned, a->tune_seconds, &s);
+	if (rc < 0)
+		goto out;
+	a_off = rate_last(&s, q[0].count, w);
+	b_off = rate_last(&s, q[1].count, w);
+	samples_free(&s, q, 2);
 	rc = run_one(a, AT_PIPE_A, text_a, extra, a->tune_seconds, w, &a_solo, NULL, NULL);
 	if (rc == 0)
 		rc = run_one(a, AT_PIPE_B, text_b, extra, a->tune_seconds, w, &b_solo, NULL, NULL);
@@ -665,10 +677,12 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 		goto out;
 	printf("bench=autotune spec=pair a_spec=%s b_spec=%s cpus=%llu a_demand_per_s=%.1f "
 	       "a_per_s=%.1f b_per_s=%.1f a_solo_per_s=%.1f b_solo_per_s=%.1f a_ratio=%.3f "
-	       "b_share=%.3f a_tune_weight=%lld b_tune_weight=%lld\n",
+	       "b_share=%.3f a_tune_weight=%lld b_tune_weight=%lld untuned_a_per_s=%.1f "
+	       "untuned_b_per_s=%.1f untuned_a_ratio=%.3f untuned_b_share=%.3f\n",
 	       label_a, label_b, (unsigned long long)a->cpus, demand, a_per_s, b_per_s, a_solo,
 	       b_solo, a_per_s / demand, b_solo > 0 ? b_per_s / b_solo : 0,
-	       (long long)p[0].tune[AT_TUNE_WEIGHT], (long long)p[1].tune[AT_TUNE_WEIGHT]);
+	       (long long)p[0].tune[AT_TUNE_WEIGHT], (long long)p[1].tune[AT_TUNE_WEIGHT], a_off,
+	       b_off, a_off / demand, b_solo > 0 ? b_off / b_solo : 0);
 	fflush(stdout);
 out:
 	free(text_a);
