@@ -71,9 +71,15 @@ def main():
             check(abs(float(m["grid_best_per_s"]) - float(best["per_s"])) < 0.11 and
                   m["grid_best"] == "pf:%s,rb:%s" % (best["prefetch"], best["read_buffer_bytes"]),
                   "grid_best is the best grid line: %s" % m)
-            tuned = float(m["tuned_per_s"])
-            check(tuned > 0 and abs(float(m["ratio"]) - tuned / float(m["grid_best_per_s"])) <
-                  0.002, "ratio = tuned / grid best: %s" % m)
+            tuned, fixed = float(m["tuned_per_s"]), float(m["best_fixed_per_s"])
+            check(tuned > 0 and fixed > 0 and abs(float(m["ratio"]) - tuned / fixed) < 0.002,
+                  "ratio = tuned / the best point measured again: %s" % m)
+            check(abs(float(m["ratio_grid"]) - tuned / float(m["grid_best_per_s"])) < 0.002,
+                  "ratio_grid = tuned / grid best: %s" % m)
+            runs = [kv(x) for x in r.stdout.splitlines() if x.startswith("bench=autotune-run ")]
+            check(len(runs) == 1 and float(runs[0]["best_fixed_per_s"]) == fixed and
+                  float(runs[0]["tuned_per_s"]) == tuned,
+                  "one run line, its figures the medians of one: %s" % runs)
             s90 = float(m["seconds_to_90"])
             check(s90 == -1 or 1 <= s90 <= 2, "seconds_to_90 -1 or within the run: %s" % s90)
             check(all(int(m[k]) >= -1 for k in ("tune_prefetch", "tune_read_buffer_bytes",

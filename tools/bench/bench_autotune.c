@@ -78,11 +78,15 @@ static void autotune_usage(FILE *f)
 		"          %.0f s (the last T/2 when T is under %.0f); seconds_to_90 the first\n"
 		"          sample time at which the rate over the preceding %.0f s reaches %.0f "
 		"%%\n"
-		"          of grid_best_per_s (-1: never); tune_* the tuner's counters at the\n"
+		"          of best_fixed_per_s (-1: never); tune_* the tuner's counters at the\n"
 		"          end (-1: the daemon does not give them). N runs as the grid's\n"
-		"          points (a bench=autotune-run line each): the medians.\n"
-		"  One line per spec: bench=autotune spec=NAME tuned_per_s= grid_best_per_s=\n"
-		"  grid_best=pf:N,rb:B ratio=(tuned/grid_best) seconds_to_90= tune_prefetch=\n"
+		"          points, each after a run of the grid's best point for as long,\n"
+		"          measured the same way (best_fixed_per_s: a fresh measure of it, not\n"
+		"          the luckiest of 15 medians); a bench=autotune-run line each; the\n"
+		"          medians.\n"
+		"  One line per spec: bench=autotune spec=NAME tuned_per_s= best_fixed_per_s=\n"
+		"  grid_best_per_s= grid_best=pf:N,rb:B ratio=(tuned/best_fixed)\n"
+		"  ratio_grid=(tuned/grid_best) seconds_to_90= tune_prefetch=\n"
 		"  tune_read_buffer_bytes= tune_moves= tune_weight= repeat=\n"
 		"\n"
 		"--pair: one sluiced with --cpus N (default 2) serving A and B, both knobs "
@@ -570,55 +574,74 @@ static int grid(const struct at_args *a, const char *label, const json_t *spec, 
 static int one_spec(const struct at_args *a, const char *label, const json_t *spec,
 		    const char *origin)
 {
-	double best, tuned, s90, w = tuned_window(a->tune_seconds);
-	double t[AT_MAX_REPEAT], r90[AT_MAX_REPEAT];
+	double best, fixed, tuned, s90, w = tuned_window(a->tune_seconds);
+	double t[AT_MAX_REPEAT], f[AT_MAX_REPEAT], r90[AT_MAX_REPEAT];
+	struct at_samples s[AT_MAX_REPEAT] = { 0 };
+	struct at_pipe p[AT_MAX_REPEAT] = { 0 };
+	unsigned done = 0;
 	char reach[32];
 	int64_t best_pf, best_rb;
-	struct at_samples s = { 0 };
-	struct at_pipe p = { 0 };
-	char *text = NULL;
+	char *text = NULL, *best_text = NULL;
 	int rc;
 
 	/* the tuned spec first: a spec the parser refuses fails before 15 grid runs */
 	rc = spec_text(spec, origin, NB_PIPELINE, AT_AUTO, AT_AUTO, &text);
 	if (rc == 0)
 		rc = grid(a, label, spec, origin, &best, &best_pf, &best_rb);
-	/* as many tuned runs as each grid point had, their medians against the best median */
+	if (rc == 0)
+		rc = spec_text(spec, origin, NB_PIPELINE, best_pf, best_rb, &best_text);
+	/*
+	 * As many tuned runs as each grid point had, each after a run of the best grid point for
+	 * as long, measured the same way (the same stretch of a run, fresh samples: the grid's
+	 * best median is the luckiest of 15, and the machine drifts over minutes).
+	 */
 	for (unsigned r = 0; r < a->repeat && rc == 0; r++) {
-		rc = run_one(a, NB_PIPELINE, text, NULL, a->tune_seconds, w, &t[r], &p, &s);
+		rc = run_one(a, NB_PIPELINE, best_text, NULL, a->tune_seconds, w, &f[r], NULL,
+			     NULL);
+		if (rc == 0)
+			rc = run_one(a, NB_PIPELINE, text, NULL, a->tune_seconds, w, &t[r], &p[r],
+				     &s[r]);
 		if (rc < 0)
 			break;
-		r90[r] = best > 0 ? time_to_reach(&s, p.count, AT_REACH * best) : -1;
-		printf("bench=autotune-run spec=%s run=%u tuned_per_s=%.1f seconds_to_90=%.2f "
+		done++;
+		printf("bench=autotune-run spec=%s run=%u tuned_per_s=%.1f best_fixed_per_s=%.1f "
 		       "tune_prefetch=%lld tune_read_buffer_bytes=%lld tune_moves=%lld\n",
-		       label, r, t[r], r90[r], (long long)p.tune[AT_TUNE_PREFETCH],
-		       (long long)p.tune[AT_TUNE_READ_BUFFER], (long long)p.tune[AT_TUNE_MOVES]);
+		       label, r, t[r], f[r], (long long)p[r].tune[AT_TUNE_PREFETCH],
+		       (long long)p[r].tune[AT_TUNE_READ_BUFFER],
+		       (long long)p[r].tune[AT_TUNE_MOVES]);
 		fflush(stdout);
-		if (r90[r] < 0)
-			r90[r] = 1e9; /* never: after every run that reached it */
-		if (r + 1 < a->repeat)
-			samples_free(&s, &p, 1);
 	}
+	if (rc == 0) {
+		tuned = median(t, (unsigned)a->repeat);
+		fixed = median(f, (unsigned)a->repeat);
+		for (unsigned r = 0; r < done; r++) {
+			r90[r] =
+				fixed > 0 ? time_to_reach(&s[r], p[r].count, AT_REACH * fixed) : -1;
+			if (r90[r] < 0)
+				r90[r] = 1e9; /* never: after every run that reached it */
+		}
+		s90 = median(r90, done);
+		if (s90 >= 1e9)
+			snprintf(reach, sizeof(reach), "-1");
+		else
+			snprintf(reach, sizeof(reach), "%.2f", s90);
+		printf("bench=autotune spec=%s tuned_per_s=%.1f best_fixed_per_s=%.1f "
+		       "grid_best_per_s=%.1f grid_best=pf:%lld,rb:%lld ratio=%.3f ratio_grid=%.3f "
+		       "seconds_to_90=%s tune_prefetch=%lld tune_read_buffer_bytes=%lld "
+		       "tune_moves=%lld tune_weight=%lld repeat=%u\n",
+		       label, tuned, fixed, best, (long long)best_pf, (long long)best_rb,
+		       fixed > 0 ? tuned / fixed : 0, best > 0 ? tuned / best : 0, reach,
+		       (long long)p[done - 1].tune[AT_TUNE_PREFETCH],
+		       (long long)p[done - 1].tune[AT_TUNE_READ_BUFFER],
+		       (long long)p[done - 1].tune[AT_TUNE_MOVES],
+		       (long long)p[done - 1].tune[AT_TUNE_WEIGHT], (unsigned)a->repeat);
+		fflush(stdout);
+	}
+	for (unsigned r = 0; r < done; r++)
+		samples_free(&s[r], &p[r], 1);
 	free(text);
-	if (rc < 0)
-		return rc;
-	tuned = median(t, (unsigned)a->repeat);
-	s90 = median(r90, (unsigned)a->repeat);
-	if (s90 >= 1e9)
-		snprintf(reach, sizeof(reach), "-1");
-	else
-		snprintf(reach, sizeof(reach), "%.2f", s90);
-	printf("bench=autotune spec=%s tuned_per_s=%.1f grid_best_per_s=%.1f "
-	       "grid_best=pf:%lld,rb:%lld "
-	       "ratio=%.3f seconds_to_90=%s tune_prefetch=%lld tune_read_buffer_bytes=%lld "
-	       "tune_moves=%lld tune_weight=%lld repeat=%u\n",
-	       label, tuned, best, (long long)best_pf, (long long)best_rb,
-	       best > 0 ? tuned / best : 0, reach, (long long)p.tune[AT_TUNE_PREFETCH],
-	       (long long)p.tune[AT_TUNE_READ_BUFFER], (long long)p.tune[AT_TUNE_MOVES],
-	       (long long)p.tune[AT_TUNE_WEIGHT], (unsigned)a->repeat);
-	fflush(stdout);
-	samples_free(&s, &p, 1);
-	return 0;
+	free(best_text);
+	return rc;
 }
 
 static int pair(const struct at_args *a, const char *label_a, const json_t *spec_a,
