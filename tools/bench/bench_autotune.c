@@ -85,7 +85,8 @@ static void autotune_usage(FILE *f)
 		"          the luckiest of 15 medians); a bench=autotune-run line each; the\n"
 		"          medians.\n"
 		"  One line per spec: bench=autotune spec=NAME tuned_per_s= best_fixed_per_s=\n"
-		"  grid_best_per_s= grid_best=pf:N,rb:B ratio=(tuned/best_fixed)\n"
+		"  grid_best_per_s= grid_best=pf:N,rb:B ratio=(the median of each tuned run's\n"
+		"  rate over the best point's run before it) ratio_of_medians=(tuned/best_fixed)\n"
 		"  ratio_grid=(tuned/grid_best) seconds_to_90= tune_prefetch=\n"
 		"  tune_read_buffer_bytes= tune_moves= tune_weight= repeat=\n"
 		"\n"
@@ -574,7 +575,7 @@ static int grid(const struct at_args *a, const char *label, const json_t *spec, 
 static int one_spec(const struct at_args *a, const char *label, const json_t *spec,
 		    const char *origin)
 {
-	double best, fixed, tuned, s90, w = tuned_window(a->tune_seconds);
+	double best, fixed, tuned, paired, s90, w = tuned_window(a->tune_seconds);
 	double t[AT_MAX_REPEAT], f[AT_MAX_REPEAT], r90[AT_MAX_REPEAT];
 	struct at_samples s[AT_MAX_REPEAT] = { 0 };
 	struct at_pipe p[AT_MAX_REPEAT] = { 0 };
@@ -612,6 +613,10 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 		fflush(stdout);
 	}
 	if (rc == 0) {
+		double pr[AT_MAX_REPEAT];
+		for (unsigned r = 0; r < done; r++)
+			pr[r] = f[r] > 0 ? t[r] / f[r] : 0;
+		paired = median(pr, done);
 		tuned = median(t, (unsigned)a->repeat);
 		fixed = median(f, (unsigned)a->repeat);
 		for (unsigned r = 0; r < done; r++) {
@@ -626,10 +631,11 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 		else
 			snprintf(reach, sizeof(reach), "%.2f", s90);
 		printf("bench=autotune spec=%s tuned_per_s=%.1f best_fixed_per_s=%.1f "
-		       "grid_best_per_s=%.1f grid_best=pf:%lld,rb:%lld ratio=%.3f ratio_grid=%.3f "
+		       "grid_best_per_s=%.1f grid_best=pf:%lld,rb:%lld ratio=%.3f "
+		       "ratio_of_medians=%.3f ratio_grid=%.3f "
 		       "seconds_to_90=%s tune_prefetch=%lld tune_read_buffer_bytes=%lld "
 		       "tune_moves=%lld tune_weight=%lld repeat=%u\n",
-		       label, tuned, fixed, best, (long long)best_pf, (long long)best_rb,
+		       label, tuned, fixed, best, (long long)best_pf, (long long)best_rb, paired,
 		       fixed > 0 ? tuned / fixed : 0, best > 0 ? tuned / best : 0, reach,
 		       (long long)p[done - 1].tune[AT_TUNE_PREFETCH],
 		       (long long)p[done - 1].tune[AT_TUNE_READ_BUFFER],

@@ -7,10 +7,11 @@ Two measurements, each on a CTR dataset written uncompressed and with gzip, the 
 cache) measured in the same run (with --cache-uncompressed, so that the uncompressed dataset is
 cached too: the figures are why it is not by default):
 
-1. `sluicectl run` in process, 1 and E epochs of a shuffled spec, with and without
-   `--cache-memory`: the CPU of the first epoch, and of each later one ((CPU(E) - CPU(1)) /
-   (E - 1)). Prints `bench=cache_epochs compression=C cache=0|1 epoch1_cpu_s=...
-   later_epoch_cpu_s=...`.
+1. `sluicectl run` in process, E epochs of a shuffled spec, with and without
+   `--cache-memory`: the CPU of each epoch, read from the process's threads (schedstat) as the
+   first batch of the next epoch comes out; medians over --repeat runs of the first epoch, the
+   second, and the mean of the later ones. Prints `bench=cache_epochs compression=C cache=0|1
+   epoch1_cpu_s=... epoch2_cpu_s=... later_epoch_cpu_s=... epoch2_ratio=...`.
 2. A fresh sluiced and 4 jobs over the dataset with batch sizes 256/512/1024/4096 and 4 seeds,
    started 1 s apart (the issue's acceptance), one epoch each, read by Python processes that
    release every batch; the daemon's CPU against one such job alone. Prints `bench=cache_jobs
@@ -45,28 +46,59 @@ def spec(data, epochs, batch=1024, seed=3):
                              for f in ("dense0", "sparse0", "label")]}}
 
 
-def run_cpu(ctl, path, extra):
-    """CPU-seconds (user + system) of one `sluicectl run` to its end."""
+def task_cpu_ns(pid, seen):
+    """CPU time of pid's threads so far: schedstat's nanoseconds (where /proc/PID/stat counts
+    10 ms ticks) of each thread, a thread that ended counted at what it was last seen at (seen:
+    tid -> ns, kept between calls)."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                seen[tid] = max(seen.get(tid, 0), int(f.read().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that just ended
+    return sum(seen.values())
+
+
+def epoch_cpus(ctl, path, extra, epochs):
+    """One `sluicectl run` of `epochs` epochs: the CPU-seconds of each epoch, from the process's
+    start to the first batch of the next epoch as its output shows it (the pipeline is then at
+    most its prefetch ahead: the same skew at both ends of a later epoch), the last to the end."""
+    p = subprocess.Popen([ctl, "run", path] + extra, stdout=subprocess.PIPE, text=True,
+                         bufsize=1)
+    marks, epoch, tids = [], 0, {}
+    for line in p.stdout:
+        m = line.split(" epoch=", 1)
+        if len(m) == 2 and int(m[1].split()[0]) > epoch:
+            epoch += 1
+            marks.append(task_cpu_ns(p.pid, tids))
+    # the last epoch's end: the process's CPU as it exits (its threads are gone by then; one
+    # that ended before with work since it was last seen counts in the last epoch)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([ctl, "run", path] + extra, check=True, stdout=subprocess.DEVNULL)
+    if p.wait() != 0:
+        raise SystemExit("cache.py: sluicectl run %s failed" % path)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if len(marks) != epochs - 1:
+        raise SystemExit("cache.py: %d epochs seen, %d asked for" % (len(marks) + 1, epochs))
+    at = [0] + [m / 1e9 for m in marks] + [total]
+    return [at[i + 1] - at[i] for i in range(epochs)]
 
 
 def epochs_bench(ctl, tmp, data, comp, epochs, repeat, budget):
-    paths = {}
-    for e in (1, epochs):
-        paths[e] = os.path.join(tmp, "ep-%s-%d.json" % (comp, e))
-        with open(paths[e], "w") as f:
-            json.dump(spec(data, e), f)
+    path = os.path.join(tmp, "ep-%s-%d.json" % (comp, epochs))
+    with open(path, "w") as f:
+        json.dump(spec(data, epochs), f)
     for cache in (False, True):
         # --cache-uncompressed: the uncompressed dataset too (what the default rule weighs)
         extra = ["--cache-memory", str(budget), "--cache-uncompressed"] if cache else []
-        one = statistics.median(run_cpu(ctl, paths[1], extra) for _ in range(repeat))
-        many = statistics.median(run_cpu(ctl, paths[epochs], extra) for _ in range(repeat))
+        runs = [epoch_cpus(ctl, path, extra, epochs) for _ in range(repeat)]
+        first = statistics.median(r[0] for r in runs)
+        second = statistics.median(r[1] for r in runs)
+        later = statistics.median(statistics.mean(r[1:]) for r in runs)
         print("bench=cache_epochs compression=%s cache=%d epochs=%d epoch1_cpu_s=%.3f "
-              "later_epoch_cpu_s=%.3f" % (comp, cache, epochs, one,
-                                          (many - one) / (epochs - 1)), flush=True)
+              "epoch2_cpu_s=%.3f later_epoch_cpu_s=%.3f epoch2_ratio=%.3f runs=%d" % (
+                  comp, cache, epochs, first, second, later, second / first if first else 0,
+                  repeat), flush=True)
 
 
 def jobs_bench(build, tmp, data, comp, budget, gap=1.0, repeat=1):
