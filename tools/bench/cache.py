@@ -63,8 +63,8 @@ def epoch_cpus(ctl, path, extra, epochs):
     """One `sluicectl run` of `epochs` epochs: the CPU-seconds of each epoch, from the process's
     start to the first batch of the next epoch as its output shows it (the pipeline is then at
     most its prefetch ahead: the same skew at both ends of a later epoch), the last to the end."""
-    p = subprocess.Popen([ctl, "run", path] + extra, stdout=subprocess.PIPE, text=True,
-                         bufsize=1)
+    p = subprocess.Popen([ctl, "run", path] + extra, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, bufsize=1)
     marks, epoch, tids = [], 0, {}
     for line in p.stdout:
         m = line.split(" epoch=", 1)
