@@ -52,6 +52,7 @@ struct pl_model_in {
 	 */
 	uint64_t driver_cpu_ns, pool_task_ns;
 	uint64_t producer_wait_ns; /* the engine blocked for room in the ring (0 in process) */
+	uint64_t job_wait_ns;	   /* the driver waited for (or helped) its oldest batch job */
 	uint64_t commit_failures;  /* ring growths refused */
 	const struct pl_model_reader *readers;
 	size_t n_readers;

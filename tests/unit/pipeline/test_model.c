@@ -128,6 +128,8 @@ static void test_by_thread(void **state)
 	cost(&in, PL_STAGE_PARSE, 400 * US);
 	in.driver_cpu_ns = 400 * US * in.batches; /* read + 300 us of parse */
 	in.pool_task_ns = 100 * US * in.batches;
+	in.producer_wait_ns = 400 * MS; /* the rest of its time it waited for room, */
+	in.read_wait_ns = 200 * MS;	/* and reads */
 	struct pl_model m;
 	pl_model_fit(&in, &m);
 	assert_float_equal(m.seq_cap, 2500, 1e-6);
@@ -135,6 +137,25 @@ static void test_by_thread(void **state)
 	assert_float_equal(m.cores_cap, 4000, 1e-6);
 	assert_int_equal(m.limit, PL_LIMIT_SEQUENTIAL);
 	assert_int_equal(m.bottleneck, PL_STAGE_PARSE); /* the driver's share of it */
+	/* idle for no reason a change removes (waits for jobs the pool, 5 % busy, had room for:
+	   wake-ups; preemption): the driver works 40 % of the time, and will with more workers */
+	in.producer_wait_ns = in.read_wait_ns = 0;
+	in.job_wait_ns = 500 * MS;
+	pl_model_fit(&in, &m);
+	assert_float_equal(m.seq_cap, 1000, 1e-6);
+	assert_float_equal(m.predicted_per_s, 1000, 1e-6);
+	assert_int_equal(m.limit, PL_LIMIT_SEQUENTIAL);
+	/* the same waits with the pool saturated: more workers would start its jobs */
+	in.pool_task_ns = 1900 * MS;
+	pl_model_fit(&in, &m);
+	assert_float_equal(m.seq_cap, 2250, 1e-6); /* (0.4 + 0.5) / 400 us */
+	/* reads waited for: the disk's, not the driver's */
+	in.pool_task_ns = 100 * US * in.batches;
+	in.job_wait_ns = 0;
+	in.read_wait_ns = 200 * MS;
+	pl_model_fit(&in, &m);
+	assert_float_equal(m.seq_cap, 1500, 1e-6);
+	in.read_wait_ns = 0;
 	/* without the split by thread, the stages' classes: the pool binds at 2 / 400 us */
 	in.driver_cpu_ns = in.pool_task_ns = 0;
 	pl_model_fit(&in, &m);
