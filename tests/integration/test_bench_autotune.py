@@ -109,6 +109,23 @@ def main():
                   float(p["untuned_b_per_s"]) > 0 and
                   abs(float(p["untuned_a_ratio"]) - float(p["untuned_a_per_s"]) / 50) < 0.002,
                   "the pair with the tuner off: %s" % p)
+            check(float(p["b_demand_per_s"]) == 0 and float(p["b_ratio"]) == 0,
+                  "a greedy B has no demand: %s" % p)
+
+        # both paced (--demand-b): B keeps to its 40 a second too
+        r = run("--pair", "--demand-a", "50", "--demand-b", "40", "--tune-seconds", "2",
+                "a=" + spec, "b=" + spec_b)
+        lines = [kv(x) for x in r.stdout.splitlines() if x.startswith("bench=autotune ")]
+        ok = r.returncode == 0 and len(lines) == 1
+        check(ok, "one pair line with --demand-b (%s %s)" % (r.stdout.strip(),
+                                                            r.stderr.strip()[-300:]))
+        if ok:
+            p = lines[0]
+            b = float(p["b_per_s"])
+            check(float(p["b_demand_per_s"]) == 40 and 0 < b <= 40 * 1.5 and
+                  abs(float(p["b_ratio"]) - b / 40) < 0.002 and
+                  0 < float(p["untuned_b_per_s"]) <= 40 * 1.5,
+                  "the paced B keeps to its 40 a second, tuned or not: %s" % p)
 
         # failures: said, exit 1, nothing measured
         bad = write_spec(os.path.join(tmp, "bad.json"), data, 64, shuffel=True)

@@ -60,6 +60,9 @@ def main():
     ap.add_argument("--only", action="append", choices=("ctr", "image", "seq"))
     ap.add_argument("--pair", action="store_true",
                     help="also image (paced) and sequence (greedy) on one sluiced --cpus 2")
+    ap.add_argument("--over", type=float, metavar="F",
+                    help="with --pair: both paced, each at F times its solo rate (measured "
+                    "first, on --cpus 2; F = 0.75: together 1.5 times what the cores give)")
     a = ap.parse_args()
     ctl = os.path.join(a.build, "tools", "sluicectl")
     sb = os.path.join(a.build, "tools", "sluice-bench")
@@ -68,7 +71,18 @@ def main():
     names = a.only or ("ctr", "image", "seq")
     rc, best = bench([sb, "autotune"] + common +
                      ["%s=%s" % (n, write_spec(ctl, a, n)) for n in names])
-    if a.pair:
+    if a.pair and a.over:
+        # each alone on a fresh sluiced --cpus 2, greedy: the solo runs of a first pair run
+        specs = ["%s=%s" % (n, write_spec(ctl, a, n)) for n in PAIR]
+        out = subprocess.run([sb, "autotune", "--pair", "--demand-a", "1e7"] + common + specs,
+                             stdout=subprocess.PIPE, text=True, check=True).stdout
+        solo = [float(re.search(r"\b%s_solo_per_s=([0-9.]+)" % x, out).group(1))
+                for x in ("a", "b")]
+        prc, _ = bench([sb, "autotune", "--pair"] + common +
+                       ["--demand-a", "%.1f" % (a.over * solo[0]),
+                        "--demand-b", "%.1f" % (a.over * solo[1])] + specs)
+        rc = rc or prc
+    elif a.pair:
         demand = ["--demand-a", "%.1f" % (best[PAIR[0]] / 2)] if best.get(PAIR[0]) else []
         prc, _ = bench([sb, "autotune", "--pair"] + common + demand +
                        ["%s=%s" % (n, write_spec(ctl, a, n)) for n in PAIR])

@@ -55,7 +55,8 @@ static void autotune_usage(FILE *f)
 	fprintf(f,
 		"usage: sluice-bench autotune [--seconds S] [--tune-seconds T] [--repeat N]\n"
 		"                             [--sluiced PATH] NAME=SPEC...\n"
-		"       sluice-bench autotune --pair [--demand-a PER_S] [--cpus N] [--seconds S]\n"
+		"       sluice-bench autotune --pair [--demand-a PER_S] [--demand-b PER_S]\n"
+		"                             [--cpus N] [--seconds S]\n"
 		"                             [--tune-seconds T] [--repeat N] [--sluiced PATH]\n"
 		"                             A=SPEC B=SPEC\n"
 		"\n"
@@ -94,14 +95,17 @@ static void autotune_usage(FILE *f)
 		"\"auto\";\n"
 		"A read by a paced reader asking PER_S batches a second (an absolute schedule,\n"
 		"never ahead of it; default: half of A's grid best, the grid measured first), B\n"
-		"by a greedy reader, together for T seconds; the same with sluiced\n"
+		"by a greedy reader (--demand-b: paced as A is), together for T seconds; the\n"
+		"same with sluiced\n"
 		"--autotune=false (\"auto\" fixed, equal weights); then A alone and B alone,\n"
 		"greedy, each on a fresh sluiced --cpus N for T seconds (the solo maxima). Rates\n"
 		"over the last %.0f s as above. One line: bench=autotune spec=pair a_spec=\n"
 		"b_spec= a_demand_per_s= a_per_s= b_per_s= a_solo_per_s= b_solo_per_s=\n"
 		"a_ratio=(a_per_s/a_demand) b_share=(b_per_s/b_solo) a_tune_weight=\n"
 		"b_tune_weight= untuned_a_per_s= untuned_b_per_s= untuned_a_ratio=\n"
-		"untuned_b_share= (the same figures with the tuner off)\n"
+		"untuned_b_share= (the same figures with the tuner off) b_demand_per_s=\n"
+		"b_ratio=(b_per_s/b_demand) untuned_b_ratio= (--demand-b PER_S: B paced too, as\n"
+		"A; 0 and 0 when B is greedy)\n"
 		"\n"
 		"Exit status 1 when sluiced does not start, a spec is bad or a pipeline fails\n"
 		"(the daemon's log is printed), 2 on a usage error.\n",
@@ -111,7 +115,7 @@ static void autotune_usage(FILE *f)
 
 struct at_args {
 	const char *sluiced;
-	double seconds, tune_seconds, demand_a;
+	double seconds, tune_seconds, demand_a, demand_b;
 	uint64_t repeat, cpus;
 	bool pair;
 };
@@ -684,6 +688,7 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	p[0].text = text_a;
 	p[0].demand = demand;
 	p[1].text = text_b;
+	p[1].demand = a->demand_b; /* 0: greedy */
 	rc = run(a, p, 2, extra, a->tune_seconds, &s);
 	if (rc < 0)
 		goto out;
@@ -692,7 +697,7 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	samples_free(&s, p, 2);
 	/* the same pair with the tuner off: "auto" fixed, the pool's queues weighed alike */
 	struct at_pipe q[2] = { { .name = AT_PIPE_A, .text = text_a, .demand = demand },
-				{ .name = AT_PIPE_B, .text = text_b } };
+				{ .name = AT_PIPE_B, .text = text_b, .demand = a->demand_b } };
 	rc = run(a, q, 2, untuned, a->tune_seconds, &s);
 	if (rc < 0)
 		goto out;
@@ -707,11 +712,14 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	printf("bench=autotune spec=pair a_spec=%s b_spec=%s cpus=%llu a_demand_per_s=%.1f "
 	       "a_per_s=%.1f b_per_s=%.1f a_solo_per_s=%.1f b_solo_per_s=%.1f a_ratio=%.3f "
 	       "b_share=%.3f a_tune_weight=%lld b_tune_weight=%lld untuned_a_per_s=%.1f "
-	       "untuned_b_per_s=%.1f untuned_a_ratio=%.3f untuned_b_share=%.3f\n",
+	       "untuned_b_per_s=%.1f untuned_a_ratio=%.3f untuned_b_share=%.3f "
+	       "b_demand_per_s=%.1f b_ratio=%.3f untuned_b_ratio=%.3f\n",
 	       label_a, label_b, (unsigned long long)a->cpus, demand, a_per_s, b_per_s, a_solo,
 	       b_solo, a_per_s / demand, b_solo > 0 ? b_per_s / b_solo : 0,
 	       (long long)p[0].tune[AT_TUNE_WEIGHT], (long long)p[1].tune[AT_TUNE_WEIGHT], a_off,
-	       b_off, a_off / demand, b_solo > 0 ? b_off / b_solo : 0);
+	       b_off, a_off / demand, b_solo > 0 ? b_off / b_solo : 0, a->demand_b,
+	       a->demand_b > 0 ? b_per_s / a->demand_b : 0,
+	       a->demand_b > 0 ? b_off / a->demand_b : 0);
 	fflush(stdout);
 out:
 	free(text_a);
@@ -743,6 +751,7 @@ static int autotune_parse(int argc, char **argv, struct at_args *a)
 		{ "sluiced", required_argument, NULL, 'S' },
 		{ "pair", no_argument, NULL, 'p' },
 		{ "demand-a", required_argument, NULL, 'd' },
+		{ "demand-b", required_argument, NULL, 'D' },
 		{ "cpus", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -765,16 +774,17 @@ static int autotune_parse(int argc, char **argv, struct at_args *a)
 		case 't':
 			rc = parse_seconds(name, optarg, 2 * AT_REACH_S, &a->tune_seconds);
 			break;
-		case 'd': {
+		case 'd':
+		case 'D': {
 			char *end;
+			double *dst = o == 'd' ? &a->demand_a : &a->demand_b;
 
-			a->demand_a = strtod(optarg, &end);
-			if (end == optarg || *end || !(a->demand_a > 0 && a->demand_a <= 1e7)) {
+			*dst = strtod(optarg, &end);
+			if (end == optarg || *end || !(*dst > 0 && *dst <= 1e7)) {
 				fprintf(stderr,
-					"sluice-bench autotune: --demand-a: not a rate above 0 "
-					"(batches "
+					"sluice-bench autotune: --%s: not a rate above 0 (batches "
 					"a second): %s\n",
-					optarg);
+					name, optarg);
 				rc = -EINVAL;
 			}
 			break;
