@@ -75,7 +75,7 @@ static unsigned trial_window(const struct pl_tune_obs *o, const struct pl_tune *
 	hist_push(pr, o->rate);
 	if (++pr->windows < PL_TUNE_PROBE_WINDOWS)
 		return 0;
-	double r = hist_mean(pr), margin = 2 * pr->noise;
+	double r = hist_mean(pr), margin = pr->noise;
 	unsigned knob = pr->knob;
 	int k = knob == PL_TUNE_MOVED_PREFETCH ? (pr->waited ? 2 : 0) : 1;
 	pr->knob = 0;

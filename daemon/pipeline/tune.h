@@ -33,13 +33,15 @@ struct pl_tune_obs {
  * cores), or reads that cost more in calls than larger ones would, or less in cache misses than
  * larger ones do. Kept if the rate over the next PL_TUNE_PROBE_WINDOWS windows beats the rate
  * before it (the mean of up to PL_TUNE_HIST windows at the setting it left; a trial waits for 3)
- * by PL_TUNE_PROBE_GAIN and by twice the noise of that difference (the windows' spread before
- * the trial: on a shared VM one window's rate varies by 5 - 15 %, and a trial kept on noise
- * stays), else taken back, and that knob not tried again for PL_TUNE_HOLD windows, doubled for
- * each trial of it taken back in a row (up to PL_TUNE_HOLD_MAX).
+ * by PL_TUNE_PROBE_GAIN and by the noise of that difference (one standard error, from the
+ * windows' spread before the trial: on a shared VM one window's rate varies by 5 - 15 %, and a
+ * trial kept on noise stays; with the 5 % a step that does nothing is kept about 6 % of the
+ * time, one that gains 15 % about half), else taken back, and that knob not tried again for
+ * PL_TUNE_HOLD windows, doubled for each trial of it taken back in a row (up to
+ * PL_TUNE_HOLD_MAX).
  *
  * A step of the jobs in flight for a wait is checked the same way, the other way round: taken
- * back if its windows fall under the rate before it by 1 - PL_TUNE_PROBE_LOSS and twice the
+ * back if its windows fall under the rate before it by 1 - PL_TUNE_PROBE_LOSS and the
  * noise (a wait says more jobs would help, not that they do: where the pool's workers and the
  * driver share too few cores, more jobs in flight can be slower), and that wait rule held as a
  * trial would be. The caller's, zeroed at first.
