@@ -654,6 +654,21 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 	return rc;
 }
 
+/* Both pipes of a pair read together for --tune-seconds: their rates over the last w. */
+static int pair_rates(const struct at_args *a, struct at_pipe p[2], const char *const *extra,
+		      double w, double *ret_a, double *ret_b)
+{
+	struct at_samples s;
+	int rc = run(a, p, 2, extra, a->tune_seconds, &s);
+
+	if (rc < 0)
+		return rc;
+	*ret_a = rate_last(&s, p[0].count, w);
+	*ret_b = rate_last(&s, p[1].count, w);
+	samples_free(&s, p, 2);
+	return 0;
+}
+
 static int pair(const struct at_args *a, const char *label_a, const json_t *spec_a,
 		const char *origin_a, const char *label_b, const json_t *spec_b,
 		const char *origin_b)
@@ -664,7 +679,6 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	char *text_a = NULL, *text_b = NULL, cpus[24];
 	const char *extra[] = { "--cpus", cpus, NULL };
 	const char *untuned[] = { "--cpus", cpus, "--autotune=false", NULL };
-	struct at_samples s;
 	int rc;
 
 	snprintf(cpus, sizeof(cpus), "%llu", (unsigned long long)a->cpus);
@@ -689,21 +703,13 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	p[0].demand = demand;
 	p[1].text = text_b;
 	p[1].demand = a->demand_b; /* 0: greedy */
-	rc = run(a, p, 2, extra, a->tune_seconds, &s);
-	if (rc < 0)
-		goto out;
-	a_per_s = rate_last(&s, p[0].count, w);
-	b_per_s = rate_last(&s, p[1].count, w);
-	samples_free(&s, p, 2);
+	rc = pair_rates(a, p, extra, w, &a_per_s, &b_per_s);
 	/* the same pair with the tuner off: "auto" fixed, the pool's queues weighed alike */
-	struct at_pipe q[2] = { { .name = AT_PIPE_A, .text = text_a, .demand = demand },
-				{ .name = AT_PIPE_B, .text = text_b, .demand = a->demand_b } };
-	rc = run(a, q, 2, untuned, a->tune_seconds, &s);
+	struct at_pipe q[2] = { p[0], p[1] };
+	if (rc == 0)
+		rc = pair_rates(a, q, untuned, w, &a_off, &b_off);
 	if (rc < 0)
 		goto out;
-	a_off = rate_last(&s, q[0].count, w);
-	b_off = rate_last(&s, q[1].count, w);
-	samples_free(&s, q, 2);
 	rc = run_one(a, AT_PIPE_A, text_a, extra, a->tune_seconds, w, &a_solo, NULL, NULL);
 	if (rc == 0)
 		rc = run_one(a, AT_PIPE_B, text_b, extra, a->tune_seconds, w, &b_solo, NULL, NULL);
