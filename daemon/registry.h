@@ -188,7 +188,10 @@ struct dmn_pipeline {
 		uint64_t moves;		    /* knob moves so far */
 		struct pl_tune_probe probe; /* a trial of more jobs in flight */
 		double demand, cost; /* the last window's: batches/s asked, pool s per batch */
+		double drv_cost;     /* its driver's CPU seconds per batch */
+		double seq_cap;	     /* the most batches/s its driver can do (the model's) */
 		double alloc_per_s;  /* the batch rate the allocation gave it */
+		double pace_per_s;   /* the pace it is held to, 0 for none */
 	} tune;
 
 	struct dmn_pipeline *next;

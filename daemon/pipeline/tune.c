@@ -195,26 +195,77 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 	return moved;
 }
 
-void pl_tune_allocate(size_t n, const double *demand, const double *cost, double cores,
-		      double *ret_rate)
+static double cost_of(const struct pl_tune_alloc_in *p)
 {
-	double need = 0; /* cores the demands take */
-	size_t greedy = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (demand[i] > 0)
-			need += demand[i] * cost[i];
+	return p->pool_cost + p->drv_cost;
+}
+
+/* A demanded pipeline's rate when demands are met in proportion f, within its driver's cap. */
+static double demanded_rate(const struct pl_tune_alloc_in *p, double f)
+{
+	double r = p->demand * f;
+	return p->seq_cap > 0 && r > p->seq_cap ? p->seq_cap : r;
+}
+
+/* Cores the demanded pipelines take at proportion f. */
+static double demanded_cores(size_t n, const struct pl_tune_alloc_in *in, double f)
+{
+	double c = 0;
+	for (size_t i = 0; i < n; i++)
+		if (in[i].demand > 0)
+			c += demanded_rate(&in[i], f) * cost_of(&in[i]);
+	return c;
+}
+
+/* A greedy pipeline's rate given s cores, within its driver's cap. */
+static double greedy_rate(const struct pl_tune_alloc_in *p, double s)
+{
+	double c = cost_of(p);
+	double r = c > 0 ? s / c : 0;
+	return p->seq_cap > 0 && r > p->seq_cap ? p->seq_cap : r;
+}
+
+static double greedy_cores(size_t n, const struct pl_tune_alloc_in *in, double s)
+{
+	double c = 0;
+	for (size_t i = 0; i < n; i++)
+		if (in[i].demand <= 0)
+			c += greedy_rate(&in[i], s) * cost_of(&in[i]);
+	return c;
+}
+
+/*
+ * The largest x in [0, hi] with used(x) <= budget, used nondecreasing and continuous (pieces
+ * of lines): bisection, to a part in 2^50 of hi.
+ */
+static double fill_to(size_t n, const struct pl_tune_alloc_in *in,
+		      double (*used)(size_t, const struct pl_tune_alloc_in *, double), double hi,
+		      double budget)
+{
+	if (used(n, in, hi) <= budget)
+		return hi;
+	double lo = 0;
+	for (int k = 0; k < 50; k++) {
+		double mid = (lo + hi) / 2;
+		if (used(n, in, mid) <= budget)
+			lo = mid;
 		else
-			greedy++;
+			hi = mid;
 	}
-	/* the demands all met when the cores allow, else all met in the same proportion */
-	double f = need > cores && need > 0 ? cores / need : 1;
-	double left = cores - need * f;
-	for (size_t i = 0; i < n; i++) {
-		if (demand[i] > 0)
-			ret_rate[i] = demand[i] * f;
-		else
-			ret_rate[i] = left > 0 && cost[i] > 0 ? left / (double)greedy / cost[i] : 0;
-	}
+	return lo;
+}
+
+double pl_tune_allocate(size_t n, const struct pl_tune_alloc_in *in, double cores, double *ret_rate)
+{
+	double f = fill_to(n, in, demanded_cores, 1, cores);
+	double left = cores - demanded_cores(n, in, f);
+	if (left < 0)
+		left = 0;
+	/* equal cores s each, up to all that is left (one greedy pipeline, or the others capped) */
+	double s = fill_to(n, in, greedy_cores, left, left);
+	for (size_t i = 0; i < n; i++)
+		ret_rate[i] = in[i].demand > 0 ? demanded_rate(&in[i], f) : greedy_rate(&in[i], s);
+	return f;
 }
 
 void pl_tune_weights(size_t n, const double *rate, unsigned *ret_weight)

@@ -92,15 +92,26 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		      const struct pl_tune *max, struct pl_tune_probe *pr, struct pl_tune *next,
 		      char *why, size_t cap);
 
+/* One pipeline as the allocation sees it (pl_tune_allocate). */
+struct pl_tune_alloc_in {
+	double demand;	  /* batches/s its readers ask for; 0: as many as they can get */
+	double pool_cost; /* core-seconds of the pool a batch takes */
+	double drv_cost;  /* core-seconds of its driver thread a batch takes */
+	double seq_cap;	  /* the most batches/s its driver can do (sequential stages); 0: none */
+};
+
 /*
- * Plumber's allocation of `cores` of the pool between n pipelines: pipeline i's readers ask for
- * demand[i] batches/s (0: as many as they can get) and a batch costs it cost[i] core-seconds of
- * the pool. Maximises the smallest rate[i] / demand[i] over the pipelines with a demand, each
- * given at most its demand; what is left goes to those without one, in equal cores (max-min
- * fair). ret_rate[i]: the batch rate it gives pipeline i (0 for one left nothing).
+ * Plumber's allocation of `cores` of the host between n pipelines: a batch of pipeline i
+ * takes pool_cost + drv_cost of them (the drivers run on the same cores as the pool), and it
+ * can do at most seq_cap batches/s. Maximises the smallest rate[i] / demand[i] over the
+ * pipelines with a demand (each given at most its demand and its seq_cap: water-filling, so a
+ * pipeline its own driver holds back leaves the rest to the others); what is left goes to those
+ * without one, in equal cores, each at most its seq_cap (max-min fair). ret_rate[i]: the batch
+ * rate it gives pipeline i (0 for one left nothing). Returns the proportion of the demands met
+ * (1 when the host can give them all).
  */
-void pl_tune_allocate(size_t n, const double *demand, const double *cost, double cores,
-		      double *ret_rate);
+double pl_tune_allocate(size_t n, const struct pl_tune_alloc_in *in, double cores,
+			double *ret_rate);
 
 /*
  * The pool's weights (>= 1) that give n pipelines batches at the rates in rate[]: the pool takes

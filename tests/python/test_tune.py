@@ -210,3 +210,76 @@ def test_ram_budget_bounds_the_tuner(tmp_path, budget, reads, slots):
         assert k["tune_prefetch"] <= k["tune_prefetch_max"] == want_pf, k
         assert k["tune_read_buffer_bytes"] <= k["tune_read_buffer_max"], k
         assert k["tune_read_depth"] <= k["tune_read_depth_max"], k
+
+
+def _paced_reader(dm, spec, period, stop, out):
+    """A reader that takes a batch every `period` seconds at most (its demand) until stop;
+    out gets the digests, or the exception that ended it."""
+    try:
+        with sluice.attach(spec=json.dumps(spec), socket=dm.sock) as r:
+            while not stop.is_set():
+                t = time.monotonic()
+                b = r.next(timeout=30)
+                assert b is not None
+                out.append(_digest(b))
+                b.release()
+                time.sleep(max(0.0, period - (time.monotonic() - t)))
+    except Exception as e:  # noqa: BLE001 (reported by the test)
+        out.append(e)
+
+
+def test_demands_over_the_host_are_held(tmp_path):
+    """Two pipelines whose readers ask together for more than --cpus gives: the allocation
+    holds each to its share of the demands (the pace; docs/plumber.md), said in the log and the
+    stats, and the batches a held pipeline delivers are those of an unheld one."""
+    import threading
+
+    data = _ctr(tmp_path)
+    a = _spec(data, seed=7, num_prefetch="auto", num_read_buffer_bytes="auto")
+    b = dict(_spec(data, seed=8, num_prefetch="auto", num_read_buffer_bytes="auto"),
+             name="other")
+    # 100 batches/s each; a batch of 128 CTR rows takes far more than 1/100 of the
+    # 0.02 cores given (the demands are over the host by an order of magnitude)
+    dm = _start(tmp_path, "held", ["--cpus", "0.02"])
+    stop = threading.Event()
+    got, other = [], []
+    th = threading.Thread(target=_paced_reader, args=(dm, b, 1 / 100, stop, other))
+    try:
+        th.start()
+        deadline = time.monotonic() + 60
+        with sluice.attach(spec=json.dumps(a), socket=dm.sock) as r:
+            while True:
+                t = time.monotonic()
+                x = r.next(timeout=30)
+                assert x is not None
+                got.append(_digest(x))
+                x.release()
+                if len(got) % 10 == 0:
+                    sa = sluice.stats("tuned", socket=dm.sock)
+                    sb = sluice.stats("other", socket=dm.sock)
+                    if sa["tune_pace_per_s"] > 0 and sb["tune_pace_per_s"] > 0 and \
+                            sa["tune_paced_ns"] > 0:
+                        break
+                    assert time.monotonic() < deadline, "not held within 60 s: %s %s" % (
+                        {k: v for k, v in sa.items() if k.startswith("tune")},
+                        {k: v for k, v in sb.items() if k.startswith("tune")})
+                time.sleep(max(0.0, 1 / 100 - (time.monotonic() - t)))
+        stop.set()
+        th.join(60)
+        assert not th.is_alive()
+        assert other and all(isinstance(x, str) for x in other), other[-1:]
+        log = _log(dm)
+    finally:
+        stop.set()
+        dm.stop()
+    assert "pipeline tuned: held to " in log and "pipeline other: held to " in log, log
+    # held below the demand, at the allocation's rate (moved only by 5 % or more)
+    assert 0 < sa["tune_pace_per_s"] < 100, sa
+    assert sa["tune_pace_per_s"] <= sa["tune_alloc_per_s"] * 1.06 + 1, sa
+
+    dm = _start(tmp_path, "unheld", ["--autotune=false"])
+    try:
+        want, _ = _read(dm, a, n=len(got))
+    finally:
+        dm.stop()
+    assert got == want  # every batch, in order, with every tensor's bytes

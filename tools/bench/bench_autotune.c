@@ -105,7 +105,11 @@ static void autotune_usage(FILE *f)
 		"b_tune_weight= untuned_a_per_s= untuned_b_per_s= untuned_a_ratio=\n"
 		"untuned_b_share= (the same figures with the tuner off) b_demand_per_s=\n"
 		"b_ratio=(b_per_s/b_demand) untuned_b_ratio= (--demand-b PER_S: B paced too, as\n"
-		"A; 0 and 0 when B is greedy)\n"
+		"A; 0 and 0 when B is greedy) cores= untuned_cores= (the daemon's CPU seconds a\n"
+		"second over the same window, tuned and untuned: within --cpus once the tuner\n"
+		"holds demands the budget cannot give)\n"
+		"\n"
+		"SLUICE_BENCH_LOGS=DIR keeps each daemon's log there.\n"
 		"\n"
 		"Exit status 1 when sluiced does not start, a spec is bad or a pipeline fails\n"
 		"(the daemon's log is printed), 2 on a usage error.\n",
@@ -350,6 +354,7 @@ struct at_samples {
 	unsigned n;
 	double seconds; /* sample k is due at min(k * AT_TICK_S, seconds) */
 	double *t;	/* t[k]: when it was taken, seconds since the readers' start */
+	double *cpu;	/* cpu[k]: the daemon's CPU seconds then (user + system) */
 };
 
 /* When sample k was due (t[k] is that and the sleep's lateness). */
@@ -362,6 +367,8 @@ static void samples_free(struct at_samples *s, struct at_pipe *p, unsigned np)
 {
 	free(s->t);
 	s->t = NULL;
+	free(s->cpu);
+	s->cpu = NULL;
 	for (unsigned i = 0; i < np; i++) {
 		free(p[i].count);
 		p[i].count = NULL;
@@ -389,7 +396,8 @@ static int run(const struct at_args *a, struct at_pipe *p, unsigned np, const ch
 	s->n = (unsigned)ceil(seconds / AT_TICK_S - 1e-9) + 1;
 	s->seconds = seconds;
 	s->t = calloc(s->n, sizeof(*s->t));
-	oom |= !s->t;
+	s->cpu = calloc(s->n, sizeof(*s->cpu));
+	oom |= !s->t || !s->cpu;
 	for (unsigned i = 0; i < np; i++) {
 		p[i].count = calloc(s->n, sizeof(*p[i].count));
 		oom |= !p[i].count;
@@ -434,6 +442,8 @@ static int run(const struct at_args *a, struct at_pipe *p, unsigned np, const ch
 	for (unsigned k = 0; k < s->n && rc == 0; k++) {
 		sleep_until_ns(st.t0_ns + (int64_t)(due_s(s, k) * 1e9));
 		s->t[k] = (double)(mono_ns() - st.t0_ns) / 1e9;
+		if (nb_daemon_cpu_s(d.pid, &s->cpu[k]) < 0)
+			s->cpu[k] = k ? s->cpu[k - 1] : 0;
 		for (unsigned i = 0; i < np; i++) {
 			p[i].count[k] = atomic_load_explicit(&rs[i].taken, memory_order_relaxed);
 			if (atomic_load(&rs[i].failed))
@@ -476,6 +486,16 @@ static double rate_last(const struct at_samples *s, const uint64_t *count, doubl
 	if (k == last)
 		return 0;
 	return (double)(count[last] - count[k]) / (s->t[last] - s->t[k]);
+}
+
+/* The daemon's cores (CPU seconds a second) over the last w seconds of the run, as rate_last. */
+static double cores_last(const struct at_samples *s, double w)
+{
+	unsigned last = s->n - 1, k = last;
+
+	while (k > 0 && due_s(s, last) - due_s(s, k - 1) <= w + 1e-9)
+		k--;
+	return k == last ? 0 : (s->cpu[last] - s->cpu[k]) / (s->t[last] - s->t[k]);
 }
 
 /* The first sample time at which the rate over the preceding AT_REACH_S reaches target, or -1. */
@@ -656,7 +676,7 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 
 /* Both pipes of a pair read together for --tune-seconds: their rates over the last w. */
 static int pair_rates(const struct at_args *a, struct at_pipe p[2], const char *const *extra,
-		      double w, double *ret_a, double *ret_b)
+		      double w, double *ret_a, double *ret_b, double *ret_cores)
 {
 	struct at_samples s;
 	int rc = run(a, p, 2, extra, a->tune_seconds, &s);
@@ -665,6 +685,7 @@ static int pair_rates(const struct at_args *a, struct at_pipe p[2], const char *
 		return rc;
 	*ret_a = rate_last(&s, p[0].count, w);
 	*ret_b = rate_last(&s, p[1].count, w);
+	*ret_cores = cores_last(&s, w);
 	samples_free(&s, p, 2);
 	return 0;
 }
@@ -674,7 +695,7 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 		const char *origin_b)
 {
 	double demand = a->demand_a, w = tuned_window(a->tune_seconds);
-	double a_per_s, b_per_s, a_solo, b_solo, a_off, b_off;
+	double a_per_s, b_per_s, a_solo, b_solo, a_off, b_off, cores, cores_off;
 	struct at_pipe p[2] = { { .name = AT_PIPE_A }, { .name = AT_PIPE_B } };
 	char *text_a = NULL, *text_b = NULL, cpus[24];
 	const char *extra[] = { "--cpus", cpus, NULL };
@@ -703,11 +724,11 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	p[0].demand = demand;
 	p[1].text = text_b;
 	p[1].demand = a->demand_b; /* 0: greedy */
-	rc = pair_rates(a, p, extra, w, &a_per_s, &b_per_s);
+	rc = pair_rates(a, p, extra, w, &a_per_s, &b_per_s, &cores);
 	/* the same pair with the tuner off: "auto" fixed, the pool's queues weighed alike */
 	struct at_pipe q[2] = { p[0], p[1] };
 	if (rc == 0)
-		rc = pair_rates(a, q, untuned, w, &a_off, &b_off);
+		rc = pair_rates(a, q, untuned, w, &a_off, &b_off, &cores_off);
 	if (rc < 0)
 		goto out;
 	rc = run_one(a, AT_PIPE_A, text_a, extra, a->tune_seconds, w, &a_solo, NULL, NULL);
@@ -719,13 +740,14 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	       "a_per_s=%.1f b_per_s=%.1f a_solo_per_s=%.1f b_solo_per_s=%.1f a_ratio=%.3f "
 	       "b_share=%.3f a_tune_weight=%lld b_tune_weight=%lld untuned_a_per_s=%.1f "
 	       "untuned_b_per_s=%.1f untuned_a_ratio=%.3f untuned_b_share=%.3f "
-	       "b_demand_per_s=%.1f b_ratio=%.3f untuned_b_ratio=%.3f\n",
+	       "b_demand_per_s=%.1f b_ratio=%.3f untuned_b_ratio=%.3f cores=%.2f "
+	       "untuned_cores=%.2f\n",
 	       label_a, label_b, (unsigned long long)a->cpus, demand, a_per_s, b_per_s, a_solo,
 	       b_solo, a_per_s / demand, b_solo > 0 ? b_per_s / b_solo : 0,
 	       (long long)p[0].tune[AT_TUNE_WEIGHT], (long long)p[1].tune[AT_TUNE_WEIGHT], a_off,
 	       b_off, a_off / demand, b_solo > 0 ? b_off / b_solo : 0, a->demand_b,
 	       a->demand_b > 0 ? b_per_s / a->demand_b : 0,
-	       a->demand_b > 0 ? b_off / a->demand_b : 0);
+	       a->demand_b > 0 ? b_off / a->demand_b : 0, cores, cores_off);
 	fflush(stdout);
 out:
 	free(text_a);

@@ -97,7 +97,17 @@ static void daemon_cleanup(struct nb_daemon *d)
 	if (conf)
 		closedir(conf);
 	rmdir(d->conf);
-	unlink(d->log);
+	/* SLUICE_BENCH_LOGS=DIR: each daemon's log kept there (what the tuner did, and why) */
+	const char *keep = getenv("SLUICE_BENCH_LOGS");
+	char to[sizeof(d->dir) + 64];
+	static unsigned kept;
+	if (keep && *keep &&
+	    (size_t)snprintf(to, sizeof(to), "%s/sluiced-%d-%u.log", keep, (int)getpid(), kept++) <
+		    sizeof(to) &&
+	    rename(d->log, to) == 0)
+		fprintf(stderr, "sluice-bench: the daemon's log is %s\n", to);
+	else
+		unlink(d->log);
 	unlink(d->sock);
 	rmdir(d->dir);
 }

@@ -319,11 +319,20 @@ static void test_memory_halves_prefetch(void **state)
 
 /* ---- the allocation ---- */
 
+/* pipelines of pool cost only (no driver cost, no cap): Plumber's allocation of the pool */
+static double alloc(size_t n, const double *dem, const double *cost, double cores, double *rate)
+{
+	struct pl_tune_alloc_in in[4];
+	for (size_t i = 0; i < n; i++)
+		in[i] = (struct pl_tune_alloc_in){ .demand = dem[i], .pool_cost = cost[i] };
+	return pl_tune_allocate(n, in, cores, rate);
+}
+
 static void test_demands_fit(void **state)
 {
 	/* 2 cores: A asks 100/s at 5 ms (0.5 core), B as much as it can at 10 ms, C at 2 ms */
 	double dem[] = { 100, 0, 0 }, cost[] = { 0.005, 0.010, 0.002 }, rate[3];
-	pl_tune_allocate(3, dem, cost, 2, rate);
+	assert_float_equal(alloc(3, dem, cost, 2, rate), 1, 1e-12);
 	assert_float_equal(rate[0], 100, 1e-9);
 	/* 1.5 cores left, 0.75 each */
 	assert_float_equal(rate[1], 75, 1e-9);
@@ -340,7 +349,7 @@ static void test_demands_exceed(void **state)
 	/* 1 core: A asks 200/s at 5 ms (1 core), B 100/s at 10 ms (1 core): each gets half of
 	   its demand (the LP's max-min of delivered over demanded), a greedy C nothing */
 	double dem[] = { 200, 100, 0 }, cost[] = { 0.005, 0.010, 0.001 }, rate[3];
-	pl_tune_allocate(3, dem, cost, 1, rate);
+	assert_float_equal(alloc(3, dem, cost, 1, rate), 0.5, 1e-9);
 	assert_float_equal(rate[0], 100, 1e-9);
 	assert_float_equal(rate[1], 50, 1e-9);
 	assert_float_equal(rate[2], 0, 1e-9);
@@ -356,10 +365,56 @@ static void test_demands_exceed(void **state)
 static void test_all_greedy_share_equally(void **state)
 {
 	double dem[] = { 0, 0 }, cost[] = { 0.001, 0.004 }, rate[2];
-	pl_tune_allocate(2, dem, cost, 2, rate);
+	alloc(2, dem, cost, 2, rate);
 	/* a core each */
 	assert_float_equal(rate[0], 1000, 1e-9);
 	assert_float_equal(rate[1], 250, 1e-9);
+}
+
+static void test_driver_counted(void **state)
+{
+	/* a batch of A takes 5 ms of the pool and 5 of its driver, B 2.5 and 2.5: at their
+	   demands (100/s, 200/s) a core each. 2 cores give both; 1.5 give each 3/4 of it (by the
+	   pool's cost alone, 0.75 core, both would have seemed to fit) */
+	struct pl_tune_alloc_in in[] = {
+		{ .demand = 100, .pool_cost = 0.005, .drv_cost = 0.005 },
+		{ .demand = 200, .pool_cost = 0.0025, .drv_cost = 0.0025 },
+	};
+	double rate[2];
+	assert_float_equal(pl_tune_allocate(2, in, 2, rate), 1, 1e-12);
+	assert_float_equal(rate[0], 100, 1e-9);
+	assert_float_equal(rate[1], 200, 1e-9);
+	assert_float_equal(pl_tune_allocate(2, in, 1.5, rate), 0.75, 1e-9);
+	assert_float_equal(rate[0], 75, 1e-9);
+	assert_float_equal(rate[1], 150, 1e-9);
+}
+
+static void test_seq_cap_leaves_the_rest(void **state)
+{
+	/*
+	 * 2 cores. A asks 300/s at 1 + 3 ms, but its driver does at most 150/s; B asks 500/s at
+	 * 2 + 1 ms (1.5 cores). In proportion, both would get 2 / 2.7 = 74 % of their demands,
+	 * and A could not take its share: A gets what its driver can do (0.6 core) and B the
+	 * rest, 1.4 cores, 93 % of its demand.
+	 */
+	struct pl_tune_alloc_in in[] = {
+		{ .demand = 300, .pool_cost = 0.001, .drv_cost = 0.003, .seq_cap = 150 },
+		{ .demand = 500, .pool_cost = 0.002, .drv_cost = 0.001 },
+	};
+	double rate[2];
+	assert_float_equal(pl_tune_allocate(2, in, 2, rate), 1.4 / 1.5, 1e-9);
+	assert_float_equal(rate[0], 150, 1e-9);
+	assert_float_equal(rate[1], 500 * 1.4 / 1.5, 1e-6);
+	assert_float_equal(rate[0] * 0.004 + rate[1] * 0.003, 2, 1e-9);
+
+	/* greedy: equal cores, but no more than a driver can use: A's 0.5 core, B the rest */
+	struct pl_tune_alloc_in g[] = {
+		{ .pool_cost = 0.001, .drv_cost = 0.004, .seq_cap = 100 },
+		{ .pool_cost = 0.005, .drv_cost = 0.005 },
+	};
+	pl_tune_allocate(2, g, 2, rate);
+	assert_float_equal(rate[0], 100, 1e-9);
+	assert_float_equal(rate[1], 150, 1e-6);
 }
 
 int main(void)
@@ -380,6 +435,8 @@ int main(void)
 		cmocka_unit_test(test_demands_fit),
 		cmocka_unit_test(test_demands_exceed),
 		cmocka_unit_test(test_all_greedy_share_equally),
+		cmocka_unit_test(test_driver_counted),
+		cmocka_unit_test(test_seq_cap_leaves_the_rest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
