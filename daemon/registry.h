@@ -191,7 +191,6 @@ struct dmn_pipeline {
 		double drv_cost;     /* its driver's CPU seconds per batch */
 		double seq_cap;	     /* the most batches/s its driver can do (the model's) */
 		double alloc_per_s;  /* the batch rate the allocation gave it */
-		double pace_per_s;   /* the pace it is held to, 0 for none */
 	} tune;
 
 	struct dmn_pipeline *next;

@@ -666,9 +666,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		   fixed), the read size of the next file opened and its bound, the reads in flight
 		   per file and theirs (each bound the spec's value when fixed; all three within
 		   args.ram_budget when given), the pool's weight of its tasks, the tuner's moves
-		   so far, the batch rate its allocation gave it, and the pace it is held to where
-		   the host cannot give every pipeline its demand (0: none) and the time the
-		   driver waited for it */
+		   so far, and the batch rate its allocation gave it */
 		{ "tune_prefetch", st.prefetch },
 		{ "tune_prefetch_max", st.prefetch_max },
 		{ "tune_read_buffer_bytes", (int64_t)st.read_chunk },
@@ -679,8 +677,6 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "tune_weight", st.pool_weight },
 		{ "tune_moves", (int64_t)pl->tune.moves },
 		{ "tune_alloc_per_s", (int64_t)pl->tune.alloc_per_s },
-		{ "tune_pace_per_s", (int64_t)st.pace_per_s },
-		{ "tune_paced_ns", (int64_t)st.paced_ns },
 		{ "autotune", d->reg.cfg.autotune },
 		/* which knobs the tuner moves: 1 batch jobs in flight, 2 the read size, 4 the
    reads in flight */

@@ -86,16 +86,7 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 		return false;
 	struct pl_model m;
 	pl_model_fit(&in, &m);
-	/*
-	 * A pipeline held to a pace below its demand (set_pace) has readers that wait for every
-	 * batch: they look as fast as they can be (no demand, or one above the pace), and their
-	 * demand is the one seen before the hold. Only a demand below the pace is news (the
-	 * readers slowed down).
-	 */
-	double dem = m.demand_per_s;
-	if (t->pace_per_s > 0 && (dem <= 0 || dem >= t->pace_per_s))
-		dem = t->demand;
-	t->demand = dem;
+	t->demand = m.demand_per_s;
 	t->cost = m.pool_ns_per_batch / 1e9;
 	t->drv_cost = m.drv_ns_per_batch / 1e9;
 	t->seq_cap = m.seq_cap;
@@ -149,33 +140,6 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 	return true;
 }
 
-/*
- * The pace of pipeline pl: where the host cannot give every demand (f < 1) and pl could run
- * faster than its allocated rate, it is held to that rate, so that the cores it would take go
- * to the pipelines the allocation gives them to (the kernel schedules every driver and worker
- * alike: a weight alone cannot keep one pipeline's threads from another's driver). Lifted when
- * the demands fit again.
- */
-static void set_pace(struct dmn_pipeline *pl, double f, size_t n, double rate)
-{
-	struct dmn_tune_win *t = &pl->tune;
-	double pace = n > 1 && f < 1 && t->demand > 0 && rate > 0 && rate < t->demand ? rate : 0;
-	if (pace == 0 && t->pace_per_s == 0)
-		return;
-	/* a move of under 5 % is the windows' noise: not applied (nor logged) */
-	if (pace > 0 && t->pace_per_s > 0 && pace < t->pace_per_s * 1.05 &&
-	    pace > t->pace_per_s * 0.95)
-		return;
-	pl_pipeline_set_pace(pl->pl, pace);
-	if (pace > 0 && t->pace_per_s == 0)
-		dmn_log("pipeline %s: held to %.0f batches/s of the %.0f its readers ask: the host "
-			"gives the pipelines %.0f %% of their demands",
-			pl->name, pace, t->demand, 100 * f);
-	else if (pace == 0)
-		dmn_log("pipeline %s: no longer held (the host gives every demand)", pl->name);
-	t->pace_per_s = pace;
-}
-
 /* Plumber's allocation of the host's cores between the pipelines that ran in the window. */
 static void allocate(struct dmn *d, struct dmn_pipeline **pls, size_t n)
 {
@@ -195,11 +159,10 @@ static void allocate(struct dmn *d, struct dmn_pipeline **pls, size_t n)
 	double cores = d->reg.cfg.cpus;
 	if (cores <= 0)
 		cores = sched_pool_workers(d->reg.pool);
-	double f = pl_tune_allocate(n, in, cores, rate);
+	pl_tune_allocate(n, in, cores, rate);
 	pl_tune_weights(n, rate, wt);
 	for (size_t i = 0; i < n; i++) {
 		pls[i]->tune.alloc_per_s = rate[i];
-		set_pace(pls[i], f, n, rate[i]);
 		unsigned had = pls[i]->tune.prev.pool_weight; /* read at this window's start */
 		if (had == wt[i])
 			continue;
@@ -208,8 +171,7 @@ static void allocate(struct dmn *d, struct dmn_pipeline **pls, size_t n)
 		if (n > 1 && (wt[i] > had * 2 || wt[i] * 2 < had))
 			dmn_log("pipeline %s: its share of the pool set to %u/%u (readers ask %.0f "
 				"batches/s%s, a batch costs %.2f ms of the pool and %.2f of its "
-				"driver, "
-				"allocated %.0f/s)",
+				"driver, allocated %.0f/s)",
 				pls[i]->name, wt[i], (unsigned)PL_TUNE_WEIGHT, in[i].demand,
 				in[i].demand > 0 ? "" : ": as many as they get",
 				1e3 * in[i].pool_cost, 1e3 * in[i].drv_cost, rate[i]);

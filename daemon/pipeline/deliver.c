@@ -110,25 +110,6 @@ void pl_deliver_wait_room(struct pl_deliver *dl)
 	pthread_mutex_unlock(&dl->lock);
 }
 
-void pl_deliver_wait_until(struct pl_deliver *dl, uint64_t until_ns)
-{
-	uint64_t t0 = pl_clock_ns(CLOCK_MONOTONIC);
-	if (until_ns <= t0)
-		return;
-	/* space_cond keeps the realtime clock: the deadline moved onto it */
-	struct timespec at;
-	clock_gettime(CLOCK_REALTIME, &at);
-	uint64_t ns = (uint64_t)at.tv_nsec + (until_ns - t0);
-	at.tv_sec += (time_t)(ns / 1000000000u);
-	at.tv_nsec = (long)(ns % 1000000000u);
-	pthread_mutex_lock(&dl->lock);
-	while (!dl->stop && pl_clock_ns(CLOCK_MONOTONIC) < until_ns)
-		if (pthread_cond_timedwait(&dl->space_cond, &dl->lock, &at) == ETIMEDOUT)
-			break;
-	dl->st.wait_down_ns += pl_clock_ns(CLOCK_MONOTONIC) - t0;
-	pthread_mutex_unlock(&dl->lock);
-}
-
 void pl_deliver_started(struct pl_deliver *dl)
 {
 	pthread_mutex_lock(&dl->lock);

@@ -44,9 +44,6 @@ void pl_deliver_set_prefetch(struct pl_deliver *dl, unsigned prefetch);
 unsigned pl_deliver_prefetch(struct pl_deliver *dl);
 /* Wait until the consumer takes a batch or the pipeline stops (the wait counts as wait_down). */
 void pl_deliver_wait_room(struct pl_deliver *dl);
-/* Wait until until_ns (CLOCK_MONOTONIC) or the stop: a pace's wait, counted as one for room
-   (wait_down_ns: the pipeline is held back, not short of anything). */
-void pl_deliver_wait_until(struct pl_deliver *dl, uint64_t until_ns);
 /* A batch was started (in flight until pl_deliver_put). */
 void pl_deliver_started(struct pl_deliver *dl);
 /*

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,13 +36,8 @@ struct pl_driver {
 	uint64_t job_wait_ns;	   /* waiting for (or helping) the oldest job, not yet done */
 	uint64_t job_ns;	   /* started to finished, summed over the jobs finished */
 	struct io_error err;
-	bool job_failed;    /* a batch failed: nothing after it may be delivered */
-	uint64_t rounds;    /* batches collected (a sampled round every PL_PROF_EVERY) */
-	uint64_t pace_next; /* when the next batch may start under a pace (CLOCK_MONOTONIC) */
-
-	/* set by a tuner, read by the driver: nanoseconds between batches, 0 for no pace */
-	_Atomic uint64_t pace_ns;
-	_Atomic uint64_t paced_ns; /* the driver's time waiting for the pace (written by it) */
+	bool job_failed; /* a batch failed: nothing after it may be delivered */
+	uint64_t rounds; /* batches collected (a sampled round every PL_PROF_EVERY) */
 
 	/* published by the driver, under lock */
 	pthread_mutex_t lock;
@@ -148,33 +142,6 @@ static void drop_rows(struct pl_rec *rows, size_t n)
 	free(rows);
 }
 
-/*
- * Under a pace (pl_driver_set_pace): wait until the next batch may start. After a pause (no
- * consumer, a slow read) up to PACE_BURST batches start at once, as a token bucket allows.
- */
-#define PACE_BURST 2
-
-static void pace(struct pl_driver *d)
-{
-	uint64_t iv = atomic_load_explicit(&d->pace_ns, memory_order_relaxed);
-	if (!iv)
-		return;
-	uint64_t now = pl_clock_ns(CLOCK_MONOTONIC);
-	if (d->pace_next + PACE_BURST * iv < now)
-		d->pace_next = now - PACE_BURST * iv;
-	if (d->pace_next > now) {
-		unsigned prev = pl_prof_enter(&d->prof, PL_STAGE_IDLE_);
-		pl_deliver_wait_until(d->o.dl, d->pace_next);
-		pl_prof_leave(&d->prof, prev);
-		uint64_t waited = pl_clock_ns(CLOCK_MONOTONIC) - now;
-		atomic_store_explicit(&d->paced_ns,
-				      atomic_load_explicit(&d->paced_ns, memory_order_relaxed) +
-					      waited,
-				      memory_order_relaxed);
-	}
-	d->pace_next += iv;
-}
-
 /* Start a batch of rows (or skip it while replaying up to a restored position). */
 static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t epoch,
 		    uint64_t *index, uint64_t *seq, bool last, bool skip)
@@ -185,7 +152,6 @@ static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t
 		(*index)++;
 		return 0;
 	}
-	pace(d);
 	int r = make_room(d);
 	if (r < 0) {
 		drop_rows(rows, n);
@@ -518,9 +484,6 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->prefetch_max = (unsigned)d->cap;
 	pl_chain_reads(d->chain, &ret->read_chunk, &ret->read_depth);
 	ret->pool_weight = sched_queue_weight(d->q);
-	uint64_t iv = atomic_load_explicit(&d->pace_ns, memory_order_relaxed);
-	ret->pace_per_s = iv ? 1e9 / (double)iv : 0;
-	ret->paced_ns = atomic_load_explicit(&d->paced_ns, memory_order_relaxed);
 	ret->next_wait_ns = dst.wait_up_ns;
 	ret->io_engine = tot.read.engine;
 	ret->io_fallback = tot.read.have_fallback ? d->fallback : NULL; /* written once, before */
@@ -529,12 +492,6 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 void pl_driver_set_weight(struct pl_driver *d, unsigned weight)
 {
 	sched_queue_set_weight(d->q, weight ? weight : 1);
-}
-
-void pl_driver_set_pace(struct pl_driver *d, double per_s)
-{
-	uint64_t iv = per_s > 0 ? (uint64_t)(1e9 / per_s) : 0;
-	atomic_store_explicit(&d->pace_ns, iv ? iv : (per_s > 0 ? 1 : 0), memory_order_relaxed);
 }
 
 void pl_driver_set_reads(struct pl_driver *d, size_t chunk, unsigned depth)

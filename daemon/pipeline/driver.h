@@ -43,8 +43,6 @@ int pl_driver_start(struct pl_driver *d, struct io_error *err);
 void pl_driver_destroy(struct pl_driver *d);
 /* The weight of its tasks' queue in the pool (sched_queue_set_weight; >= 1), any thread. */
 void pl_driver_set_weight(struct pl_driver *d, unsigned weight);
-/* At most per_s batches a second (0: no pace; pl_pipeline_set_pace), any thread. */
-void pl_driver_set_pace(struct pl_driver *d, double per_s);
 /* How the next file its readers open is read (pl_chain_set_reads; 0: leave it), any thread. */
 void pl_driver_set_reads(struct pl_driver *d, size_t chunk, unsigned depth);
 /* Every stage's counters and the totals (any thread). */

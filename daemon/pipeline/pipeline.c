@@ -322,11 +322,6 @@ void pl_pipeline_tune(struct pl_pipeline *p, const struct pl_tune *t)
 		pl_driver_set_weight(p->drv, t->weight);
 }
 
-void pl_pipeline_set_pace(struct pl_pipeline *p, double per_s)
-{
-	pl_driver_set_pace(p->drv, per_s);
-}
-
 void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 {
 	memset(ret, 0, sizeof(*ret));

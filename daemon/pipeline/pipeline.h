@@ -115,14 +115,6 @@ struct pl_tune {
 void pl_pipeline_tunable(const struct pl_pipeline *p, struct pl_tune *ret_max);
 /* Move the knobs t names (0: leave it), clamped to pl_pipeline_tunable's. Any thread. */
 void pl_pipeline_tune(struct pl_pipeline *p, const struct pl_tune *t);
-/*
- * Hold the pipeline to at most per_s batches a second (0: no pace): the host-wide allocation's
- * rate for it, where the host cannot give every pipeline its readers' demand and this one's
- * CPU would otherwise go to it at the expense of another (docs/plumber.md, "Autotuning").
- * The driver waits before it starts a batch, never between its records: nothing is dropped or
- * reordered. Any thread.
- */
-void pl_pipeline_set_pace(struct pl_pipeline *p, double per_s);
 
 void pl_pipeline_opts_init(struct pl_pipeline_opts *opts);
 
@@ -250,8 +242,6 @@ struct pl_stats {
 	size_t read_chunk;		 /* bytes per read of the next file opened */
 	unsigned read_depth;		 /* reads in flight per reader, for the next file opened */
 	unsigned pool_weight;		 /* its tasks' queue's weight in the pool */
-	double pace_per_s;		 /* pl_pipeline_set_pace's, 0 for none */
-	uint64_t paced_ns;		 /* time the driver waited for the pace */
 	const char *io_engine;		 /* "io_uring" or "pread" */
 	const char *io_fallback;	 /* why not io_uring, or NULL */
 	/* per stage (enum pl_stage_id; names from pl_stage_name): docs/pipeline.md */

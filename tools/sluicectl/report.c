@@ -109,7 +109,6 @@ int report_window(const struct sluice_stats *now, const struct sluice_stats *pre
 	w->weight = get(now, "tune_weight");
 	w->moves = get(now, "tune_moves");
 	w->alloc_per_s = get(now, "tune_alloc_per_s");
-	w->pace_per_s = get(now, "tune_pace_per_s");
 	w->knobs = get(now, "tune_knobs");
 	w->read_depth = get(now, "tune_read_depth");
 	w->read_chunk_max = get(now, "tune_read_buffer_max");
@@ -130,9 +129,7 @@ static void print_knobs(FILE *f, const struct report_window *w)
 	if (w->autotune)
 		fprintf(f, ", pool weight %lld, %lld tuner moves; allocated %lld batches/s",
 			(long long)w->weight, (long long)w->moves, (long long)w->alloc_per_s);
-	if (w->autotune && w->pace_per_s > 0)
-		fprintf(f, ", held to it (the host cannot give every demand)");
-	if (!w->autotune)
+	else
 		fprintf(f, " (sluiced --autotune=false)");
 	fputc('\n', f);
 }
@@ -245,7 +242,6 @@ void report_json(struct jsonout *j, const struct report_window *w, const struct 
 		num(j, "weight", (double)w->weight);
 		num(j, "moves", (double)w->moves);
 		num(j, "alloc_per_s", (double)w->alloc_per_s);
-		num(j, "pace_per_s", (double)w->pace_per_s);
 		jsonout_char(j, '}');
 	}
 	key(j, "readers", false);

@@ -21,7 +21,6 @@ struct report_window {
 	   daemon said (an older one does not) */
 	bool have_knobs, autotune;
 	int64_t prefetch, prefetch_max, read_chunk, read_depth, weight, moves, alloc_per_s, knobs;
-	int64_t pace_per_s;
 	int64_t read_chunk_max, read_depth_max; /* the tuner's bounds (ram_budget) */
 };
 

@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
@@ -344,58 +343,6 @@ static void test_tune_bounds(void **state)
 #undef BATCH_BYTES
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-/*
- * A pace (the allocation's, where the host cannot give every demand) holds the batches to its
- * rate and changes none of them: the same stream as without it, no faster than the rate allows
- * past the batches started before it and the token bucket's burst, its waits counted. Then
- * lifted: the rest comes unpaced.
- */
-static void test_pace(void **state)
-{
-	(void)state;
-	struct spec_args a = spec_default();
-	a.batch = 16;
-	a.no_tag = true;
-	a.epochs = "2";
-	struct stream *want = run_all(&a, NULL, true);
-	const size_t per_epoch = (N_RECS + 15) / 16;
-	assert_int_equal(want->n, 2 * per_epoch);
-
-	struct pl_pipeline *p = create(&a, NULL);
-	const double rate = 400;
-	pl_pipeline_set_pace(p, rate);
-	struct stream *s = stream_new();
-	uint64_t t0 = mono_ns();
-	drain(p, s, per_epoch, true); /* the first epoch, paced */
-	uint64_t took = mono_ns() - t0;
-	struct pl_stats st;
-	pl_pipeline_get_stats(p, &st);
-	assert_float_equal(st.pace_per_s, rate, 0.01);
-	assert_true(st.paced_ns > 0);
-	/* batches the driver started before the pace (prefetch 2), the burst (2), the first */
-	double least = (double)(per_epoch - 2 - 2 - 1) / rate;
-	if ((double)took < least * 1e9)
-		fail_msg("%zu batches in %.3f s at a pace of %.0f/s (at least %.3f s)", per_epoch,
-			 (double)took / 1e9, rate, least);
-	pl_pipeline_set_pace(p, 0);
-	drain(p, s, 0, true);
-	assert_stream_ok(s);
-	assert_int_equal(s->end, 0);
-	pl_pipeline_get_stats(p, &st);
-	assert_true(st.pace_per_s == 0);
-	pl_pipeline_destroy(p);
-	assert_same_batches(s, 0, want);
-	stream_free(s);
-	stream_free(want);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -404,7 +351,6 @@ int main(void)
 		cmocka_unit_test(test_stats_dropped_record),
 		cmocka_unit_test(test_stats_read_depth),
 		cmocka_unit_test(test_tune_bounds),
-		cmocka_unit_test(test_pace),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -715,7 +715,7 @@ static void check_drawn_windows(struct pl_window *w, const int64_t *steps, size_
 				const struct pl_window_opts *o, uint64_t epoch, uint32_t file,
 				bool wait)
 {
-	int64_t start[16], total = 0;
+	int64_t start[16] = { 0 }, total = 0;
 	for (size_t i = 0; i < n; i++) {
 		start[i] = total;
 		total += steps[i];
