@@ -106,8 +106,9 @@ static void autotune_usage(FILE *f)
 		"untuned_b_share= (the same figures with the tuner off) b_demand_per_s=\n"
 		"b_ratio=(b_per_s/b_demand) untuned_b_ratio= (--demand-b PER_S: B paced too, as\n"
 		"A; 0 and 0 when B is greedy) cores= untuned_cores= (the daemon's CPU seconds a\n"
-		"second over the same window, tuned and untuned: within --cpus once the tuner\n"
-		"holds demands the budget cannot give)\n"
+		"second over the same window, tuned and untuned) a_cores= b_cores=\n"
+		"untuned_a_cores= untuned_b_cores= (each pipeline's: its driver's CPU and its\n"
+		"pool tasks' time, a second)\n"
 		"\n"
 		"SLUICE_BENCH_LOGS=DIR keeps each daemon's log there.\n"
 		"\n"
@@ -348,7 +349,11 @@ struct at_pipe {
 	/* out */
 	int64_t tune[AT_TUNE_N];
 	uint64_t *count; /* count[k]: the batches taken by sample k */
+	double *cpu;	 /* cpu[k]: its driver's CPU and its pool tasks' time by then, seconds */
 };
+
+/* A pipeline's CPU (its driver's, and its tasks' on the pool) from its counters. */
+static const char *const at_cpu_keys[2] = { "driver_cpu_ns", "pool_task_ns" };
 
 struct at_samples {
 	unsigned n;
@@ -372,6 +377,8 @@ static void samples_free(struct at_samples *s, struct at_pipe *p, unsigned np)
 	for (unsigned i = 0; i < np; i++) {
 		free(p[i].count);
 		p[i].count = NULL;
+		free(p[i].cpu);
+		p[i].cpu = NULL;
 	}
 }
 
@@ -400,7 +407,8 @@ static int run(const struct at_args *a, struct at_pipe *p, unsigned np, const ch
 	oom |= !s->t || !s->cpu;
 	for (unsigned i = 0; i < np; i++) {
 		p[i].count = calloc(s->n, sizeof(*p[i].count));
-		oom |= !p[i].count;
+		p[i].cpu = calloc(s->n, sizeof(*p[i].cpu));
+		oom |= !p[i].count || !p[i].cpu;
 		specs[i] = (struct nb_spec){ p[i].name, p[i].text };
 	}
 	if (oom) {
@@ -446,6 +454,10 @@ static int run(const struct at_args *a, struct at_pipe *p, unsigned np, const ch
 			s->cpu[k] = k ? s->cpu[k - 1] : 0;
 		for (unsigned i = 0; i < np; i++) {
 			p[i].count[k] = atomic_load_explicit(&rs[i].taken, memory_order_relaxed);
+			int64_t v[2];
+			p[i].cpu[k] = nb_stats_read(c, p[i].name, at_cpu_keys, 2, v) == 0
+					      ? (double)(v[0] + v[1]) / 1e9
+					      : (k ? p[i].cpu[k - 1] : 0);
 			if (atomic_load(&rs[i].failed))
 				rc = -EIO; /* said after the join */
 		}
@@ -489,13 +501,13 @@ static double rate_last(const struct at_samples *s, const uint64_t *count, doubl
 }
 
 /* The daemon's cores (CPU seconds a second) over the last w seconds of the run, as rate_last. */
-static double cores_last(const struct at_samples *s, double w)
+static double cores_last(const struct at_samples *s, const double *cpu, double w)
 {
 	unsigned last = s->n - 1, k = last;
 
 	while (k > 0 && due_s(s, last) - due_s(s, k - 1) <= w + 1e-9)
 		k--;
-	return k == last ? 0 : (s->cpu[last] - s->cpu[k]) / (s->t[last] - s->t[k]);
+	return k == last ? 0 : (cpu[last] - cpu[k]) / (s->t[last] - s->t[k]);
 }
 
 /* The first sample time at which the rate over the preceding AT_REACH_S reaches target, or -1. */
@@ -675,17 +687,24 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 }
 
 /* Both pipes of a pair read together for --tune-seconds: their rates over the last w. */
+/* Rates and cores of a pair run: a, b, then the daemon's cores, a's and b's. */
+struct at_pair_out {
+	double a, b, cores, a_cores, b_cores;
+};
+
 static int pair_rates(const struct at_args *a, struct at_pipe p[2], const char *const *extra,
-		      double w, double *ret_a, double *ret_b, double *ret_cores)
+		      double w, struct at_pair_out *ret)
 {
 	struct at_samples s;
 	int rc = run(a, p, 2, extra, a->tune_seconds, &s);
 
 	if (rc < 0)
 		return rc;
-	*ret_a = rate_last(&s, p[0].count, w);
-	*ret_b = rate_last(&s, p[1].count, w);
-	*ret_cores = cores_last(&s, w);
+	ret->a = rate_last(&s, p[0].count, w);
+	ret->b = rate_last(&s, p[1].count, w);
+	ret->cores = cores_last(&s, s.cpu, w);
+	ret->a_cores = cores_last(&s, p[0].cpu, w);
+	ret->b_cores = cores_last(&s, p[1].cpu, w);
 	samples_free(&s, p, 2);
 	return 0;
 }
@@ -695,7 +714,8 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 		const char *origin_b)
 {
 	double demand = a->demand_a, w = tuned_window(a->tune_seconds);
-	double a_per_s, b_per_s, a_solo, b_solo, a_off, b_off, cores, cores_off;
+	double a_solo, b_solo;
+	struct at_pair_out on, off;
 	struct at_pipe p[2] = { { .name = AT_PIPE_A }, { .name = AT_PIPE_B } };
 	char *text_a = NULL, *text_b = NULL, cpus[24];
 	const char *extra[] = { "--cpus", cpus, NULL };
@@ -724,11 +744,11 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	p[0].demand = demand;
 	p[1].text = text_b;
 	p[1].demand = a->demand_b; /* 0: greedy */
-	rc = pair_rates(a, p, extra, w, &a_per_s, &b_per_s, &cores);
+	rc = pair_rates(a, p, extra, w, &on);
 	/* the same pair with the tuner off: "auto" fixed, the pool's queues weighed alike */
 	struct at_pipe q[2] = { p[0], p[1] };
 	if (rc == 0)
-		rc = pair_rates(a, q, untuned, w, &a_off, &b_off, &cores_off);
+		rc = pair_rates(a, q, untuned, w, &off);
 	if (rc < 0)
 		goto out;
 	rc = run_one(a, AT_PIPE_A, text_a, extra, a->tune_seconds, w, &a_solo, NULL, NULL);
@@ -741,13 +761,14 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 	       "b_share=%.3f a_tune_weight=%lld b_tune_weight=%lld untuned_a_per_s=%.1f "
 	       "untuned_b_per_s=%.1f untuned_a_ratio=%.3f untuned_b_share=%.3f "
 	       "b_demand_per_s=%.1f b_ratio=%.3f untuned_b_ratio=%.3f cores=%.2f "
-	       "untuned_cores=%.2f\n",
-	       label_a, label_b, (unsigned long long)a->cpus, demand, a_per_s, b_per_s, a_solo,
-	       b_solo, a_per_s / demand, b_solo > 0 ? b_per_s / b_solo : 0,
-	       (long long)p[0].tune[AT_TUNE_WEIGHT], (long long)p[1].tune[AT_TUNE_WEIGHT], a_off,
-	       b_off, a_off / demand, b_solo > 0 ? b_off / b_solo : 0, a->demand_b,
-	       a->demand_b > 0 ? b_per_s / a->demand_b : 0,
-	       a->demand_b > 0 ? b_off / a->demand_b : 0, cores, cores_off);
+	       "untuned_cores=%.2f a_cores=%.2f b_cores=%.2f untuned_a_cores=%.2f "
+	       "untuned_b_cores=%.2f\n",
+	       label_a, label_b, (unsigned long long)a->cpus, demand, on.a, on.b, a_solo, b_solo,
+	       on.a / demand, b_solo > 0 ? on.b / b_solo : 0, (long long)p[0].tune[AT_TUNE_WEIGHT],
+	       (long long)p[1].tune[AT_TUNE_WEIGHT], off.a, off.b, off.a / demand,
+	       b_solo > 0 ? off.b / b_solo : 0, a->demand_b,
+	       a->demand_b > 0 ? on.b / a->demand_b : 0, a->demand_b > 0 ? off.b / a->demand_b : 0,
+	       on.cores, off.cores, on.a_cores, on.b_cores, off.a_cores, off.b_cores);
 	fflush(stdout);
 out:
 	free(text_a);
