@@ -200,11 +200,16 @@ static double cost_of(const struct pl_tune_alloc_in *p)
 	return p->pool_cost + p->drv_cost;
 }
 
+/* Rate r within what p's driver can do. */
+static double capped(const struct pl_tune_alloc_in *p, double r)
+{
+	return p->seq_cap > 0 && r > p->seq_cap ? p->seq_cap : r;
+}
+
 /* A demanded pipeline's rate when demands are met in proportion f, within its driver's cap. */
 static double demanded_rate(const struct pl_tune_alloc_in *p, double f)
 {
-	double r = p->demand * f;
-	return p->seq_cap > 0 && r > p->seq_cap ? p->seq_cap : r;
+	return capped(p, p->demand * f);
 }
 
 /* Cores the demanded pipelines take at proportion f. */
@@ -221,8 +226,7 @@ static double demanded_cores(size_t n, const struct pl_tune_alloc_in *in, double
 static double greedy_rate(const struct pl_tune_alloc_in *p, double s)
 {
 	double c = cost_of(p);
-	double r = c > 0 ? s / c : 0;
-	return p->seq_cap > 0 && r > p->seq_cap ? p->seq_cap : r;
+	return capped(p, c > 0 ? s / c : 0);
 }
 
 static double greedy_cores(size_t n, const struct pl_tune_alloc_in *in, double s)

@@ -6,37 +6,23 @@
  * greedy one so that the paced one gets what it asks for?
  */
 #include "bench.h"
+#include "bench_autotune.h"
 #include "bench_next.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "daemon/pipeline/spec.h"
-#include "sluice/sluice.h"
 #include "tools/common/cliarg.h"
 
-/*
- * Every run starts a sluiced of its own (bench_next_daemon.c) whose config dir holds the run's
- * specs, so that each starts with empty rings, a tuner that has seen nothing, and its knobs
- * where the spec puts them. Readers are threads of this process, each on a connection of its
- * own; the main thread counts the batches they took every AT_TICK_S on an absolute schedule.
- */
-
-#define AT_TICK_S     0.25 /* the sampling period */
-#define AT_WINDOW_S   5.0  /* tuned_per_s: the rate over the run's last AT_WINDOW_S */
-#define AT_REACH_S    1.0  /* seconds_to_90: the rate over the preceding AT_REACH_S */
-#define AT_REACH      0.9  /* ... reaches this share of grid_best_per_s */
+/* The runs and their samples: bench_autotune_run.c (bench_autotune.h). */
+#define AT_REACH      0.9 /* seconds_to_90: the rate over AT_REACH_S reaches this share */
 #define AT_MAX_REPEAT 16
 #define AT_AUTO	      (-1) /* a knob's value "auto" */
 #define AT_PIPE_A     "at-a"
@@ -44,11 +30,6 @@
 
 static const int64_t at_prefetch[] = { 1, 2, 4, 8, 16 };
 static const int64_t at_read_buffer[] = { 65536, 1048576, 4194304 };
-
-/* The tuner's counters (sluice_stats); absent until sluiced has a tuner: -1 (unknown). */
-enum { AT_TUNE_PREFETCH, AT_TUNE_READ_BUFFER, AT_TUNE_MOVES, AT_TUNE_WEIGHT, AT_TUNE_N };
-static const char *const at_tune_keys[AT_TUNE_N] = { "tune_prefetch", "tune_read_buffer_bytes",
-						     "tune_moves", "tune_weight" };
 
 static void autotune_usage(FILE *f)
 {
@@ -220,316 +201,6 @@ static int spec_text(const json_t *spec, const char *origin, const char *name, i
 	return 0;
 }
 
-/* ---- readers ---- */
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Sleep until CLOCK_MONOTONIC reads t_ns. */
-static void sleep_until_ns(int64_t t_ns)
-{
-	struct timespec ts = { (time_t)(t_ns / 1000000000), (long)(t_ns % 1000000000) };
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
-/* What the main thread and the reader threads of a run share. */
-struct at_start {
-	atomic_uint attached; /* readers that connected and attached, or failed to */
-	atomic_bool go;	      /* t0_ns is set: read */
-	atomic_bool stop;
-	int64_t t0_ns; /* the readers' origin: written before go, read after it */
-};
-
-/*
- * A reader thread of one pipeline: it connects and attaches (then counts itself in
- * `attached`), waits for `go`, and takes batches until `stop`. demand > 0: batch k is taken no
- * earlier than t0 + k / demand (a training step of fixed pace, which catches up when a batch
- * came late but never reads ahead); 0: as fast as it can.
- */
-struct at_reader {
-	const char *sock, *name;
-	double demand;
-	struct at_start *start;
-	pthread_t thread;
-	_Atomic uint64_t taken; /* sampled by the main thread; a count, nothing published by it */
-	atomic_bool failed;	/* rc and msg are set (read after pthread_join) */
-	int rc;
-	char msg[600];
-};
-
-/* Take one batch and give it back: 1, 0 when stopped, or -errno with r->msg. */
-static int take_one(struct at_reader *r, struct sluice_reader *rd)
-{
-	struct sluice_error err = { 0, "" };
-
-	while (!atomic_load_explicit(&r->start->stop, memory_order_relaxed)) {
-		struct sluice_batch *b = NULL;
-		int rc = sluice_next(rd, 100, &b, &err);
-
-		if (rc == -ETIMEDOUT)
-			continue;
-		if (rc == 0) {
-			snprintf(r->msg, sizeof(r->msg),
-				 "%s: the stream ended (give an endless spec: epochs null)",
-				 r->name);
-			return -ENODATA;
-		}
-		if (rc < 0) {
-			snprintf(r->msg, sizeof(r->msg), "%s: %s", r->name, err.msg);
-			return rc;
-		}
-		sluice_batch_release(b);
-		atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
-		return 1;
-	}
-	return 0;
-}
-
-static int read_loop(struct at_reader *r, struct sluice_reader *rd, int64_t t0_ns)
-{
-	for (uint64_t k = 0;; k++) {
-		int rc;
-
-		if (r->demand > 0) {
-			int64_t due = t0_ns + (int64_t)((double)k * 1e9 / r->demand), now;
-
-			/* in steps of at most 0.1 s, so that a slow pace still sees the stop */
-			while ((now = mono_ns()) < due &&
-			       !atomic_load_explicit(&r->start->stop, memory_order_relaxed))
-				sleep_until_ns(due - now > 100000000 ? now + 100000000 : due);
-		}
-		rc = take_one(r, rd);
-		if (rc <= 0)
-			return rc;
-	}
-}
-
-static void *reader_main(void *arg)
-{
-	struct at_reader *r = arg;
-	struct sluice_error err = { 0, "" };
-	struct sluice_client *c = NULL;
-	struct sluice_reader *rd = NULL;
-	int rc = sluice_connect(r->sock, &c, &err);
-
-	if (rc < 0)
-		snprintf(r->msg, sizeof(r->msg), "connect %s: %s", r->sock, err.msg);
-	else if ((rc = nb_attach_pipeline(c, r->name, &rd)) < 0)
-		snprintf(r->msg, sizeof(r->msg),
-			 "cannot read pipeline %s (the daemon's log follows)", r->name);
-	r->rc = rc;
-	/* release: r->rc and r->msg, for the main thread's acquire load of attached */
-	atomic_fetch_add_explicit(&r->start->attached, 1, memory_order_release);
-	/* acquire: pairs with the main thread's release store of go, after t0_ns */
-	while (!atomic_load_explicit(&r->start->go, memory_order_acquire))
-		sleep_until_ns(mono_ns() + 1000000);
-	if (rc == 0 && !atomic_load_explicit(&r->start->stop, memory_order_relaxed)) {
-		rc = read_loop(r, rd, r->start->t0_ns);
-		r->rc = rc;
-		if (rc < 0)
-			atomic_store(&r->failed, true);
-	}
-	sluice_detach(rd);
-	sluice_disconnect(c);
-	return NULL;
-}
-
-/* ---- one run: a fresh sluiced, its pipelines read, the batches counted ---- */
-
-struct at_pipe {
-	const char *name, *text;
-	double demand; /* batches a second; 0: greedy */
-	/* out */
-	int64_t tune[AT_TUNE_N];
-	uint64_t *count; /* count[k]: the batches taken by sample k */
-	double *cpu;	 /* cpu[k]: its driver's CPU and its pool tasks' time by then, seconds */
-};
-
-/* A pipeline's CPU (its driver's, and its tasks' on the pool) from its counters. */
-static const char *const at_cpu_keys[2] = { "driver_cpu_ns", "pool_task_ns" };
-
-struct at_samples {
-	unsigned n;
-	double seconds; /* sample k is due at min(k * AT_TICK_S, seconds) */
-	double *t;	/* t[k]: when it was taken, seconds since the readers' start */
-	double *cpu;	/* cpu[k]: the daemon's CPU seconds then (user + system) */
-};
-
-/* When sample k was due (t[k] is that and the sleep's lateness). */
-static double due_s(const struct at_samples *s, unsigned k)
-{
-	return fmin((double)k * AT_TICK_S, s->seconds);
-}
-
-static void samples_free(struct at_samples *s, struct at_pipe *p, unsigned np)
-{
-	free(s->t);
-	s->t = NULL;
-	free(s->cpu);
-	s->cpu = NULL;
-	for (unsigned i = 0; i < np; i++) {
-		free(p[i].count);
-		p[i].count = NULL;
-		free(p[i].cpu);
-		p[i].cpu = NULL;
-	}
-}
-
-/*
- * Start sluiced (extra: its options, or NULL) with np (at most 2) pipelines, read each with a
- * thread for `seconds`, counting every AT_TICK_S; the tuner's counters at the end. On success
- * the caller frees the samples (samples_free); on failure there are none.
- */
-static int run(const struct at_args *a, struct at_pipe *p, unsigned np, const char *const *extra,
-	       double seconds, struct at_samples *s)
-{
-	struct at_reader *rs = calloc(np, sizeof(*rs));
-	struct at_start st = { 0 };
-	struct nb_spec specs[2];
-	struct sluice_client *c = NULL;
-	struct nb_daemon d;
-	unsigned started = 0;
-	bool oom = !rs;
-	int rc = 0;
-
-	assert(np >= 1 && np <= 2);
-	s->n = (unsigned)ceil(seconds / AT_TICK_S - 1e-9) + 1;
-	s->seconds = seconds;
-	s->t = calloc(s->n, sizeof(*s->t));
-	s->cpu = calloc(s->n, sizeof(*s->cpu));
-	oom |= !s->t || !s->cpu;
-	for (unsigned i = 0; i < np; i++) {
-		p[i].count = calloc(s->n, sizeof(*p[i].count));
-		p[i].cpu = calloc(s->n, sizeof(*p[i].cpu));
-		oom |= !p[i].count || !p[i].cpu;
-		specs[i] = (struct nb_spec){ p[i].name, p[i].text };
-	}
-	if (oom) {
-		fprintf(stderr, "sluice-bench autotune: out of memory\n");
-		rc = -ENOMEM;
-		goto fail_free;
-	}
-	rc = nb_daemon_start_specs(&d, a->sluiced, specs, np, extra, &c);
-	if (rc < 0)
-		goto fail_free;
-	for (unsigned i = 0; i < np && rc == 0; i++) {
-		rs[i].sock = d.sock;
-		rs[i].name = p[i].name;
-		rs[i].demand = p[i].demand;
-		rs[i].start = &st;
-		rc = -pthread_create(&rs[i].thread, NULL, reader_main, &rs[i]);
-		if (rc < 0)
-			fprintf(stderr, "sluice-bench autotune: pthread_create: %s\n",
-				strerror(-rc));
-		else
-			started++;
-	}
-	/* acquire: pairs with each reader's release increment, after its rc and msg */
-	while (atomic_load_explicit(&st.attached, memory_order_acquire) < started)
-		sleep_until_ns(mono_ns() + 1000000);
-	for (unsigned i = 0; i < started; i++) {
-		if (rs[i].rc < 0) {
-			fprintf(stderr, "sluice-bench autotune: %s\n", rs[i].msg);
-			rc = rs[i].rc;
-		}
-	}
-	if (rc < 0) {
-		nb_print_log(&d); /* a spec the daemon refused: its log says why */
-		atomic_store(&st.stop, true);
-	}
-	st.t0_ns = mono_ns();
-	/* release: t0_ns, for the readers' acquire load of go */
-	atomic_store_explicit(&st.go, true, memory_order_release);
-	for (unsigned k = 0; k < s->n && rc == 0; k++) {
-		sleep_until_ns(st.t0_ns + (int64_t)(due_s(s, k) * 1e9));
-		s->t[k] = (double)(mono_ns() - st.t0_ns) / 1e9;
-		if (nb_daemon_cpu_s(d.pid, &s->cpu[k]) < 0)
-			s->cpu[k] = k ? s->cpu[k - 1] : 0;
-		for (unsigned i = 0; i < np; i++) {
-			p[i].count[k] = atomic_load_explicit(&rs[i].taken, memory_order_relaxed);
-			int64_t v[2];
-			p[i].cpu[k] = nb_stats_read(c, p[i].name, at_cpu_keys, 2, v) == 0
-					      ? (double)(v[0] + v[1]) / 1e9
-					      : (k ? p[i].cpu[k - 1] : 0);
-			if (atomic_load(&rs[i].failed))
-				rc = -EIO; /* said after the join */
-		}
-	}
-	for (unsigned i = 0; i < np && rc == 0; i++)
-		rc = nb_stats_read(c, p[i].name, at_tune_keys, AT_TUNE_N, p[i].tune);
-	atomic_store(&st.stop, true);
-	for (unsigned i = 0; i < started; i++) {
-		pthread_join(rs[i].thread, NULL);
-		if (atomic_load(&rs[i].failed)) {
-			fprintf(stderr, "sluice-bench autotune: %s\n", rs[i].msg);
-			rc = rs[i].rc;
-		}
-	}
-	sluice_disconnect(c);
-	if (nb_daemon_stop(&d) < 0 && rc == 0)
-		rc = -ECHILD;
-	if (rc == 0) {
-		free(rs);
-		return 0;
-	}
-fail_free:
-	free(rs);
-	samples_free(s, p, np);
-	return rc;
-}
-
-/*
- * The batch rate of count over the last w seconds of the run: from the sample due w before
- * the last (or the nearest after), over the time between the two samples as taken.
- */
-static double rate_last(const struct at_samples *s, const uint64_t *count, double w)
-{
-	unsigned last = s->n - 1, k = last;
-
-	while (k > 0 && due_s(s, last) - due_s(s, k - 1) <= w + 1e-9)
-		k--;
-	if (k == last)
-		return 0;
-	return (double)(count[last] - count[k]) / (s->t[last] - s->t[k]);
-}
-
-/* The daemon's cores (CPU seconds a second) over the last w seconds of the run, as rate_last. */
-static double cores_last(const struct at_samples *s, const double *cpu, double w)
-{
-	unsigned last = s->n - 1, k = last;
-
-	while (k > 0 && due_s(s, last) - due_s(s, k - 1) <= w + 1e-9)
-		k--;
-	return k == last ? 0 : (cpu[last] - cpu[k]) / (s->t[last] - s->t[k]);
-}
-
-/* The first sample time at which the rate over the preceding AT_REACH_S reaches target, or -1. */
-static double time_to_reach(const struct at_samples *s, const uint64_t *count, double target)
-{
-	unsigned back = (unsigned)(AT_REACH_S / AT_TICK_S + 0.5);
-
-	for (unsigned k = back; k < s->n; k++) {
-		double dt = s->t[k] - s->t[k - back];
-
-		if (dt > 0 && (double)(count[k] - count[k - back]) / dt >= target)
-			return due_s(s, k);
-	}
-	return -1;
-}
-
-/* The window of the tuned rates: AT_WINDOW_S, or half the run when it is shorter than two. */
-static double tuned_window(double seconds)
-{
-	return seconds >= 2 * AT_WINDOW_S ? AT_WINDOW_S : seconds / 2;
-}
-
 /* ---- the grid, the tuned run, the pair ---- */
 
 static int cmp_double(const void *x, const void *y)
@@ -555,16 +226,16 @@ static int run_one(const struct at_args *a, const char *name, const char *text,
 {
 	struct at_pipe p = { .name = name, .text = text };
 	struct at_samples s;
-	int rc = run(a, &p, 1, extra, seconds, &s);
+	int rc = at_run(a->sluiced, &p, 1, extra, seconds, &s);
 
 	if (rc < 0)
 		return rc;
-	*ret_per_s = rate_last(&s, p.count, w);
+	*ret_per_s = at_rate_last(&s, p.count, w);
 	if (ret_s) {
 		*ret_pipe = p;
 		*ret_s = s;
 	} else {
-		samples_free(&s, &p, 1);
+		at_samples_free(&s, &p, 1);
 	}
 	return 0;
 }
@@ -611,7 +282,7 @@ static int grid(const struct at_args *a, const char *label, const json_t *spec, 
 static int one_spec(const struct at_args *a, const char *label, const json_t *spec,
 		    const char *origin)
 {
-	double best, fixed, tuned, paired, s90, w = tuned_window(a->tune_seconds);
+	double best, fixed, tuned, paired, s90, w = at_tuned_window(a->tune_seconds);
 	double t[AT_MAX_REPEAT], f[AT_MAX_REPEAT], r90[AT_MAX_REPEAT];
 	struct at_samples s[AT_MAX_REPEAT] = { 0 };
 	struct at_pipe p[AT_MAX_REPEAT] = { 0 };
@@ -656,8 +327,8 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 		tuned = median(t, (unsigned)a->repeat);
 		fixed = median(f, (unsigned)a->repeat);
 		for (unsigned r = 0; r < done; r++) {
-			r90[r] =
-				fixed > 0 ? time_to_reach(&s[r], p[r].count, AT_REACH * fixed) : -1;
+			r90[r] = fixed > 0 ? at_time_to_reach(&s[r], p[r].count, AT_REACH * fixed)
+					   : -1;
 			if (r90[r] < 0)
 				r90[r] = 1e9; /* never: after every run that reached it */
 		}
@@ -680,14 +351,14 @@ static int one_spec(const struct at_args *a, const char *label, const json_t *sp
 		fflush(stdout);
 	}
 	for (unsigned r = 0; r < done; r++)
-		samples_free(&s[r], &p[r], 1);
+		at_samples_free(&s[r], &p[r], 1);
 	free(text);
 	free(best_text);
 	return rc;
 }
 
-/* Both pipes of a pair read together for --tune-seconds: their rates over the last w. */
-/* Rates and cores of a pair run: a, b, then the daemon's cores, a's and b's. */
+/* A pair read together for --tune-seconds, over the last w: the rates of a and b, the
+   daemon's cores, a's and b's. */
 struct at_pair_out {
 	double a, b, cores, a_cores, b_cores;
 };
@@ -696,16 +367,16 @@ static int pair_rates(const struct at_args *a, struct at_pipe p[2], const char *
 		      double w, struct at_pair_out *ret)
 {
 	struct at_samples s;
-	int rc = run(a, p, 2, extra, a->tune_seconds, &s);
+	int rc = at_run(a->sluiced, p, 2, extra, a->tune_seconds, &s);
 
 	if (rc < 0)
 		return rc;
-	ret->a = rate_last(&s, p[0].count, w);
-	ret->b = rate_last(&s, p[1].count, w);
-	ret->cores = cores_last(&s, s.cpu, w);
-	ret->a_cores = cores_last(&s, p[0].cpu, w);
-	ret->b_cores = cores_last(&s, p[1].cpu, w);
-	samples_free(&s, p, 2);
+	ret->a = at_rate_last(&s, p[0].count, w);
+	ret->b = at_rate_last(&s, p[1].count, w);
+	ret->cores = at_cores_last(&s, s.cpu, w);
+	ret->a_cores = at_cores_last(&s, p[0].cpu, w);
+	ret->b_cores = at_cores_last(&s, p[1].cpu, w);
+	at_samples_free(&s, p, 2);
 	return 0;
 }
 
@@ -713,7 +384,7 @@ static int pair(const struct at_args *a, const char *label_a, const json_t *spec
 		const char *origin_a, const char *label_b, const json_t *spec_b,
 		const char *origin_b)
 {
-	double demand = a->demand_a, w = tuned_window(a->tune_seconds);
+	double demand = a->demand_a, w = at_tuned_window(a->tune_seconds);
 	double a_solo, b_solo;
 	struct at_pair_out on, off;
 	struct at_pipe p[2] = { { .name = AT_PIPE_A }, { .name = AT_PIPE_B } };
