@@ -25,6 +25,15 @@
  */
 
 #define DMN_WAIT_NS 2000000 /* how long the allocator sleeps on the ring per try */
+/*
+ * A full ring wakes the allocator once readers released a quarter of the batches it holds, not
+ * at each release: the driver then makes that many batches in a row, filling them itself (its
+ * slack: assemble.c), instead of a wake-up of the driver, and of a worker, for each batch a
+ * reader paced by its training step releases. Tries of DMN_WAIT_NS that time out before that
+ * (lock released between them) are retried up to DMN_REFILL_TRIES times.
+ */
+#define DMN_REFILL_DIV	 4
+#define DMN_REFILL_TRIES 8
 
 /* ---- the engine's batch memory: extents of the ring ---- */
 
@@ -53,9 +62,20 @@ static void *ring_alloc(void *ctx, size_t len)
 {
 	struct dmn_pipeline *pl = ctx;
 	uint64_t t0 = 0;
+	uint32_t want = 0;  /* releases to wait for (0: not waiting yet) */
+	unsigned quiet = 0; /* tries that timed out in a row */
 	for (;;) {
 		if (atomic_load(&pl->stop))
 			return NULL;
+		if (want > 1 && quiet && quiet < DMN_REFILL_TRIES) {
+			/* still short of the releases waited for: wait on, without taking room */
+			pthread_mutex_lock(&pl->lock);
+			quiet = ipc_ring_wait_releases(pl->ring, DMN_WAIT_NS, want) == -ETIMEDOUT
+					? quiet + 1
+					: 0;
+			pthread_mutex_unlock(&pl->lock);
+			continue;
+		}
 		pthread_mutex_lock(&pl->lock);
 		struct ipc_ring_info info;
 		ipc_ring_get_info(pl->ring, &info);
@@ -152,7 +172,13 @@ static void *ring_alloc(void *ctx, size_t len)
 				pthread_cond_timedwait(&pl->attach_cond, &pl->lock, &dl);
 			pthread_mutex_unlock(&pl->lock);
 		} else {
-			ipc_ring_wait(pl->ring, DMN_WAIT_NS);
+			if (!want) {
+				uint64_t held = info.head - info.low;
+				want = held / DMN_REFILL_DIV > 1 ? (uint32_t)(held / DMN_REFILL_DIV) : 1;
+			}
+			quiet = ipc_ring_wait_releases(pl->ring, DMN_WAIT_NS, want) == -ETIMEDOUT
+					? quiet + 1
+					: 0;
 			pthread_mutex_unlock(&pl->lock);
 		}
 	}

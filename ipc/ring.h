@@ -248,6 +248,12 @@ int ipc_ring_set_error(struct ipc_ring *ring, int err);
  * collect. 0 (go and collect), -ETIMEDOUT, -EINTR.
  */
 int ipc_ring_wait(struct ipc_ring *ring, int64_t timeout_ns);
+/*
+ * ipc_ring_wait, woken only once a reader has released want batches since the last collect
+ * (or any, if it is asleep for a batch; want 0 is 1): the daemon then finds room for several
+ * batches and makes them at once, instead of being woken for each release of a full ring.
+ */
+int ipc_ring_wait_releases(struct ipc_ring *ring, int64_t timeout_ns, uint32_t want);
 
 struct ipc_ring_info {
 	uint64_t head;	    /* the next seq to publish */

@@ -538,9 +538,14 @@ static int wait_next(struct ipc_ring_client *c, int64_t timeout_ns,
 		 * either the daemon sees waiting and wakes us, or we see its news below.
 		 */
 		ipc_ring_fence(memory_order_seq_cst);
-		if (c->mode != IPC_RING_BROADCAST &&
-		    atomic_load_explicit(&c->cb->daemon_waiting, memory_order_relaxed))
-			ring_doorbell(c); /* we are hungry: it may hand us a batch */
+		/*
+		 * We are hungry: it may hand us a batch (split, rank), or it waits for more
+		 * releases than we make before we get one (wake_rel).
+		 */
+		if (atomic_load_explicit(&c->cb->daemon_waiting, memory_order_acquire) &&
+		    (c->mode != IPC_RING_BROADCAST ||
+		     atomic_load_explicit(&c->cb->wake_rel, memory_order_relaxed)))
+			ring_doorbell(c);
 		rc = try_next(c, ret_batch);
 		if (rc != -EAGAIN)
 			break;
@@ -574,9 +579,14 @@ int ipc_ring_client_release(struct ipc_ring_client *c, const struct ipc_ring_bat
 	/* Pairs with collect_one's acquire load of rel_head: the entry is visible. */
 	atomic_store_explicit(&c->cb->rel_head, c->rel_head, memory_order_release);
 	c->held[b->slot_] = 0;
-	/* Pairs with the fence in ipc_ring_wait: it sees rel_head, or we see daemon_waiting. */
+	/*
+	 * Pairs with the fence in ipc_ring_wait: it sees rel_head, or we see daemon_waiting (and,
+	 * by its release store, the wake_rel it set before).
+	 */
 	ipc_ring_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&c->cb->daemon_waiting, memory_order_relaxed))
+	if (atomic_load_explicit(&c->cb->daemon_waiting, memory_order_acquire) &&
+	    (int64_t)(c->rel_head - atomic_load_explicit(&c->cb->wake_rel, memory_order_relaxed)) >=
+		    0)
 		ring_doorbell(c);
 	return 0;
 }

@@ -152,7 +152,15 @@ struct ipc_ring_cb {
 	_Atomic uint32_t wake;	   /* the reader's futex word: bumped when there is news */
 	_Atomic uint32_t flags;	   /* IPC_RING_CB_* */
 	_Atomic uint32_t daemon_waiting; /* nonzero: the daemon sleeps on doorbell */
-	uint8_t pad2_[28];
+	uint32_t pad2a_;
+	/*
+	 * While daemon_waiting: a release rings the doorbell once rel_head reaches this (0: every
+	 * release). The daemon waits for room for several batches at once, not one per release
+	 * (ipc_ring_wait_releases); a reader that goes to sleep for a batch rings regardless.
+	 * Zero in a block made by an older daemon; an older client rings at every release.
+	 */
+	_Atomic uint64_t wake_rel;
+	uint8_t pad2_[16];
 };
 
 _Static_assert(sizeof(struct ipc_ring_cb) == 3 * IPC_RING_LINE, "control block: three lines");
@@ -163,6 +171,7 @@ _Static_assert(offsetof(struct ipc_ring_cb, doorbell) == 84, "layout");
 _Static_assert(offsetof(struct ipc_ring_cb, wait_ns) == 96, "layout");
 _Static_assert(offsetof(struct ipc_ring_cb, asg_head) == 128, "daemon words on their own line");
 _Static_assert(offsetof(struct ipc_ring_cb, daemon_waiting) == 160, "layout");
+_Static_assert(offsetof(struct ipc_ring_cb, wake_rel) == 168, "layout");
 
 /* Where things go for n_slots slots and n_schema tensors (both already checked). */
 static inline uint64_t ipc_ring_align(uint64_t x, uint64_t a)

@@ -655,18 +655,23 @@ int ipc_ring_reader_lag(const struct ipc_ring *r, unsigned id, uint64_t *ret_lag
 	return 0;
 }
 
-/* Whether a collect would find something: a release, or a batch it could hand out. */
-static bool progress_possible(struct ipc_ring *r)
+/*
+ * Whether a collect would find something worth waking for: want releases by one reader (or any
+ * release by a reader asleep for a batch), or a batch it could hand out.
+ */
+static bool progress_possible(struct ipc_ring *r, uint32_t want)
 {
 	uint64_t good = good_readers(r);
 
 	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
 		struct reader *rd = &r->rd[i];
-		uint64_t c;
+		uint64_t c, rel;
 
 		if (!(good >> i & 1))
 			continue;
-		if (atomic_load_explicit(&rd->cb->rel_head, memory_order_relaxed) != rd->rel_tail)
+		rel = atomic_load_explicit(&rd->cb->rel_head, memory_order_relaxed) - rd->rel_tail;
+		if (rel >= want ||
+		    (rel && atomic_load_explicit(&rd->cb->waiting, memory_order_relaxed)))
 			return true;
 		if (rd->mode == IPC_RING_BROADCAST || !r->grp[rd->group].n_pending)
 			continue;
@@ -680,6 +685,11 @@ static bool progress_possible(struct ipc_ring *r)
 }
 
 int ipc_ring_wait(struct ipc_ring *r, int64_t timeout_ns)
+{
+	return ipc_ring_wait_releases(r, timeout_ns, 1);
+}
+
+int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want)
 {
 	struct futex_waitv w[IPC_RING_MAX_READERS];
 	struct timespec deadline = { 0, 0 };
@@ -706,7 +716,11 @@ int ipc_ring_wait(struct ipc_ring *r, int64_t timeout_ns)
 		w[n].val = atomic_load_explicit(&cb->doorbell, memory_order_relaxed);
 		w[n].flags = FUTEX_32;
 		n++;
-		atomic_store_explicit(&cb->daemon_waiting, 1, memory_order_relaxed);
+		/* before daemon_waiting (a client that sees it reads this; an older value only
+		   makes it ring early) */
+		atomic_store_explicit(&cb->wake_rel, want > 1 ? r->rd[i].rel_tail + want : 0,
+				      memory_order_relaxed);
+		atomic_store_explicit(&cb->daemon_waiting, 1, memory_order_release);
 	}
 	/*
 	 * Pairs with the client's fence between its store of rel_head (release) or waiting
@@ -714,7 +728,9 @@ int ipc_ring_wait(struct ipc_ring *r, int64_t timeout_ns)
 	 * it sees our flag and rings the doorbell (after we read it above: the wait returns).
 	 */
 	ipc_ring_fence(memory_order_seq_cst);
-	if (progress_possible(r)) {
+	if (want == 0)
+		want = 1;
+	if (progress_possible(r, want)) {
 		rc = 0;
 	} else {
 		rc = ipc_futex_waitv(w, n, timeout_ns < 0 ? NULL : &deadline);

@@ -404,6 +404,7 @@ static int bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows,
 	 */
 	note_slack(ax);
 	unsigned first = ax->lazy && !ax->behind ? SCHED_SPAWN_NO_WAKE : 0;
+	job->lazy = first != 0;
 	if (first)
 		ax->lazy_fills++;
 	r = spawn_pass(job, false, first, ax->behind ? 0 : SCHED_SPAWN_NO_WAKE);
@@ -471,7 +472,8 @@ static int bjob_finish(struct pl_asm_ctx *ax, struct pl_bjob *job, struct pl_bat
 		       struct io_error *err)
 {
 	const struct pl_plan *plan = ax->plan;
-	if (!pl_bjob_done(job))
+	/* a lazy batch is the driver's to run: not done yet is no sign the pool falls behind */
+	if (!pl_bjob_done(job) && !job->lazy)
 		ax->behind = PL_BEHIND_BATCHES;
 	else if (ax->behind)
 		ax->behind--;

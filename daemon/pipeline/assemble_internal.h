@@ -67,6 +67,7 @@ struct pl_bjob {
 	uint8_t *mem;
 	size_t len;
 	bool failed; /* layout or memory failed: err_code/err say why */
+	bool lazy;   /* its fill pass woke no worker: the driver runs it (note_slack) */
 
 	struct sched_group group;
 	struct pl_task *tasks;

@@ -14,8 +14,11 @@ cached too: the figures are why it is not by default):
    epoch1_cpu_s=... epoch2_cpu_s=... later_epoch_cpu_s=... epoch2_ratio=...`.
 2. A fresh sluiced and 4 jobs over the dataset with batch sizes 256/512/1024/4096 and 4 seeds,
    started 1 s apart (the issue's acceptance), one epoch each, read by Python processes that
-   release every batch; the daemon's CPU against one such job alone. Prints `bench=cache_jobs
-   compression=C cache=0|1 one_job_cpu_s=... four_jobs_cpu_s=... ratio=...`.
+   release every batch; the daemon's CPU against one such job alone. The readers take all they
+   get, and with --rate R (repeatable) also R rows a second each, as a training step would
+   (the daemon then waits for room in the ring, as it does under real jobs). Prints
+   `bench=cache_jobs compression=C cache=0|1 rate=R one_job_cpu_s=... four_jobs_cpu_s=...
+   ratio=...` (rate=0: as fast as they read).
 """
 
 import argparse
@@ -101,23 +104,23 @@ def epochs_bench(ctl, tmp, data, comp, epochs, repeat, budget):
                   repeat), flush=True)
 
 
-def jobs_bench(build, tmp, data, comp, budget, gap=1.0, repeat=1):
+def jobs_bench(build, tmp, data, comp, budget, gap=1.0, repeat=1, rate=0):
     """Medians of repeat runs of each (cache, jobs) case: a fresh daemon's first touch of
     memory costs it 0.1 - 0.4 CPU-s more or less from run to run on this VM."""
     runs = {}
     for _ in range(repeat):
-        for (cache, n), cpu in jobs_once(build, tmp, data, budget, gap).items():
+        for (cache, n), cpu in jobs_once(build, tmp, data, budget, gap, rate).items():
             runs.setdefault((cache, n), []).append(cpu)
     out = {k: statistics.median(v) for k, v in runs.items()}
     for cache in (False, True):
-        print("bench=cache_jobs compression=%s cache=%d one_job_cpu_s=%.3f four_jobs_cpu_s=%.3f "
-              "ratio=%.2f ratio_to_uncached_job=%.2f runs=%d" % (
-                  comp, cache, out[(cache, 1)], out[(cache, 4)],
+        print("bench=cache_jobs compression=%s cache=%d rate=%d one_job_cpu_s=%.3f "
+              "four_jobs_cpu_s=%.3f ratio=%.2f ratio_to_uncached_job=%.2f runs=%d" % (
+                  comp, cache, rate, out[(cache, 1)], out[(cache, 4)],
                   out[(cache, 4)] / out[(cache, 1)], out[(cache, 4)] / out[(False, 1)],
                   repeat), flush=True)
 
 
-def jobs_once(build, tmp, data, budget, gap):
+def jobs_once(build, tmp, data, budget, gap, rate=0):
     out = {}
     for cache in (False, True):
         for n in (1, 4):
@@ -131,7 +134,8 @@ def jobs_once(build, tmp, data, budget, gap):
                         break
                     if k:
                         time.sleep(gap)  # started 1 s apart (the issue's acceptance)
-                    procs += readers(build, sock, [{"spec": json.dumps(spec(data, 1, b, seed))}])
+                    procs += readers(build, sock, [{"spec": json.dumps(spec(data, 1, b, seed)),
+                                                    "rate": rate}])
                     procs[-1].stdin.write("go\n")
                     procs[-1].stdin.flush()
                 rows = finish(procs, go=False)
@@ -154,6 +158,8 @@ def main():
     ap.add_argument("--cache-memory", type=int, default=2 << 30)
     ap.add_argument("--gap", type=float, default=1.0, help="seconds between the jobs' starts")
     ap.add_argument("--only", choices=("epochs", "jobs"), help="one of the two measurements")
+    ap.add_argument("--rate", type=float, action="append", default=[],
+                    help="also the jobs with readers paced at this many rows a second each")
     ap.add_argument("--compression", choices=("none", "gzip"), action="append")
     a = ap.parse_args()
     ctl = os.path.join(a.build, "tools", "sluicectl")
@@ -166,7 +172,8 @@ def main():
             if a.only != "jobs":
                 epochs_bench(ctl, tmp, data, comp, a.epochs, a.repeat, a.cache_memory)
             if a.only != "epochs":
-                jobs_bench(a.build, tmp, data, comp, a.cache_memory, a.gap, a.repeat)
+                for rate in [0] + a.rate:
+                    jobs_bench(a.build, tmp, data, comp, a.cache_memory, a.gap, a.repeat, rate)
 
 
 if __name__ == "__main__":

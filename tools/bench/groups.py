@@ -33,19 +33,25 @@ sys.path.insert(0, HERE)
 from pyharness import proc_cpu  # noqa: E402
 
 READER = r'''
-import json, sys
+import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import sluice
 a = json.loads(sys.argv[3])
 if "spec" in a:
     a["spec"] = json.loads(a["spec"])
+rate = a.pop("rate", 0)  # rows a second, as a training step would take them (0: all it gets)
 r = sluice.attach(socket=sys.argv[2], **a)
 print("attached", flush=True)
 sys.stdin.readline()
 rows = 0
+t0 = time.monotonic()
 for b in r:
     rows += b.rows
     b.release()
+    if rate:
+        ahead = t0 + rows / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
 print(json.dumps({"rows": rows}), flush=True)
 '''
 

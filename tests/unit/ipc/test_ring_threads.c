@@ -300,6 +300,97 @@ static void test_threads_groups(void **state)
 	ipc_ring_destroy(r);
 }
 
+/* ---- a full ring waits for several releases ---- */
+
+struct refill {
+	struct ipc_ring *r;
+	uint32_t want;
+	atomic_int rc; /* 1 while it waits */
+};
+
+static void *refill_waiter(void *arg)
+{
+	struct refill *f = arg;
+
+	atomic_store(&f->rc, ipc_ring_wait_releases(f->r, 10000 * MS, f->want));
+	return NULL;
+}
+
+/* Until the daemon's thread sleeps on the reader's doorbell (or gave up). */
+static void until_waiting(struct ipc_ring_cb *cb, struct refill *f)
+{
+	while (!atomic_load(&cb->daemon_waiting) && atomic_load(&f->rc) == 1)
+		sched_yield();
+}
+
+/*
+ * ipc_ring_wait_releases(want 4) on a full ring: three releases do not ring the doorbell (the
+ * daemon sleeps on), the fourth does; a reader that goes to sleep for a batch rings it whatever
+ * it released (it may hold the batches the daemon waits for); want 1 rings at every release.
+ */
+static void test_wait_releases(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	unsigned id;
+	struct ipc_ring_client *c = add(r, 0, &id);
+	struct ipc_ring_cb *cb = r->rd[id].cb;
+	struct ipc_ring_batch b[12], x;
+	struct ipc_ring_extent e;
+	struct refill f = { r, 4, 1 };
+	pthread_t t;
+
+	for (uint64_t s = 0; s < 8; s++) {
+		put(r, 500);
+		b[s] = take(c, s);
+	}
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_reserve(r, 500, &e), -EAGAIN);
+	assert_int_equal(pthread_create(&t, NULL, refill_waiter, &f), 0);
+	until_waiting(cb, &f);
+	assert_int_equal(atomic_load(&f.rc), 1);
+	assert_int_equal(atomic_load(&cb->wake_rel), 4);
+	uint32_t bell = atomic_load(&cb->doorbell);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(ipc_ring_client_release(c, &b[k]), 0);
+		assert_int_equal(atomic_load(&cb->doorbell), bell); /* not rung */
+	}
+	assert_int_equal(atomic_load(&f.rc), 1);
+	assert_int_equal(ipc_ring_client_release(c, &b[3]), 0);
+	assert_int_equal(atomic_load(&cb->doorbell), bell + 1);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&f.rc), 0);
+	ipc_ring_collect(r, NULL);
+	for (uint64_t s = 8; s < 12; s++) /* room for the four at once */
+		put(r, 500);
+
+	/* full again; the reader holds its 8 and wants a ninth: it rings as it goes to sleep */
+	atomic_store(&f.rc, 1);
+	assert_int_equal(pthread_create(&t, NULL, refill_waiter, &f), 0);
+	until_waiting(cb, &f);
+	bell = atomic_load(&cb->doorbell);
+	for (uint64_t s = 8; s < 12; s++)
+		b[s] = take(c, s);
+	assert_int_equal(ipc_ring_client_next(c, 1 * MS, &x), -ETIMEDOUT);
+	assert_true(atomic_load(&cb->doorbell) != bell);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&f.rc), 0);
+
+	/* want 1: every release rings, as ipc_ring_wait */
+	ipc_ring_collect(r, NULL);
+	f.want = 1;
+	atomic_store(&f.rc, 1);
+	assert_int_equal(pthread_create(&t, NULL, refill_waiter, &f), 0);
+	until_waiting(cb, &f);
+	assert_int_equal(atomic_load(&cb->wake_rel), 0);
+	bell = atomic_load(&cb->doorbell);
+	assert_int_equal(ipc_ring_client_release(c, &b[4]), 0);
+	assert_int_equal(atomic_load(&cb->doorbell), bell + 1);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&f.rc), 0);
+	ipc_ring_client_detach(c);
+	ipc_ring_destroy(r);
+}
+
 /* ---- broadcast lag policy ---- */
 
 static void test_lag_policy(void **state)
@@ -510,6 +601,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_futex_on_readonly_mapping),
 		cmocka_unit_test(test_next_sleeps_and_wakes),
+		cmocka_unit_test(test_wait_releases),
 		cmocka_unit_test(test_threads_broadcast),
 		cmocka_unit_test(test_threads_split),
 		cmocka_unit_test(test_threads_groups),
