@@ -58,6 +58,12 @@ static void grow_report(struct dmn_pipeline *pl)
 	}
 }
 
+/* One try of waiting for want releases, under pl->lock: how many tries in a row timed out. */
+static unsigned wait_room(struct dmn_pipeline *pl, uint32_t want, unsigned quiet)
+{
+	return ipc_ring_wait_releases(pl->ring, DMN_WAIT_NS, want) == -ETIMEDOUT ? quiet + 1 : 0;
+}
+
 static void *ring_alloc(void *ctx, size_t len)
 {
 	struct dmn_pipeline *pl = ctx;
@@ -70,9 +76,7 @@ static void *ring_alloc(void *ctx, size_t len)
 		if (want > 1 && quiet && quiet < DMN_REFILL_TRIES) {
 			/* still short of the releases waited for: wait on, without taking room */
 			pthread_mutex_lock(&pl->lock);
-			quiet = ipc_ring_wait_releases(pl->ring, DMN_WAIT_NS, want) == -ETIMEDOUT
-					? quiet + 1
-					: 0;
+			quiet = wait_room(pl, want, quiet);
 			pthread_mutex_unlock(&pl->lock);
 			continue;
 		}
@@ -172,13 +176,10 @@ static void *ring_alloc(void *ctx, size_t len)
 				pthread_cond_timedwait(&pl->attach_cond, &pl->lock, &dl);
 			pthread_mutex_unlock(&pl->lock);
 		} else {
-			if (!want) {
-				uint64_t held = info.head - info.low;
-				want = held / DMN_REFILL_DIV > 1 ? (uint32_t)(held / DMN_REFILL_DIV) : 1;
-			}
-			quiet = ipc_ring_wait_releases(pl->ring, DMN_WAIT_NS, want) == -ETIMEDOUT
-					? quiet + 1
-					: 0;
+			uint64_t part = (info.head - info.low) / DMN_REFILL_DIV;
+			if (!want)
+				want = part > 1 ? (uint32_t)part : 1;
+			quiet = wait_room(pl, want, quiet);
 			pthread_mutex_unlock(&pl->lock);
 		}
 	}
