@@ -321,8 +321,13 @@ static void test_parallelism_identical(void **state)
 	assert_stream_ok(s);
 	struct pl_stats lst;
 	pl_pipeline_get_stats(lp, &lst);
-	assert_true(lst.lazy_fills > 0);
+	/*
+	 * Lazy from the second batch on (the first has no history); a lazy batch the driver
+	 * finds not done yet is its own to run, not a pool falling behind (that woke workers for
+	 * the next PL_BEHIND_BATCHES: about one batch in 17 was lazy).
+	 */
 	assert_true(lst.lazy_fills < lst.batches);
+	assert_true(lst.lazy_fills * 2 > lst.batches);
 	pl_pipeline_destroy(lp);
 	assert_same_batches(ref, 0, s);
 	stream_free(s);
