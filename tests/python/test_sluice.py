@@ -664,6 +664,31 @@ def test_lag_catch_up(fresh_daemon):
     assert "lagged@" not in ctl("--socket", d.sock, "list").stdout
 
 
+def test_a_paced_reader_gets_the_ring_refilled_in_runs(fresh_daemon):
+    """A reader slower than its pipeline, as a training step paces it: once the ring is full
+    the daemon waits until a quarter of it was released and makes that many batches in a row
+    (ipc_ring_wait_releases), instead of waiting again for room before every batch. Every
+    batch comes, in order, once."""
+    d = fresh_daemon
+    name = sluice.register(image_spec(d.data, name="paced", epochs=40), socket=d.sock)
+    r = sluice.attach(name, socket=d.sock)
+    waits = lambda: sluice.stats(name, socket=d.sock)["producer_waits"]  # noqa: E731
+    deadline = time.monotonic() + 60
+    while waits() == 0:  # the ring (64 batches) is full and the daemon waits for room
+        assert time.monotonic() < deadline, "the ring never filled"
+        time.sleep(0.01)
+    w0, n, seqs = waits(), 250, []
+    for _ in range(n):
+        with r.next(timeout=30) as b:
+            seqs.append(b.seq)
+        time.sleep(0.0005)  # the step's pace: far slower than the daemon
+    w = waits() - w0
+    assert seqs == list(range(n)), seqs
+    # one wait a batch before (a release woke the daemon for one batch); now one a run
+    assert w * 4 < n, "%d waits for room for %d batches" % (w, n)
+    r.close()
+
+
 def test_image_pipeline_through_sluiced(fresh_daemon, tmp_path):
     """decode + random_resized_crop + flip + normalize in sluiced: batch["image"] is a float32
     [B, 3, 64, 64] array over the shared memory, equal to sluicectl run in process."""
