@@ -656,8 +656,21 @@ int ipc_ring_reader_lag(const struct ipc_ring *r, unsigned id, uint64_t *ret_lag
 }
 
 /*
- * Whether a collect would find something worth waking for: want releases by one reader (or any
- * release by a reader asleep for a batch), or a batch it could hand out.
+ * Of want releases of the ring's batches, how many reader rd makes: all of them in broadcast,
+ * its share in a split or rank group (each member releases the batches it was handed).
+ */
+static uint32_t want_of(const struct ipc_ring *r, const struct reader *rd, uint32_t want)
+{
+	unsigned m = (unsigned)__builtin_popcountll(r->grp[rd->group].members);
+
+	if (rd->mode == IPC_RING_BROADCAST || m <= 1)
+		return want;
+	return want / m > 1 ? want / m : 1;
+}
+
+/*
+ * Whether a collect would find something worth waking for: its share of want releases by one
+ * reader (or any release by a reader asleep for a batch), or a batch it could hand out.
  */
 static bool progress_possible(struct ipc_ring *r, uint32_t want)
 {
@@ -670,7 +683,7 @@ static bool progress_possible(struct ipc_ring *r, uint32_t want)
 		if (!(good >> i & 1))
 			continue;
 		rel = atomic_load_explicit(&rd->cb->rel_head, memory_order_relaxed) - rd->rel_tail;
-		if (rel >= want ||
+		if (rel >= want_of(r, rd, want) ||
 		    (rel && atomic_load_explicit(&rd->cb->waiting, memory_order_relaxed)))
 			return true;
 		if (rd->mode == IPC_RING_BROADCAST || !r->grp[rd->group].n_pending)
@@ -718,7 +731,8 @@ int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want
 		n++;
 		/* before daemon_waiting (a client that sees it reads this; an older value only
 		   makes it ring early) */
-		atomic_store_explicit(&cb->wake_rel, want > 1 ? r->rd[i].rel_tail + want : 0,
+		uint32_t share = want_of(r, &r->rd[i], want);
+		atomic_store_explicit(&cb->wake_rel, share > 1 ? r->rd[i].rel_tail + share : 0,
 				      memory_order_relaxed);
 		atomic_store_explicit(&cb->daemon_waiting, 1, memory_order_release);
 	}

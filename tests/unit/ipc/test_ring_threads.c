@@ -326,7 +326,8 @@ static void until_waiting(struct ipc_ring_cb *cb, struct refill *f)
 /*
  * ipc_ring_wait_releases(want 4) on a full ring: three releases do not ring the doorbell (the
  * daemon sleeps on), the fourth does; a reader that goes to sleep for a batch rings it whatever
- * it released (it may hold the batches the daemon waits for); want 1 rings at every release.
+ * it released (it may hold the batches the daemon waits for); want 1 rings at every release;
+ * a member of a split group is asked for its share of want.
  */
 static void test_wait_releases(void **state)
 {
@@ -388,6 +389,20 @@ static void test_wait_releases(void **state)
 	pthread_join(t, NULL);
 	assert_int_equal(atomic_load(&f.rc), 0);
 	ipc_ring_client_detach(c);
+	ipc_ring_destroy(r);
+
+	/* two members of a split group each release about half: each is asked for its share */
+	r = make_ring(IPC_RING_SPLIT, 1 << 20, 8, 0);
+	unsigned ids[2];
+	struct ipc_ring_client *m[2] = { add(r, 0, &ids[0]), add(r, 0, &ids[1]) };
+	assert_int_equal(ipc_ring_wait_releases(r, 1 * MS, 8), -ETIMEDOUT);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(atomic_load(&r->rd[ids[k]].cb->wake_rel), 4);
+	assert_int_equal(ipc_ring_wait_releases(r, 1 * MS, 3), -ETIMEDOUT);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(atomic_load(&r->rd[ids[k]].cb->wake_rel), 0); /* 1: each rings */
+		ipc_ring_client_detach(m[k]);
+	}
 	ipc_ring_destroy(r);
 }
 
