@@ -80,12 +80,11 @@ const struct dmn_opt dmn_opts[] = {
 	  "the shared record cache: files framed once are kept\n"
 	  "(after decompression) for every pipeline and epoch\n"
 	  "that reads them again, within B bytes (default 0:\n"
-	  "off); files of compressed datasets only, unless\n"
-	  "--cache-uncompressed" },
-	{ "cache-uncompressed", DMN_OPT_BOOL, OFF(cache_uncompressed), 0, false, NULL, "false",
-	  "cache uncompressed files too (slow or remote storage:\n"
-	  "local ones are cheaper to read again from the page\n"
-	  "cache)" },
+	  "off)" },
+	{ "cache-uncompressed", DMN_OPT_BOOL, OFF(cache_uncompressed), 0, false, NULL, "true",
+	  "cache uncompressed files too (default true; false:\n"
+	  "compressed files only, and each job reads and parses\n"
+	  "an uncompressed file again)" },
 	{ "lease", DMN_OPT_SECONDS, OFF(lease_ns), 0, false, "S", "600",
 	  "a split or rank reader that holds a batch (handed to\n"
 	  "it, taken or not) longer than S seconds is removed and\n"
@@ -119,6 +118,7 @@ void dmn_config_defaults(struct dmn_config *cfg)
 		.max_readers = IPC_RING_MAX_READERS,
 		.ring_slots = 64,
 		.autotune = true,
+		.cache_uncompressed = true,
 		.lease_ns = 600 * SECOND_NS,
 		.linger_ns = 60 * SECOND_NS,
 		.ring_commit = IPC_RING_COMMIT_DEFAULT,

@@ -32,7 +32,8 @@ MODEL_ONLY = "--model-only" in sys.argv
 # `--cache-memory N` (meson's test_pipeline_cached): every run with the shared record cache, whose
 # epochs after the first read the files it holds from memory; the model is the same
 CACHE = os.environ.get("SLUICE_TEST_CACHE_MEMORY", "")
-# (--cache-uncompressed: these datasets are mostly uncompressed, and every case must go through it)
+# (--cache-uncompressed, the default, said: these datasets are mostly uncompressed, and every case
+# must go through it)
 RUN_EXTRA = ["--cache-memory", CACHE, "--cache-uncompressed"] if CACHE else []
 failures = []
 skipped = []
@@ -874,18 +875,25 @@ def test_cache_used(tmp, ds):
           int(t.get("cache_files", -1)) == 2 * files,
           "cache: %d files filled in epoch 1 and read from memory in epochs 2 and 3 (%s)" % (
               files, t))
-    # by default only compressed files are cached (an uncompressed one is cheaper to read again)
+    # by default (--cache-memory alone) uncompressed files are cached too
     rc, t = totals(RUN_EXTRA[:2])
+    check(rc == 0 and int(t.get("cache_filled", -1)) == files and
+          int(t.get("cache_files", -1)) == 2 * files,
+          "cache: an uncompressed dataset is cached by default (%s)" % t)
+    # --cache-uncompressed=false: compressed files only (an uncompressed one is read again)
+    compressed_only = RUN_EXTRA[:2] + ["--cache-uncompressed=false"]
+    rc, t = totals(compressed_only)
     check(rc == 0 and t.get("cache_level") == "0" and int(t.get("cache_files", -1)) == 0 and
           int(t.get("cache_filled", -1)) == 0,
-          "cache: without --cache-uncompressed an uncompressed dataset is not cached (%s)" % t)
+          "cache: with --cache-uncompressed=false an uncompressed dataset is not cached (%s)" % t)
     gz = spec(ds["gzip"], ["id"], epochs=2)
     write_json(path, gz)
-    rc, t = totals(RUN_EXTRA[:2])
+    rc, t = totals(compressed_only)
     ngz = len([f for f in os.listdir(ds["gzip"]) if not f.startswith("__")])
     check(rc == 0 and t.get("cache_level") == "3" and int(t.get("cache_filled", -1)) == ngz and
           int(t.get("cache_files", -1)) == ngz,
-          "cache: a gzip dataset is, by default: %d files filled and read again (%s)" % (ngz, t))
+          "cache: a gzip dataset is, with --cache-uncompressed=false: %d files filled and read "
+          "again (%s)" % (ngz, t))
     bad = spec(ds["corrupt"], ["id"], epochs=2, on_corrupt="skip_file")
     write_json(path, bad)
     rc, t = totals()

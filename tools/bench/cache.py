@@ -4,8 +4,8 @@
     /usr/bin/python3 tools/bench/cache.py [--build build-rel] [--records 400000] [--repeat 3]
 
 Two measurements, each on a CTR dataset written uncompressed and with gzip, the baseline (no
-cache) measured in the same run (with --cache-uncompressed, so that the uncompressed dataset is
-cached too: the figures are why it is not by default):
+cache) measured in the same run (the cached runs say --cache-uncompressed, the default since
+these figures, so that builds from before it cache the uncompressed dataset too):
 
 1. `sluicectl run` in process, E epochs of a shuffled spec, with and without
    `--cache-memory`: the CPU of each epoch, read from the process's threads (schedstat) as the

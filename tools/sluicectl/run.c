@@ -46,9 +46,8 @@ static void run_usage(FILE *f)
 		   "                     own pool of num_parallel_parses workers)\n"
 		   "  --cache-memory B   keep up to B bytes of framed records: a second epoch\n"
 		   "                     reads the files it holds from memory (as sluiced\n"
-		   "                     --cache-memory does for every pipeline): files of\n"
-		   "                     compressed datasets only, unless\n"
-		   "  --cache-uncompressed  uncompressed files too\n"
+		   "                     --cache-memory does for every pipeline)\n"
+		   "  --cache-uncompressed=false  compressed files only (as sluiced's option)\n"
 		   "\n"
 		   "Without --json: one line per batch, the rate on stderr every second, and\n"
 		   "totals. Exit status: 0 done, 1 the pipeline failed (error on stderr),\n"
@@ -70,9 +69,9 @@ struct run_opts {
 	const char *state_in, *state_out;
 	enum iox_engine engine;
 	bool direct;
-	uint64_t workers;     /* 0: the pipeline's own pool */
-	uint64_t cache_bytes; /* 0: no record cache */
-	bool cache_uncompressed;
+	uint64_t workers;	 /* 0: the pipeline's own pool */
+	uint64_t cache_bytes;	 /* 0: no record cache */
+	bool cache_uncompressed; /* else only compressed files are cached */
 };
 
 /* Append the comma-separated names of arg to o->values. -ENOMEM or -EINVAL (an empty name). */
@@ -309,7 +308,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 	};
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
-		{ "cache-uncompressed", no_argument, NULL, OPT_CACHE_UNCOMPRESSED },
+		{ "cache-uncompressed", optional_argument, NULL, OPT_CACHE_UNCOMPRESSED },
 		{ "cache-memory", required_argument, NULL, OPT_CACHE_MEMORY },
 		{ "batches", required_argument, NULL, OPT_BATCHES },
 		{ "workers", required_argument, NULL, OPT_WORKERS },
@@ -326,7 +325,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->max_batches = UINT64_MAX;
 	o->engine = IOX_ENGINE_AUTO;
-	opterr = 0; /* named below */
+	o->cache_uncompressed = true; /* as sluiced's default */
+	opterr = 0;		      /* named below */
 	optind = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		const char *val = optarg, *a = argv[optind - 1];
@@ -350,7 +350,19 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 			o->json = true;
 			break;
 		case OPT_CACHE_UNCOMPRESSED:
-			o->cache_uncompressed = true;
+			if (!val || !strcmp(val, "true") || !strcmp(val, "yes") ||
+			    !strcmp(val, "1")) {
+				o->cache_uncompressed = true;
+			} else if (!strcmp(val, "false") || !strcmp(val, "no") ||
+				   !strcmp(val, "0")) {
+				o->cache_uncompressed = false;
+			} else {
+				fprintf(stderr,
+					"sluicectl: run: --cache-uncompressed: not true, false, "
+					"yes, no, 1 or 0: %s\n",
+					val);
+				return -1;
+			}
 			break;
 		case OPT_CACHE_MEMORY:
 			if (cli_parse_u64(val, UINT64_MAX, &o->cache_bytes) < 0 ||
