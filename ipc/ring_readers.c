@@ -710,6 +710,8 @@ int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want
 	unsigned n = 0;
 	int rc;
 
+	if (want == 0)
+		want = 1;
 	if (timeout_ns >= 0)
 		deadline = ipc_futex_deadline(timeout_ns);
 	if (!good) {
@@ -742,8 +744,6 @@ int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want
 	 * it sees our flag and rings the doorbell (after we read it above: the wait returns).
 	 */
 	ipc_ring_fence(memory_order_seq_cst);
-	if (want == 0)
-		want = 1;
 	if (progress_possible(r, want)) {
 		rc = 0;
 	} else {
