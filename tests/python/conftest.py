@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -23,6 +24,17 @@ import test_daemon  # noqa: E402  (the Daemon helper; it runs nothing on import)
 
 RECORDS = 60
 BATCH = 8
+
+
+def wait_for(what, cond, timeout=60):
+    """Poll a daemon's stats until cond holds (the condition itself, not a time)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.02)
 
 
 def _need_env():

@@ -10,13 +10,12 @@ where the cache stopped. Either way its batches are those of `sluicectl run` wit
 
 import json
 import os
-import time
 
 import pytest
 
 import sluice
 import test_daemon
-from conftest import ctl, run_reference
+from conftest import ctl, run_reference, wait_for
 from test_groups import Proc, _labels
 
 RECORDS = 8000  # in 2 gzip files: far more than the filler's ring and prefetch hold
@@ -58,17 +57,6 @@ def reference(tmp_path, spec):
 def cache_stats(sock, name):
     st = sluice.stats(name, socket=sock)
     return {k: v for k, v in st.items() if k.startswith("cache") or k == "producer_waits"}
-
-
-def wait_for(what, cond, timeout=60):
-    """Poll a daemon's stats until cond holds (the condition itself, not a time)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.02)
 
 
 def test_a_job_reads_the_records_another_is_caching(cached_daemon, ctr, tmp_path):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import sluice
-from conftest import BATCH, RECORDS, ctl, image_spec, run_reference, shuffled
+from conftest import BATCH, RECORDS, ctl, image_spec, run_reference, shuffled, wait_for
 
 try:
     import torch
@@ -672,18 +672,21 @@ def test_a_paced_reader_gets_the_ring_refilled_in_runs(fresh_daemon):
     d = fresh_daemon
     name = sluice.register(image_spec(d.data, name="paced", epochs=40), socket=d.sock)
     r = sluice.attach(name, socket=d.sock)
-    waits = lambda: sluice.stats(name, socket=d.sock)["producer_waits"]  # noqa: E731
-    deadline = time.monotonic() + 60
-    while waits() == 0:  # the ring (64 batches) is full and the daemon waits for room
-        assert time.monotonic() < deadline, "the ring never filled"
-        time.sleep(0.01)
-    w0, n, seqs = waits(), 250, []
+    stats = lambda: sluice.stats(name, socket=d.sock)  # noqa: E731
+    # the ring (64 batches) is full and the daemon waits for room
+    wait_for("the ring to fill", lambda: stats()["producer_waits"] > 0)
+    st0, t0, n, seqs = stats(), time.monotonic(), 250, []
     for _ in range(n):
         with r.next(timeout=30) as b:
             seqs.append(b.seq)
-        time.sleep(0.0005)  # the step's pace: far slower than the daemon
-    w = waits() - w0
+        time.sleep(0.0005)  # the workload: a step's pace, not a wait for anything
+    st1, t1 = stats(), time.monotonic()
+    w = st1["producer_waits"] - st0["producer_waits"]
     assert seqs == list(range(n)), seqs
+    if st1["producer_wait_ns"] - st0["producer_wait_ns"] < (t1 - t0) * 1e9 / 2:
+        # the daemon was not ahead of the reader (a loaded host): the ring was not full at
+        # each release, and the count below would say nothing either way
+        pytest.skip("sluiced kept up with the reader less than half of the time")
     # one wait a batch before (a release woke the daemon for one batch); now one a run
     assert w * 4 < n, "%d waits for room for %d batches" % (w, n)
     r.close()
