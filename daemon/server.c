@@ -627,6 +627,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "cache_filled", (int64_t)st.cache_filled },
 		{ "cache_followed", (int64_t)st.cache_followed },
 		{ "cache_fallbacks", (int64_t)st.cache_fallbacks },
+		{ "cached_epochs", (int64_t)st.cached_epochs },
 		/* Plumber's rule: the dataset's estimated bytes at its level, and whether they fit
 		   (else it keeps what fits and evicts nothing for the rest) */
 		{ "cache_need_bytes", (int64_t)st.cache_need },

@@ -59,10 +59,10 @@ static struct pl_worker_scratch *scratch_get(struct pl_asm_ctx *ax, int w)
 #define PL_TAIL_LINES 4
 #define PREFETCH_ROWS 8 /* how far ahead a parse task starts the next rows' first misses */
 
-static void prefetch_tail(const struct pl_rec *rc)
+static void prefetch_tail(const uint8_t *data, uint32_t len)
 {
-	for (size_t q = 0; q < PL_TAIL_LINES && 64 * q + 128 < rc->len; q++)
-		__builtin_prefetch(rc->data + rc->len - 1 - 64 * q);
+	for (size_t q = 0; q < PL_TAIL_LINES && 64 * q + 128 < len; q++)
+		__builtin_prefetch(data + len - 1 - 64 * q);
 }
 
 static void task_run(void *arg)
@@ -87,35 +87,37 @@ static void task_run(void *arg)
 		 * dependent chain per row.
 		 */
 		for (size_t row = t->lo; row < t->hi; row++) {
-			const struct pl_rec *rc = &job->rows[row];
-			__builtin_prefetch(rc->data);
-			if (rc->len > 64)
-				__builtin_prefetch(rc->data + 64);
-			prefetch_tail(rc);
+			const uint8_t *d = pl_bjob_data(job, row);
+			uint32_t len = pl_bjob_len(job, row);
+			__builtin_prefetch(d);
+			if (len > 64)
+				__builtin_prefetch(d + 64);
+			prefetch_tail(d, len);
 		}
 	}
 	if (!t->measure) /* small records: their misses PREFETCH_ROWS ahead (below) */
 		for (size_t row = t->lo; row < t->hi && row < t->lo + PREFETCH_ROWS; row++)
-			__builtin_prefetch(job->rows[row].data);
+			__builtin_prefetch(pl_bjob_data(job, row));
 	for (size_t row = t->lo; row < t->hi; row++) {
 		if (!t->measure && row + PREFETCH_ROWS < t->hi) {
 			/* one row's work is shorter than a miss when records are small (the
 			 * record cache's decoded rows): start a few rows' first lines at once */
-			const struct pl_rec *ahead = &job->rows[row + PREFETCH_ROWS];
-			__builtin_prefetch(ahead->data);
-			if (ahead->len > 64 - ((uintptr_t)ahead->data & 63))
-				__builtin_prefetch(ahead->data + 64);
+			const uint8_t *d = pl_bjob_data(job, row + PREFETCH_ROWS);
+			__builtin_prefetch(d);
+			if (pl_bjob_len(job, row + PREFETCH_ROWS) > 64 - ((uintptr_t)d & 63))
+				__builtin_prefetch(d + 64);
 		}
 		if (!t->measure && row + 1 < t->hi) {
 			/* the fill pass copies the next record: start its first 4 KiB's cache
 			 * misses now, under this row's work, and its tail's (the measure ran on
 			 * another thread, or the lines have gone since) */
-			const struct pl_rec *nx = &job->rows[row + 1];
-			size_t len = nx->len < 4096 ? nx->len : 4096;
+			const uint8_t *d = pl_bjob_data(job, row + 1);
+			uint32_t nlen = pl_bjob_len(job, row + 1);
+			size_t len = nlen < 4096 ? nlen : 4096;
 			for (size_t off = 0; off < len; off += 64)
-				__builtin_prefetch(nx->data + off);
-			if (nx->len > 4096)
-				prefetch_tail(nx);
+				__builtin_prefetch(d + off);
+			if (nlen > 4096)
+				prefetch_tail(d, nlen);
 		}
 		if (job->bad[row])
 			continue;
@@ -175,12 +177,14 @@ static void bjob_free(struct pl_bjob *job)
 	if (!job)
 		return;
 	const struct pl_plan *plan = job->ax->plan;
-	for (size_t i = 0; i < job->n_rows; i++) {
+	for (size_t i = 0; job->rows && i < job->n_rows; i++) {
 		/* its block's count: a line the worker that parsed the row has, or memory */
 		if (i + 8 < job->n_rows && job->rows[i + 8].blk)
 			__builtin_prefetch(&job->rows[i + 8].blk->refs, 1);
 		pl_rec_unref(&job->rows[i]);
 	}
+	pl_cepoch_unref(job->cx);
+	free(job->crows);
 	if (job->lay)
 		for (size_t i = 0; i < plan->n_out; i++)
 			free(job->lay[i].byte_start);
@@ -206,7 +210,7 @@ static int bjob_tasks(struct pl_bjob *job)
 	struct pl_asm_ctx *ax = job->ax;
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < job->n_rows; i++)
-		bytes += job->rows[i].len;
+		bytes += pl_bjob_len(job, i);
 	/*
 	 * Two tasks per worker, or about 1 MiB of records per task if that makes more: every task
 	 * spawned from the driver may cost a wake-up (a futex call on each side), so a batch is
@@ -324,20 +328,32 @@ static void note_slack(struct pl_asm_ctx *ax)
 	ax->last_blocked_ns = blocked;
 }
 
-static int bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
-		      uint64_t epoch, uint64_t index_in_epoch, uint32_t flags,
-		      struct pl_bjob **ret_job, struct io_error *err)
+void pl_rows_drop(struct pl_rows *rows)
+{
+	for (size_t i = 0; rows->rec && i < rows->n; i++)
+		pl_rec_unref(&rows->rec[i]);
+	free(rows->rec);
+	free(rows->crow);
+	pl_cepoch_unref(rows->cx);
+	*rows = (struct pl_rows){ 0 };
+}
+
+static int bjob_start(struct pl_asm_ctx *ax, struct pl_rows *rows, uint64_t seq, uint64_t epoch,
+		      uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
+		      struct io_error *err)
 {
 	const struct pl_plan *plan = ax->plan;
 	struct pl_bjob *job = calloc(1, sizeof(*job));
 	if (!job) {
-		for (size_t i = 0; i < n_rows; i++)
-			pl_rec_unref(&rows[i]);
-		free(rows);
+		pl_rows_drop(rows);
 		return -ENOMEM;
 	}
+	size_t n_rows = rows->n;
 	job->ax = ax;
-	job->rows = rows;
+	job->rows = rows->rec;
+	job->crows = rows->crow;
+	job->cx = rows->cx;
+	*rows = (struct pl_rows){ 0 };
 	job->n_rows = n_rows;
 	job->seq = seq;
 	job->epoch = epoch;
@@ -420,15 +436,15 @@ fail:
 	return r;
 }
 
-int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
-		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
+int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rows *rows, uint64_t seq, uint64_t epoch,
+		  uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
 		  struct io_error *err)
 {
 	unsigned prev = pl_prof_enter(ax->prof, PL_STAGE_PARSE);
-	ax->st.elems_in += n_rows;
-	for (size_t i = 0; i < n_rows; i++)
-		ax->st.bytes_in += rows[i].len;
-	int r = bjob_start(ax, rows, n_rows, seq, epoch, index_in_epoch, flags, ret_job, err);
+	ax->st.elems_in += rows->n;
+	for (size_t i = 0; i < rows->n; i++)
+		ax->st.bytes_in += rows->rec ? rows->rec[i].len : rows->crow[i].len;
+	int r = bjob_start(ax, rows, seq, epoch, index_in_epoch, flags, ret_job, err);
 	pl_prof_leave(ax->prof, prev);
 	return r;
 }

@@ -16,6 +16,21 @@
 #include "stage.h"
 
 struct pl_bjob;
+struct pl_cepoch; /* cepoch.h */
+
+/*
+ * A batch's rows: records (rec, each with its reference), or a cached epoch's compact rows
+ * (crow, with a reference to their epoch cx). Both arrays are malloc'd.
+ */
+struct pl_rows {
+	struct pl_rec *rec;
+	struct pl_crow *crow;
+	struct pl_cepoch *cx;
+	size_t n;
+};
+
+/* Drop rows: their references and array (then all zero). */
+void pl_rows_drop(struct pl_rows *rows);
 
 /*
  * A pool worker's task time and the decode stage's counters of its tasks (one writer: the
@@ -69,15 +84,15 @@ void pl_asm_decode_stats(const struct pl_asm_ctx *ax, struct pl_stage_stats *st,
 			 uint64_t *driver_ns);
 
 /*
- * Start assembling a batch of rows (the job takes the rows' references). The measuring pass, if
+ * Start assembling a batch of rows (the job takes them: *rows is zeroed). The measuring pass, if
  * the plan needs one, runs before this returns (the calling driver runs its tasks itself unless
  * a worker is free to take some); the fill pass runs on the pool afterwards. The driver thread
  * only: start and finish run parse tasks on it (sched_group_help, with ax->drv_scratch).
  */
 /* The driver's idle work while it waits for reads (ctx: the struct pl_asm_ctx): one queued task. */
 int pl_asm_idle(void *ctx);
-int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rec *rows, size_t n_rows, uint64_t seq,
-		  uint64_t epoch, uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
+int pl_bjob_start(struct pl_asm_ctx *ax, struct pl_rows *rows, uint64_t seq, uint64_t epoch,
+		  uint64_t index_in_epoch, uint32_t flags, struct pl_bjob **ret_job,
 		  struct io_error *err);
 bool pl_bjob_done(const struct pl_bjob *job);
 /*

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "assemble.h"
+#include "cepoch.h"
 #include "ipc/batch.h"
 #include "rowparse.h"
 
@@ -43,7 +44,9 @@ struct pl_bjob {
 	struct pl_asm_ctx *ax;
 	uint64_t seq, epoch, index_in_epoch;
 	uint32_t flags;
-	struct pl_rec *rows;
+	struct pl_rec *rows;   /* its records, or NULL: */
+	struct pl_crow *crows; /* a cached epoch's compact rows (pl_bjob_rec) */
+	struct pl_cepoch *cx;  /* and a reference to that epoch */
 	size_t n_rows;
 
 	/* measure results: per row, per measured output */
@@ -73,6 +76,27 @@ struct pl_bjob {
 	struct pl_task *tasks;
 	size_t n_tasks;
 };
+
+/* Row `row` as a record: the job's own, or the one a compact row stands for, made in *tmp. */
+static inline const struct pl_rec *pl_bjob_rec(const struct pl_bjob *job, size_t row,
+					       struct pl_rec *tmp)
+{
+	if (job->rows)
+		return &job->rows[row];
+	pl_cepoch_rec(job->cx, &job->crows[row], tmp);
+	return tmp;
+}
+
+/* Where row `row`'s bytes are, and how many: what the tasks prefetch. */
+static inline const uint8_t *pl_bjob_data(const struct pl_bjob *job, size_t row)
+{
+	return job->rows ? job->rows[row].data : job->crows[row].data;
+}
+
+static inline uint32_t pl_bjob_len(const struct pl_bjob *job, size_t row)
+{
+	return job->rows ? job->rows[row].len : job->crows[row].len;
+}
 
 static inline size_t pl_asm_align_up(size_t v, size_t a)
 {

@@ -46,6 +46,7 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 	t->shape[0] = (int64_t)n;
 	t->kind = o->ragged ? IPC_TENSOR_RAGGED : IPC_TENSOR_DENSE;
 	const int64_t *first = NULL;
+	struct pl_rec tmp; /* a row's record, for a message */
 	for (unsigned d = 0; d < o->row_rank; d++) {
 		t->shape[d + 1] = o->row_shape[d];
 		if (o->pad) /* a fixed size, or at least the static size (unknown: the rows') */
@@ -79,7 +80,8 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 							     o->name, job->outpos[row],
 							     (long long)dm[d], d,
 							     (long long)o->pad_shape[d]);
-						pl_row_error_prefix(plan, &job->rows[row], err);
+						pl_row_error_prefix(
+							plan, pl_bjob_rec(job, row, &tmp), err);
 						return -EINVAL;
 					}
 				} else if (!(o->ragged && d == 0) && dm[d] != first[d]) {
@@ -91,7 +93,7 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 						     "and %lld in row 0",
 						     o->name, d, (long long)dm[d], job->outpos[row],
 						     (long long)first[d]);
-					pl_row_error_prefix(plan, &job->rows[row], err);
+					pl_row_error_prefix(plan, pl_bjob_rec(job, row, &tmp), err);
 					return -EINVAL;
 				}
 			}

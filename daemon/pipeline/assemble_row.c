@@ -49,7 +49,8 @@ int pl_asm_measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 		       struct io_error *err)
 {
 	const struct pl_plan *plan = job->ax->plan;
-	const struct pl_rec *rec = &job->rows[row];
+	struct pl_rec tmp;
+	const struct pl_rec *rec = pl_bjob_rec(job, row, &tmp);
 	if (rec->win)
 		return measure_window(job, ws, row, err);
 	int r = pl_row_decode(plan, ws, rec, false, err); /* the fill pass checks the CRC */
@@ -263,7 +264,7 @@ static int fill_direct(const struct pl_plan *plan, size_t i, struct pl_worker_sc
  * count that direct_check wants. 0 when done; 1 otherwise (the general path then does the row,
  * and says what is wrong with it).
  */
-static int fill_flat_native(struct pl_bjob *job, const struct pl_rec *rec, size_t pos)
+static int fill_flat_native(struct pl_bjob *job, const uint8_t *data, uint32_t len, size_t pos)
 {
 	const struct pl_plan *plan = job->ax->plan;
 	for (size_t i = 0; i < plan->n_out; i++) {
@@ -272,8 +273,8 @@ static int fill_flat_native(struct pl_bjob *job, const struct pl_rec *rec, size_
 		struct pbex_flat_values v;
 		enum pbex_kind want =
 			o->feat->deser == MANIFEST_DESER_INT ? PBEX_KIND_INT64 : PBEX_KIND_FLOAT;
-		if (pbex_flat_get(rec->data, rec->len, o->slot, &v) < 0 || !v.present ||
-		    v.kind != want || (int64_t)v.count != o->rec_elems)
+		if (pbex_flat_get(data, len, o->slot, &v) < 0 || !v.present || v.kind != want ||
+		    (int64_t)v.count != o->rec_elems)
 			return 1;
 		uint8_t *dst = job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size;
 		size_t n = (size_t)v.count * o->elem_size;
@@ -292,12 +293,16 @@ int pl_asm_fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 {
 	const struct pl_plan *plan = job->ax->plan;
 	size_t pos = job->outpos[row];
-	const struct pl_rec *rec = &job->rows[row];
+	/* a decoded row from the cache: a compact row (a cached epoch's) is one */
+	bool flat = job->rows ? job->rows[row].flat : true;
+	if (flat && plan->all_native &&
+	    fill_flat_native(job, pl_bjob_data(job, row), pl_bjob_len(job, row), pos) == 0)
+		return 0;
+	struct pl_rec tmp;
+	const struct pl_rec *rec = pl_bjob_rec(job, row, &tmp);
 	bool win = rec->win != NULL;
 	struct pl_crcur cc = { .active = false };
 	int r;
-	if (rec->flat && plan->all_native && fill_flat_native(job, rec, pos) == 0)
-		return 0;
 	if (win) {
 		r = pl_window_assemble(plan, ws, rec, err);
 	} else {

@@ -63,7 +63,8 @@ struct pl_cache_entry {
 	unsigned n_seg;
 	struct rec_ix *ixb[IX_BLOCKS];
 	uint64_t n_ix;
-	uint64_t bytes; /* of its records (data and footers) */
+	uint64_t n_flat; /* records with PL_CACHE_REC_FLAT */
+	uint64_t bytes;	 /* of its records (data and footers) */
 	/* readers': records [0, published) may be read; state FILLING, READY or GIVEN_UP */
 	_Atomic uint64_t published;
 	_Atomic int state;
@@ -415,6 +416,7 @@ int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t le
 	e->ixb[b][pos] =
 		(struct rec_ix){ .data = to, .offset = offset, .len = len, .flags = flags };
 	e->n_ix++;
+	e->n_flat += (flags & PL_CACHE_REC_FLAT) != 0;
 	if (ret_stored)
 		*ret_stored = to;
 	/* the record, then its count (release); then whether a reader waits for it (Dekker's
@@ -464,6 +466,11 @@ uint64_t pl_cache_entry_records(const struct pl_cache_entry *e)
 bool pl_cache_entry_ready(const struct pl_cache_entry *e)
 {
 	return state_of(e) == READY;
+}
+
+bool pl_cache_entry_all_flat(const struct pl_cache_entry *e)
+{
+	return state_of(e) == READY && e->n_flat == e->n_ix; /* both final once ready (acquire) */
 }
 
 /* Whether waiting for e's filler would wait for self: a cycle of readers. Under lock. */

@@ -161,6 +161,8 @@ int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_
 /* Records published so far (all of them, once ready). */
 uint64_t pl_cache_entry_records(const struct pl_cache_entry *e);
 bool pl_cache_entry_ready(const struct pl_cache_entry *e);
+/* Ready, and every record of it is in the flat form (PL_CACHE_REC_FLAT). */
+bool pl_cache_entry_all_flat(const struct pl_cache_entry *e);
 /* Bytes of a ready entry's records (data and footers). */
 uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e);
 /* Bytes it holds against the budget (pages and index). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cepoch.h"
 #include "files.h"
 #include "frame.h"
 #include "interleave.h"
@@ -20,6 +21,10 @@ struct pl_slot {
 	struct pl_read *rd;
 	struct pl_frame *fr;
 	struct pl_window *win; /* NULL: the independent loader */
+	/* a cached epoch's: the entry of its file (the epoch holds it), the next record's index */
+	struct pl_cache_entry *ce;
+	uint64_t ce_next, ce_records;
+	uint32_t ce_file;
 };
 
 struct pl_chain {
@@ -30,6 +35,13 @@ struct pl_chain {
 	unsigned n_slots;
 	struct pl_interleave *il;
 	struct pl_shuffle *sh;
+	/*
+	 * A cached epoch's (every file in the cache, decoded: cepoch.h): its entries, and the
+	 * shuffle over its compact rows. sh_c exists when the plan may run such epochs.
+	 */
+	struct pl_shuffle *sh_c;
+	struct pl_cepoch *cx; /* this epoch's, or NULL: it runs on records */
+	uint64_t cached_epochs;
 	struct pl_store store;
 	struct pl_worker_scratch *ws; /* records decoded on the driver */
 	uint8_t *proj;		      /* a record projected for the cache */
@@ -79,11 +91,40 @@ static int slot_frame(void *ctx, bool wait, struct pl_rec *ret, struct io_error 
 	return pl_frame_next(s->fr, wait, ret, err);
 }
 
+/*
+ * A cached epoch's slot: its file's next record, straight from the entry (ready: nothing to
+ * wait for, nothing to check, no reference to take), with only what the compact row takes.
+ */
+static int cached_next(struct pl_chain *c, struct pl_slot *s, struct pl_rec *ret)
+{
+	struct pl_cache_rec cr;
+	if (s->ce_next == s->ce_records)
+		return 0;
+	(void)pl_cache_entry_record(s->ce, s->ce_next, NULL, 0, &cr); /* ready: 1 */
+	/* into L2 now, in file order: drawn from the shuffle buffer later, at random */
+	__builtin_prefetch(cr.data, 0, 2);
+	if (cr.len > 64 - ((uintptr_t)cr.data & 63))
+		__builtin_prefetch(cr.data + 64, 0, 2);
+	ret->blk = NULL;
+	ret->win = NULL;
+	ret->data = cr.data;
+	ret->len = cr.len;
+	ret->file = s->ce_file;
+	ret->index = s->ce_next++;
+	struct pl_stage_stats *st = &c->st[PL_STAGE_FRAME];
+	st->elems_out++;
+	st->bytes_out += cr.len;
+	c->frame_tot.cache_bytes += cr.len;
+	return 1;
+}
+
 /* interleave → slot k's element */
 static int slot_next(void *ctx, unsigned k, bool wait, struct pl_rec *ret, struct io_error *err)
 {
 	struct pl_chain *c = ctx;
 	struct pl_slot *s = &c->slots[k];
+	if (c->cx)
+		return cached_next(c, s, ret);
 	if (s->win)
 		return pl_window_next(s->win, wait, ret, err);
 	return pl_frame_next(s->fr, wait, ret, err);
@@ -98,6 +139,14 @@ static int slot_open(void *ctx, unsigned k, struct io_error *err)
 	if (pl_files_next(c->files, &file) == 0)
 		return 0;
 	const struct dataset_file *f = &c->plan->ds->files[file];
+	if (c->cx) { /* a cached epoch: the file's records come from the entry the epoch holds */
+		s->ce = pl_cepoch_entry(c->cx, file);
+		s->ce_file = file;
+		s->ce_next = 0;
+		s->ce_records = pl_cache_entry_records(s->ce);
+		c->frame_tot.cache_files++;
+		return 1;
+	}
 	int r = pl_frame_open_cached(s->fr, file, f->path, f->size); /* 1: no reading */
 	if (r == 0)
 		r = pl_read_open(s->rd, f->path, err);
@@ -110,10 +159,21 @@ static int slot_open(void *ctx, unsigned k, struct io_error *err)
 	return 1;
 }
 
-static int shuffle_up(void *ctx, struct pl_rec *ret, struct io_error *err)
+static int shuffle_up(void *ctx, void *ret, struct io_error *err)
 {
 	struct pl_chain *c = ctx;
 	return pl_interleave_next(c->il, ret, err);
+}
+
+/* a cached epoch's shuffle → the next record as a compact row (the epoch holds its entry) */
+static int shuffle_up_compact(void *ctx, void *ret, struct io_error *err)
+{
+	struct pl_chain *c = ctx;
+	struct pl_rec x;
+	int r = pl_interleave_next(c->il, &x, err);
+	if (r == 1)
+		*(struct pl_crow *)ret = pl_cepoch_row(c->cx, &x); /* x holds no reference */
+	return r;
 }
 
 struct evac {
@@ -359,6 +419,19 @@ static bool use_cache(const struct pl_chain *c)
 			      c->plan->ds->manifest->compression != TFR_COMPRESSION_NONE);
 }
 
+/*
+ * Whether an epoch may run on compact rows (cepoch.h) once the cache holds every file decoded:
+ * independent records (no windows) whose outputs are all native and laid out statically, so
+ * that a cached row goes straight into the batch (pl_asm_fill_row), under an on_corrupt that
+ * needs no record checked on the driver (skip_file does).
+ */
+static bool compact_ok(const struct pl_chain *c)
+{
+	const struct pl_plan *plan = c->plan;
+	return use_cache(c) && plan->cfg.type == PL_LOADER_INDEPENDENT && plan->all_native &&
+	       !plan->measure && plan->cfg.on_corrupt != PL_ON_CORRUPT_SKIP_FILE;
+}
+
 /* ---- life ---- */
 
 static int slot_create(struct pl_chain *c, struct pl_slot *s)
@@ -487,6 +560,12 @@ int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, str
 		.prof = opts->prof,
 	};
 	r = pl_shuffle_create(&so, &c->sh);
+	if (r == 0 && compact_ok(c)) {
+		so.compact = true;
+		so.next = shuffle_up_compact;
+		so.store = NULL;
+		r = pl_shuffle_create(&so, &c->sh_c);
+	}
 	if (r < 0)
 		goto fail;
 	*ret = c;
@@ -505,6 +584,7 @@ void pl_chain_destroy(struct pl_chain *c)
 	if (!c)
 		return;
 	pl_shuffle_destroy(c->sh);
+	pl_shuffle_destroy(c->sh_c);
 	for (unsigned i = 0; c->slots && i < c->n_slots; i++) {
 		struct pl_slot *s = &c->slots[i];
 		pl_window_destroy(s->win);
@@ -515,6 +595,7 @@ void pl_chain_destroy(struct pl_chain *c)
 	}
 	pl_interleave_destroy(c->il);
 	pl_files_destroy(c->files);
+	pl_cepoch_unref(c->cx);
 	pl_scratch_destroy(c->ws);
 	free(c->proj);
 	free(c->flat);
@@ -529,6 +610,17 @@ int pl_chain_begin_epoch(struct pl_chain *c, uint64_t epoch, struct io_error *er
 	for (unsigned i = 0; i < c->n_slots; i++)
 		if (pl_frame_is_open(c->slots[i].fr)) /* a file left half read: start over clean */
 			pl_frame_abandon(c->slots[i].fr);
+	pl_cepoch_unref(c->cx); /* batches in flight hold their own reference */
+	c->cx = NULL;
+	if (c->sh_c) {
+		pl_shuffle_begin_epoch(c->sh_c, epoch); /* empties it either way */
+		if (flat_level(c) &&
+		    pl_cepoch_create(c->o.cache, c->plan, c->plan->proj_fp, &c->cx) < 0) {
+			io_error_set(err, "out of memory");
+			return -ENOMEM;
+		}
+		c->cached_epochs += c->cx != NULL;
+	}
 	c->epoch = epoch;
 	pl_files_begin_epoch(c->files, epoch);
 	return pl_interleave_begin_epoch(c->il, err);
@@ -537,6 +629,16 @@ int pl_chain_begin_epoch(struct pl_chain *c, uint64_t epoch, struct io_error *er
 int pl_chain_next(struct pl_chain *c, struct pl_rec *ret, struct io_error *err)
 {
 	return pl_shuffle_next(c->sh, ret, err);
+}
+
+struct pl_cepoch *pl_chain_cached_epoch(const struct pl_chain *c)
+{
+	return c->cx;
+}
+
+int pl_chain_next_row(struct pl_chain *c, struct pl_crow *ret, struct io_error *err)
+{
+	return pl_shuffle_next(c->sh_c, ret, err);
 }
 
 void pl_chain_stop(struct pl_chain *c)
@@ -561,6 +663,7 @@ void pl_chain_get_stats(const struct pl_chain *c, struct pl_stage_stats st[PL_ST
 	ret->cache_need = use_cache(c) ? pl_frame_cache_need(&c->frame_tot, c->data_bytes) : 0;
 	ret->cache_fits = !use_cache(c) || ret->cache_need <= pl_cache_budget(c->o.cache);
 	ret->copied_bytes = c->store.copied_bytes;
+	ret->cached_epochs = c->cached_epochs;
 }
 
 void pl_chain_set_reads(struct pl_chain *c, size_t chunk, unsigned depth)

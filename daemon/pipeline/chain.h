@@ -19,7 +19,8 @@
  * the stop flag, a scratch for the records it decodes on the driver (on_corrupt skip_file,
  * continuous_sequence lengths). Everything runs on the driver thread but stop and stats.
  */
-struct pl_cache; /* cache.h */
+struct pl_cache;  /* cache.h */
+struct pl_cepoch; /* cepoch.h */
 
 struct pl_chain_opts {
 	const struct pl_plan *plan;
@@ -39,9 +40,10 @@ struct pl_chain_totals {
 	uint64_t copied_bytes;
 	/* struct pl_frame_totals' */
 	uint64_t cache_files, cache_bytes, cache_filled, cache_followed, cache_fallbacks;
-	uint64_t cache_need;  /* pl_frame_cache_need of its dataset */
-	bool cache_fits;      /* cache_need within the budget (or not known yet) */
-	unsigned cache_level; /* struct pl_stats' */
+	uint64_t cache_need;	/* pl_frame_cache_need of its dataset */
+	bool cache_fits;	/* cache_need within the budget (or not known yet) */
+	unsigned cache_level;	/* struct pl_stats' */
+	uint64_t cached_epochs; /* epochs run on compact rows (cepoch.h) */
 };
 
 struct pl_chain;
@@ -55,6 +57,14 @@ int pl_chain_begin_epoch(struct pl_chain *c, uint64_t epoch, struct io_error *er
  * epoch, or -errno (a framing or I/O error under on_corrupt "fail", -ECANCELED when stopped).
  */
 int pl_chain_next(struct pl_chain *c, struct pl_rec *ret, struct io_error *err);
+/*
+ * The epoch begun last is a cached epoch (cepoch.h): its struct pl_cepoch (the chain's
+ * reference: take one for each batch), whose rows come from pl_chain_next_row; else NULL, and
+ * its records from pl_chain_next.
+ */
+struct pl_cepoch *pl_chain_cached_epoch(const struct pl_chain *c);
+/* A cached epoch's next row: as pl_chain_next. */
+int pl_chain_next_row(struct pl_chain *c, struct pl_crow *ret, struct io_error *err);
 /* Any thread: makes a blocked next() return -ECANCELED. */
 void pl_chain_stop(struct pl_chain *c);
 /* The driver thread: the input stages' counters (files .. shuffle of st) and totals. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "assemble.h"
+#include "cepoch.h"
 #include "chain.h"
 #include "ipc/batch.h"
 #include "sched/sched.h"
@@ -135,26 +136,19 @@ static int make_room(struct pl_driver *d)
 	}
 }
 
-static void drop_rows(struct pl_rec *rows, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		pl_rec_unref(&rows[i]);
-	free(rows);
-}
-
 /* Start a batch of rows (or skip it while replaying up to a restored position). */
-static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t epoch,
-		    uint64_t *index, uint64_t *seq, bool last, bool skip)
+static int dispatch(struct pl_driver *d, struct pl_rows *rows, uint64_t epoch, uint64_t *index,
+		    uint64_t *seq, bool last, bool skip)
 {
 	const struct pl_spec *c = &d->plan->cfg;
 	if (skip) {
-		drop_rows(rows, n);
+		pl_rows_drop(rows);
 		(*index)++;
 		return 0;
 	}
 	int r = make_room(d);
 	if (r < 0) {
-		drop_rows(rows, n);
+		pl_rows_drop(rows);
 		return r;
 	}
 	uint32_t flags = 0;
@@ -173,7 +167,7 @@ static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t
 	/* with ax.alloc_ns: the driver's slack */
 	d->ax.blocked_ns = pl_chain_read_wait_ns(d->chain) + dst.wait_down_ns;
 	struct pl_bjob *job;
-	r = pl_bjob_start(&d->ax, rows, n, *seq, epoch, *index, flags, &job, &d->err);
+	r = pl_bjob_start(&d->ax, rows, *seq, epoch, *index, flags, &job, &d->err);
 	if (r < 0) {
 		pl_deliver_fail(d->o.dl, r, &d->err);
 		return r;
@@ -188,26 +182,37 @@ static int dispatch(struct pl_driver *d, struct pl_rec *rows, size_t n, uint64_t
 	return 0;
 }
 
-/* Up to b elements of the epoch into a new array. */
-static int collect(struct pl_driver *d, size_t b, struct pl_rec **ret_rows, size_t *ret_n)
+/*
+ * Up to b elements of the epoch into new arrays: records, or a cached epoch's compact rows
+ * (with a reference to it). 0 (ret->n may be less than b at the end of the epoch), or -errno.
+ */
+static int collect(struct pl_driver *d, size_t b, struct pl_rows *ret)
 {
 	pl_prof_sample(&d->prof, d->rounds++ % PL_PROF_EVERY == 0);
-	struct pl_rec *rows = aligned_alloc(PL_REC_ALIGN, b * sizeof(*rows));
-	if (!rows)
-		return -ENOMEM;
+	struct pl_cepoch *cx = pl_chain_cached_epoch(d->chain);
+	*ret = (struct pl_rows){ 0 };
+	int r = 0;
 	size_t n = 0;
-	while (n < b) {
-		int r = pl_chain_next(d->chain, &rows[n], &d->err);
-		if (r < 0) {
-			drop_rows(rows, n);
-			return r;
-		}
-		if (r == 0)
-			break;
-		n++;
+	if (cx) {
+		ret->crow = malloc(b * sizeof(*ret->crow));
+		if (!ret->crow)
+			return -ENOMEM;
+		pl_cepoch_ref(cx);
+		ret->cx = cx;
+		while (n < b && (r = pl_chain_next_row(d->chain, &ret->crow[n], &d->err)) == 1)
+			n++;
+	} else {
+		ret->rec = aligned_alloc(PL_REC_ALIGN, b * sizeof(*ret->rec));
+		if (!ret->rec)
+			return -ENOMEM;
+		while (n < b && (r = pl_chain_next(d->chain, &ret->rec[n], &d->err)) == 1)
+			n++;
 	}
-	*ret_rows = rows;
-	*ret_n = n;
+	ret->n = n;
+	if (r < 0) {
+		pl_rows_drop(ret);
+		return r;
+	}
 	return 0;
 }
 
@@ -220,51 +225,50 @@ static int run_epoch(struct pl_driver *d, uint64_t epoch, uint64_t skip, uint64_
 	if (r < 0)
 		return r;
 	uint64_t index = 0;
-	struct pl_rec *held = NULL;
-	size_t n_held = 0;
+	struct pl_rows held = {
+		0
+	}; /* a complete batch, held until the next shows it is not last */
+	bool have_held = false;
 	for (;;) {
-		struct pl_rec *rows = NULL;
-		size_t n = 0;
-		r = collect(d, b, &rows, &n);
-		if (r < 0)
-			n = 0; /* collect dropped the partial rows */
+		struct pl_rows rows;
+		r = collect(d, b, &rows); /* on error, it dropped the partial rows: n is 0 */
+		size_t n = rows.n;
 		bool complete = n == b;
 		bool usable = n > 0 && (complete || !c->drop_remainder);
 		if (r < 0) {
 			/* the batch held back is complete and came before the error: deliver it */
-			if (held) {
+			if (have_held) {
 				struct io_error keep = d->err;
-				int e = dispatch(d, held, n_held, epoch, &index, seq, false,
-						 index < skip);
-				held = NULL;
+				int e = dispatch(d, &held, epoch, &index, seq, false, index < skip);
+				have_held = false;
 				d->err = keep;
 				if (e < 0 && e != -ECANCELED)
 					r = e;
 			}
 			break;
 		}
-		if (held) {
-			r = dispatch(d, held, n_held, epoch, &index, seq, !usable, index < skip);
-			held = NULL;
+		if (have_held) {
+			r = dispatch(d, &held, epoch, &index, seq, !usable, index < skip);
+			have_held = false;
 			if (r < 0) {
-				drop_rows(rows, n);
+				pl_rows_drop(&rows);
 				break;
 			}
 		}
 		if (!usable) {
-			drop_rows(rows, n);
+			pl_rows_drop(&rows);
 			break;
 		}
 		if (complete) {
 			held = rows;
-			n_held = n;
+			have_held = true;
 			continue;
 		}
-		r = dispatch(d, rows, n, epoch, &index, seq, true, index < skip);
+		r = dispatch(d, &rows, epoch, &index, seq, true, index < skip);
 		break;
 	}
-	if (held)
-		drop_rows(held, n_held);
+	if (have_held)
+		pl_rows_drop(&held);
 	if (r < 0)
 		return r;
 	if (index == 0 && c->epochs == PL_NULL) {
@@ -473,6 +477,7 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	ret->cache_bytes = tot.cache_bytes;
 	ret->cache_followed = tot.cache_followed;
 	ret->cache_fallbacks = tot.cache_fallbacks;
+	ret->cached_epochs = tot.cached_epochs;
 	ret->cache_need = tot.cache_need;
 	ret->cache_fits = tot.cache_fits;
 	ret->cache_filled = tot.cache_filled;

@@ -220,6 +220,8 @@ struct pl_stats {
 	uint64_t cache_filled;	  /* files this pipeline put in it */
 	uint64_t cache_followed;  /* of cache_files, those another pipeline was putting there */
 	uint64_t cache_fallbacks; /* of those, files read after all from where that fill stopped */
+	uint64_t cached_epochs;	  /* epochs that found every file in it decoded: run on compact
+				     rows (docs/pipeline.md, "Cached epochs") */
 	/*
 	 * What its dataset would take in the cache (estimated from the files it filled or read
 	 * there; 0 until one was), and whether that fits the budget: a dataset that does not fit

@@ -60,6 +60,18 @@ _Static_assert(sizeof(struct pl_rec) == 64, "struct pl_rec is one cache line");
 #define PL_REC_ALIGN 64
 
 /*
+ * A compact row: a record of a cached epoch (struct pl_cepoch, cepoch.h), every file of which
+ * the record cache holds decoded. It holds no reference (the epoch holds the entries) and takes
+ * 16 bytes: the shuffle buffer and a batch's rows hold four to a cache line where a struct
+ * pl_rec takes one line, read by another thread. id names its file and index (pl_cepoch_rec).
+ */
+struct pl_crow {
+	const uint8_t *data; /* its decoded features' flat form (pbex_flat_view) */
+	uint32_t len;
+	uint32_t id;
+};
+
+/*
  * A chunk of a file as the read stage hands it on: blk (one reference, the taker's; blk->pin
  * says whether records may point into it), or the file's read error (error < 0, the io_error
  * that comes with it names the file).

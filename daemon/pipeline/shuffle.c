@@ -20,7 +20,8 @@
 
 struct pl_shuffle {
 	struct pl_shuffle_opts o;
-	struct pl_rec *buf;
+	uint8_t *buf; /* cap elements of esz bytes */
+	size_t esz;
 	size_t len, cap;
 	bool filled, input_done;
 	bool own; /* records enter in blocks of their own (opts.own_over_bytes) */
@@ -31,15 +32,41 @@ struct pl_shuffle {
 	struct pl_rng rng;
 };
 
+/* Element i: a struct pl_rec, or a struct pl_crow when compact. */
+static inline void *slot_at(const struct pl_shuffle *sh, size_t i)
+{
+	return sh->buf + i * sh->esz;
+}
+
+static inline struct pl_rec *rec_at(const struct pl_shuffle *sh, size_t i)
+{
+	return (struct pl_rec *)slot_at(sh, i);
+}
+
+/* An element's copy, of a size known where it is inlined (compact is a constant there). */
+static inline __attribute__((always_inline)) void elem_copy(void *dst, const void *src,
+							    bool compact)
+{
+	if (compact)
+		memcpy(dst, src, sizeof(struct pl_crow));
+	else
+		memcpy(dst, src, sizeof(struct pl_rec));
+}
+
+static inline uint32_t elem_len(const void *x, bool compact)
+{
+	return compact ? ((const struct pl_crow *)x)->len : ((const struct pl_rec *)x)->len;
+}
+
 /*
  * The slots, zeroed. A big buffer (100,000 elements: 8 MB) lies on transparent huge pages
  * where the kernel gives them: its slots are drawn at random, and with 4 KiB pages each draw
  * was a TLB miss (a prefetch of its slot waits for the page walk).
  */
-static struct pl_rec *slots_alloc(size_t n)
+static uint8_t *slots_alloc(size_t n, size_t esz)
 {
 	const size_t huge = 2u << 20;
-	size_t bytes = n * sizeof(struct pl_rec);
+	size_t bytes = n * esz;
 	if (bytes < huge) {
 		void *p = aligned_alloc(PL_REC_ALIGN, bytes);
 		return p ? memset(p, 0, bytes) : NULL;
@@ -58,10 +85,11 @@ int pl_shuffle_create(const struct pl_shuffle_opts *opts, struct pl_shuffle **re
 	if (!sh)
 		return -ENOMEM;
 	sh->o = *opts;
+	sh->esz = opts->compact ? sizeof(struct pl_crow) : sizeof(struct pl_rec);
 	sh->cap = opts->enabled ? (size_t)opts->buffer : 0;
 	if (sh->cap > 1u << 20)
 		sh->cap = 1u << 20; /* grows on demand beyond this */
-	sh->buf = slots_alloc(sh->cap ? sh->cap : 1);
+	sh->buf = slots_alloc(sh->cap ? sh->cap : 1, sh->esz);
 	if (!sh->buf) {
 		free(sh);
 		return -ENOMEM;
@@ -73,8 +101,8 @@ int pl_shuffle_create(const struct pl_shuffle_opts *opts, struct pl_shuffle **re
 
 static void drop_buffer(struct pl_shuffle *sh)
 {
-	for (size_t i = 0; i < sh->len; i++)
-		pl_rec_unref(&sh->buf[i]);
+	for (size_t i = 0; i < sh->len && !sh->o.compact; i++)
+		pl_rec_unref(rec_at(sh, i));
 	sh->len = 0;
 	sh->o.st->buffered = 0;
 }
@@ -99,25 +127,29 @@ void pl_shuffle_begin_epoch(struct pl_shuffle *sh, uint64_t epoch)
 
 int pl_shuffle_visit(struct pl_shuffle *sh, int (*fn)(void *ctx, struct pl_rec *r), void *ctx)
 {
-	for (size_t i = 0; i < sh->len; i++) {
-		if (!sh->buf[i].blk)
+	for (size_t i = 0; i < sh->len && !sh->o.compact; i++) {
+		if (!rec_at(sh, i)->blk)
 			continue;
-		int r = fn(ctx, &sh->buf[i]);
+		int r = fn(ctx, rec_at(sh, i));
 		if (r < 0)
 			return r;
 	}
 	return 0;
 }
 
-/* One element from upstream, counted, in a block of its own once the buffer is big. */
-static int pull(struct pl_shuffle *sh, struct pl_rec *x, struct io_error *err)
+/* One element from upstream, counted; a record in a block of its own once the buffer is big. */
+static inline __attribute__((always_inline)) int pull(struct pl_shuffle *sh, void *elem,
+						      struct io_error *err, bool compact)
 {
-	int r = sh->o.next(sh->o.next_ctx, x, err);
+	int r = sh->o.next(sh->o.next_ctx, elem, err);
 	if (r != 1)
 		return r;
 	struct pl_stage_stats *st = sh->o.st;
 	st->elems_in++;
-	st->bytes_in += x->len;
+	st->bytes_in += elem_len(elem, compact);
+	if (compact)
+		return 1;
+	struct pl_rec *x = elem;
 	if (!sh->own && st->elems_in >= 16 && sh->o.store &&
 	    sh->o.buffer * (st->bytes_in / st->elems_in) > sh->o.own_over_bytes)
 		sh->own = true;
@@ -133,9 +165,9 @@ static int pull(struct pl_shuffle *sh, struct pl_rec *x, struct io_error *err)
 
 static void prefetch_slot(const struct pl_shuffle *sh, uint64_t v)
 {
-	const char *slot = (const char *)&sh->buf[pl_rng_reduce(v, sh->len)];
+	const char *slot = slot_at(sh, pl_rng_reduce(v, sh->len));
 	__builtin_prefetch(slot);
-	__builtin_prefetch(slot + sizeof(struct pl_rec) - 1);
+	__builtin_prefetch(slot + sh->esz - 1);
 }
 
 /* The next draw: an index below sh->len. */
@@ -157,17 +189,21 @@ static size_t draw(struct pl_shuffle *sh)
 	return (size_t)pl_rng_reduce(v, sh->len);
 }
 
-static int shuffle_next(struct pl_shuffle *sh, struct pl_rec *ret, struct io_error *err)
+static inline __attribute__((always_inline)) int shuffle_next(struct pl_shuffle *sh, void *ret,
+							      struct io_error *err, bool compact)
 {
 	size_t want = (size_t)sh->o.buffer;
+	union {
+		struct pl_rec rec;
+		struct pl_crow crow;
+	} x;
 	int r;
 	while (!sh->filled) {
 		if (sh->len == want) {
 			sh->filled = true;
 			break;
 		}
-		struct pl_rec x;
-		r = pull(sh, &x, err);
+		r = pull(sh, &x, err, compact);
 		if (r < 0)
 			return r;
 		if (r == 0) {
@@ -177,54 +213,58 @@ static int shuffle_next(struct pl_shuffle *sh, struct pl_rec *ret, struct io_err
 		}
 		if (sh->len == sh->cap) {
 			size_t ncap = sh->cap ? sh->cap * 2 : 64;
-			struct pl_rec *nb = slots_alloc(ncap); /* aligned: not realloc */
+			uint8_t *nb = slots_alloc(ncap, sh->esz); /* aligned: not realloc */
 			if (nb) {
-				memcpy(nb, sh->buf, sh->len * sizeof(*nb));
+				memcpy(nb, sh->buf, sh->len * sh->esz);
 				free(sh->buf);
 			}
 			if (!nb) {
-				pl_rec_unref(&x);
+				if (!compact)
+					pl_rec_unref(&x.rec);
 				return -ENOMEM;
 			}
 			sh->buf = nb;
 			sh->cap = ncap;
 		}
-		sh->buf[sh->len++] = x;
+		elem_copy(slot_at(sh, sh->len++), &x, compact);
 		sh->o.st->buffered = sh->len;
 	}
 	if (sh->len == 0)
 		return 0;
 	size_t i = draw(sh);
-	*ret = sh->buf[i];
+	void *at = slot_at(sh, i);
+	elem_copy(ret, at, compact);
 	if (!sh->input_done) {
-		struct pl_rec x;
 		/* taken: hide it from pl_shuffle_visit, which may run while the buffer is refilled */
-		sh->buf[i].blk = NULL;
-		r = pull(sh, &x, err);
+		if (!compact)
+			rec_at(sh, i)->blk = NULL;
+		r = pull(sh, &x, err, compact);
 		if (r < 0) {
-			sh->buf[i] = *ret; /* the buffer still owns it: nothing was taken */
+			elem_copy(at, ret,
+				  compact); /* the buffer still owns it: nothing was taken */
 			return r;
 		}
 		if (r == 1) {
-			sh->buf[i] = x;
+			elem_copy(at, &x, compact);
 			return 1;
 		}
 		sh->input_done = true;
 	}
-	sh->buf[i] = sh->buf[--sh->len];
+	elem_copy(at, slot_at(sh, --sh->len), compact);
 	sh->o.st->buffered = sh->len;
 	return 1;
 }
 
-int pl_shuffle_next(struct pl_shuffle *sh, struct pl_rec *ret, struct io_error *err)
+int pl_shuffle_next(struct pl_shuffle *sh, void *ret, struct io_error *err)
 {
 	if (!sh->o.enabled)
 		return sh->o.next(sh->o.next_ctx, ret, err);
 	unsigned prev = pl_prof_enter(sh->o.prof, PL_STAGE_SHUFFLE);
-	int r = shuffle_next(sh, ret, err);
+	bool compact = sh->o.compact;
+	int r = compact ? shuffle_next(sh, ret, err, true) : shuffle_next(sh, ret, err, false);
 	if (r == 1) {
 		sh->o.st->elems_out++;
-		sh->o.st->bytes_out += ret->len;
+		sh->o.st->bytes_out += elem_len(ret, compact);
 	}
 	pl_prof_leave(sh->o.prof, prev);
 	return r;

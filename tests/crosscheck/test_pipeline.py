@@ -180,6 +180,15 @@ def wide_record(i):
     return ex.SerializeToString()
 
 
+def short_record(i):
+    """wide_record, but record 7 holds 19 values where the manifest says 20: it decodes (and so
+    is cached decoded) and fails only as its row is laid into the batch."""
+    ex = common.protos()[0].Example()
+    ex.features.feature["v"].int64_list.value.extend(
+        (i + k) % 100 for k in range(19 if i == 7 else 20))
+    return ex.SerializeToString()
+
+
 def cast_record(i):
     pb = common.protos()[0]
     ex = pb.Example()
@@ -875,6 +884,9 @@ def test_cache_used(tmp, ds):
           int(t.get("cache_files", -1)) == 2 * files,
           "cache: %d files filled in epoch 1 and read from memory in epochs 2 and 3 (%s)" % (
               files, t))
+    # every file held decoded from epoch 2 on: those epochs run on compact rows
+    check(rc == 0 and t.get("cached_epochs") == "2",
+          "cache: epochs 2 and 3 are cached epochs (%s)" % t)
     # by default (--cache-memory alone) uncompressed files are cached too
     rc, t = totals(RUN_EXTRA[:2])
     check(rc == 0 and int(t.get("cache_filled", -1)) == files and
@@ -898,9 +910,30 @@ def test_cache_used(tmp, ds):
     write_json(path, bad)
     rc, t = totals()
     check(rc == 0 and int(t.get("cache_filled", -1)) == files - 1 and
-          int(t.get("cache_files", -1)) == files - 1,
-          "cache: a file skipped at a bad record (d.tfrecords) is not cached, the %d others are "
-          "(%s)" % (files - 1, t))
+          int(t.get("cache_files", -1)) == files - 1 and t.get("cached_epochs") == "0",
+          "cache: a file skipped at a bad record (d.tfrecords) is not cached, the %d others are, "
+          "so no epoch is a cached epoch (%s)" % (files - 1, t))
+    # a record that decodes but has the wrong shape is cached decoded; in a cached epoch its row
+    # fails as it does from the file: skip_record drops it from every epoch, the same batches
+    short = write_dataset(os.path.join(tmp, "short"), [("s%d.tfrecords" % k, 6) for k in range(3)],
+                          short_record, WIDE_FEATURES)
+    s3 = spec(short, ["v"], epochs=3, on_corrupt="skip_record", shuffle=True, seed=4)
+    write_json(path, s3)
+    rc, t = totals()
+    check(rc == 0 and t.get("cached_epochs") == "2" and t.get("skipped_records") == "3",
+          "cache: a row of the wrong shape is skipped in each of 3 epochs, 2 of them cached (%s)"
+          % t)
+    outs = [subprocess.run([SLUICECTL, "run", path, "--json", "--values", "v"] + extra,
+                           capture_output=True, text=True, timeout=120)
+            for extra in (RUN_EXTRA[:2], [])]
+    check(outs[0].returncode == 0 and outs[0].stdout == outs[1].stdout and
+          outs[0].stdout.count('"epoch": 2') > 0,
+          "cache: the batches of those 3 epochs, values and all, are those without the cache")
+    # with skip_file a cached epoch would have to check each record on the driver: not one
+    write_json(path, dict(s3, args=dict(s3["args"], on_corrupt="skip_file")))
+    rc, t = totals()
+    check(rc == 0 and t.get("cached_epochs") == "0",
+          "cache: under on_corrupt skip_file no epoch is a cached epoch (%s)" % t)
     # a dataset larger than the budget keeps what fits (Plumber's rule) instead of each file
     # evicting the one before it (in a fixed file order that would leave no hit at all)
     ctr = os.path.join(tmp, "ctr-gz")

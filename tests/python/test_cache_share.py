@@ -10,12 +10,13 @@ where the cache stopped. Either way its batches are those of `sluicectl run` wit
 
 import json
 import os
+import sys
 
 import pytest
 
 import sluice
 import test_daemon
-from conftest import ctl, run_reference, wait_for
+from conftest import SRC, ctl, run_reference, wait_for
 from test_groups import Proc, _labels
 
 RECORDS = 8000  # in 2 gzip files: far more than the filler's ring and prefetch hold
@@ -114,3 +115,74 @@ def test_a_job_reads_on_from_the_file_when_the_caching_job_stalls(cached_daemon,
     j3.go()
     assert _labels(j3.batches()) == reference(tmp_path, s3)
     assert json.dumps(cache_stats(sock, "third"))  # answers
+
+
+def _short_ctr(d, files=2, records=600, bad=(1, 250)):
+    """dense0 and label, one value each, in `files` uncompressed files of `records` records,
+    except that record bad[1] of file bad[0] holds two labels: it decodes (the cache keeps it
+    decoded) and fails only as its row is laid into a batch."""
+    sys.path.insert(0, os.path.join(SRC, "tests", "crosscheck"))
+    import common
+    pb = common.protos()[0]
+    os.makedirs(d)
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump({"compression": None, "allow_var_len": False, "features": [
+            {"name": "dense0", "dtype": "float32", "shape": [1], "deserialize_type": "float"},
+            {"name": "label", "dtype": "int64", "shape": [1], "deserialize_type": "int"}]}, f)
+    for k in range(files):
+        recs = []
+        for i in range(records):
+            ex = pb.Example()
+            ex.features.feature["dense0"].float_list.value.append(i / 8)
+            ex.features.feature["label"].int64_list.value.extend(
+                [k * records + i] * (2 if (k, i) == bad else 1))
+            recs.append(ex.SerializeToString())
+        common.write_tfrecord(os.path.join(d, "part-%d.tfrecords" % k), recs)
+    return d
+
+
+def _read_all(sock, spec):
+    """Register spec and read it to its end: every batch's labels, the error that ended it (or
+    None), and its stats then."""
+    name = sluice.register(spec, socket=sock)
+    out, err = [], None
+    try:
+        with sluice.attach(name, socket=sock) as r:
+            for b in r:
+                out.append(b.numpy()["label"].ravel().tolist())
+                b.release()
+    except sluice.SluiceError as e:
+        err = e
+    return out, err, sluice.stats(name, socket=sock)
+
+
+def test_a_cached_epoch_fails_and_skips_a_bad_row_as_the_files_do(cached_daemon, tmp_path):
+    """Job 1 (on_corrupt skip_record) puts both files in the cache, decoded, the bad record too.
+    Job 2 (on_corrupt fail, another batch size and seed) then runs its epoch on compact rows
+    from the cache (cached_epochs 1): it fails at the bad row with the message `sluicectl run`
+    gives reading the files, naming the file, record and offset. The daemon serves on: job 3
+    (skip_record) reads a cached epoch with the bad row dropped, as from the files."""
+    sock = cached_daemon.sock
+    data = _short_ctr(str(tmp_path / "short"))
+    got, err, st = _read_all(sock, ctr_spec(data, "filler", 50, on_corrupt="skip_record"))
+    assert err is None and sum(map(len, got)) == 1199, err
+    assert st["cache_filled"] == 2 and st["cached_epochs"] == 0, st
+    shuffled = dict(shuffle=True, seed=3, num_shuffle_buffer_elements=100,
+                    num_filenames_shuffle_buffer=2, num_mix_files=2)
+    s2 = ctr_spec(data, "failing", 64, on_corrupt="fail", **shuffled)
+    path = str(tmp_path / "failing.json")
+    with open(path, "w") as f:
+        json.dump(s2, f)
+    ref = ctl("run", path)  # in process, no cache: from the files
+    assert ref.returncode != 0
+    msg = ref.stderr.strip().splitlines()[-1]
+    assert "part-1.tfrecords" in msg and "record 250" in msg, msg
+    got, err, st = _read_all(sock, s2)
+    assert err is not None, "the bad row did not fail job 2"
+    assert msg.split("run: ", 1)[1] in err.strerror, (msg, err.strerror)
+    assert st["cached_epochs"] == 1 and st["cache_filled"] == 0, st
+    s3 = ctr_spec(data, "skipping", 64, on_corrupt="skip_record", **shuffled)
+    got, err, st = _read_all(sock, s3)
+    assert err is None and got == [b["tensors"]["label"]["values"] for b in
+                                   run_reference(tmp_path, s3, "label")]
+    assert st["cached_epochs"] == 1 and st["skipped_records"] == 1, st

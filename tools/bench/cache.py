@@ -14,7 +14,9 @@ these figures, so that builds from before it cache the uncompressed dataset too)
    epoch1_cpu_s=... epoch2_cpu_s=... later_epoch_cpu_s=... epoch2_ratio=...`.
 2. A fresh sluiced and 4 jobs over the dataset with batch sizes 256/512/1024/4096 and 4 seeds,
    started 1 s apart (the issue's acceptance), one epoch each, read by Python processes that
-   release every batch; the daemon's CPU against one such job alone. The readers take all they
+   release every batch; the daemon's CPU against one such job alone. The daemon's CPU is what
+   wait4 reports as it exits (microseconds, every thread), less what it had spent when the first
+   job came (its threads' schedstat): its exit is counted, in both. The readers take all they
    get, and with --rate R (repeatable) also R rows a second each, as a training step would
    (the daemon then waits for room in the ring, as it does under real jobs). Prints
    `bench=cache_jobs compression=C cache=0|1 rate=R one_job_cpu_s=... four_jobs_cpu_s=...
@@ -35,7 +37,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from groups import finish, readers, start_daemon  # noqa: E402
-from pyharness import proc_cpu  # noqa: E402
 
 
 def spec(data, epochs, batch=1024, seed=3):
@@ -127,7 +128,7 @@ def jobs_once(build, tmp, data, budget, gap, rate=0):
             extra = ["--cache-memory", str(budget), "--cache-uncompressed"] if cache else []
             d, sock = start_daemon(build, tmp, extra)
             try:
-                c0 = proc_cpu(d.pid)
+                c0 = task_cpu_ns(d.pid, {}) / 1e9  # its start: every thread it has is alive
                 procs = []
                 for k, (b, seed) in enumerate(zip((256, 512, 1024, 4096), (1, 2, 3, 4))):
                     if k == n:
@@ -139,10 +140,13 @@ def jobs_once(build, tmp, data, budget, gap, rate=0):
                     procs[-1].stdin.write("go\n")
                     procs[-1].stdin.flush()
                 rows = finish(procs, go=False)
-                out[(cache, n)] = proc_cpu(d.pid) - c0
             finally:
                 d.terminate()
-                d.wait(30)
+                # its CPU in microseconds, all threads (its pipelines' ended ones too), where
+                # /proc counts 10 ms ticks: a later cached job costs a few ticks
+                _, status, ru = os.wait4(d.pid, 0)
+                d.returncode = status
+            out[(cache, n)] = ru.ru_utime + ru.ru_stime - c0
             if len(set(rows)) != 1:
                 raise SystemExit("cache.py: the jobs read %s rows" % rows)
     return out

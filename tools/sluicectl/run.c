@@ -524,6 +524,7 @@ static int run_batches(struct run *r, char *msg, size_t cap)
 		       st.cache_level, st.cache_files, st.cache_bytes);
 		printf(" cache_filled=%" PRIu64 " cache_need_bytes=%" PRIu64 " cache_fits=%d",
 		       st.cache_filled, st.cache_need, st.cache_fits);
+		printf(" cached_epochs=%" PRIu64, st.cached_epochs);
 		printf(" io_engine=%s%s%s\n", st.io_engine ? st.io_engine : "?",
 		       st.io_fallback ? " fallback=" : "", st.io_fallback ? st.io_fallback : "");
 	}

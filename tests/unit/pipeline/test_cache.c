@@ -147,6 +147,33 @@ static void test_roundtrip(void **state)
 		assert_int_equal(fl, PL_CACHE_REC_DECOMPRESSED);
 		assert_memory_equal(d, rb, 8 + TFR_FOOTER_LEN);
 	}
+	assert_false(pl_cache_entry_all_flat(e)); /* no record of it is decoded */
+	pl_cache_put(e);
+
+	/* decoded records only (FLAT): all flat once ready, not while being filled */
+	struct pl_cache_key kf = key(4, 5);
+	kf.proj = 78;
+	f = pl_cache_fill_begin(c, &kf, 100, NULL, 0);
+	assert_non_null(f);
+	const unsigned flat = PL_CACHE_REC_CHECKED | PL_CACHE_REC_FLAT;
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, flat, NULL), 0);
+	assert_false(pl_cache_entry_all_flat(f));
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60, flat, NULL), 0);
+	pl_cache_fill_end(f, true);
+	e = pl_cache_get(c, &kf, NULL);
+	assert_non_null(e);
+	assert_true(pl_cache_entry_all_flat(e));
+	pl_cache_put(e);
+	/* one record kept whole among decoded ones: not all flat */
+	kf.proj = 79;
+	f = pl_cache_fill_begin(c, &kf, 100, NULL, 0);
+	assert_non_null(f);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, flat, NULL), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60, 0, NULL), 0);
+	pl_cache_fill_end(f, true);
+	e = pl_cache_get(c, &kf, NULL);
+	assert_non_null(e);
+	assert_false(pl_cache_entry_all_flat(e));
 	pl_cache_put(e);
 	e = pl_cache_get(c, &k, NULL); /* the whole records of the same file are still there */
 	assert_non_null(e);
@@ -161,7 +188,7 @@ static void test_roundtrip(void **state)
 	assert_null(pl_cache_get(c, &k3, NULL));
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.fill_aborts, 1);
-	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.entries, 5);
 	pl_cache_destroy(c);
 }
 
