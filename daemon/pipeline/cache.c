@@ -46,12 +46,6 @@ struct seg {
 	uint64_t cap, used;
 };
 
-struct rec_ix {
-	const uint8_t *data;
-	uint64_t offset; /* of its header in the file */
-	uint32_t len;
-	uint32_t flags; /* PL_CACHE_REC_* */
-};
 
 enum fill_state { FILLING, READY, GIVEN_UP };
 
@@ -61,7 +55,7 @@ struct pl_cache_entry {
 	/* the filler's, appended to without the lock (made and charged under it) */
 	struct seg seg[MAX_SEGS];
 	unsigned n_seg;
-	struct rec_ix *ixb[IX_BLOCKS];
+	struct pl_cache_ix *ixb[IX_BLOCKS];
 	uint64_t n_ix;
 	uint64_t n_flat; /* records with PL_CACHE_REC_FLAT */
 	uint64_t bytes;	 /* of its records (data and footers) */
@@ -362,7 +356,7 @@ static int grow(struct pl_cache *c, struct pl_cache_entry *e, uint64_t n, unsign
 	if (new_ix) {
 		if (b >= IX_BLOCKS)
 			return -ENOSPC;
-		size_t sz = (size_t)(IX_FIRST << b) * sizeof(struct rec_ix);
+		size_t sz = (size_t)(IX_FIRST << b) * sizeof(struct pl_cache_ix);
 		int r = charge(c, e, sz);
 		if (r < 0)
 			return r;
@@ -414,7 +408,7 @@ int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t le
 	s->used += n;
 	e->bytes += n;
 	e->ixb[b][pos] =
-		(struct rec_ix){ .data = to, .offset = offset, .len = len, .flags = flags };
+		(struct pl_cache_ix){ .data = to, .offset = offset, .len = len, .flags = flags };
 	e->n_ix++;
 	e->n_flat += (flags & PL_CACHE_REC_FLAT) != 0;
 	if (ret_stored)
@@ -542,7 +536,7 @@ int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_
 	}
 	uint64_t pos;
 	unsigned b = ix_block(i, &pos);
-	const struct rec_ix *x = &e->ixb[b][pos];
+	const struct pl_cache_ix *x = &e->ixb[b][pos];
 	/* records are read in order, a few files at a time, among other misses (a later epoch's
 	   shuffle): start the index's next lines now */
 	if (pos + IX_AHEAD < (uint64_t)IX_FIRST << b)
@@ -552,6 +546,21 @@ int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_
 	ret->offset = x->offset;
 	ret->flags = x->flags;
 	return 1;
+}
+
+const struct pl_cache_ix *pl_cache_entry_run(const struct pl_cache_entry *e, uint64_t i,
+					     uint64_t *ret_n)
+{
+	uint64_t n = atomic_load_explicit(&e->published, memory_order_acquire);
+	if (i >= n) {
+		*ret_n = 0;
+		return NULL;
+	}
+	uint64_t pos;
+	unsigned b = ix_block(i, &pos);
+	uint64_t left = ((uint64_t)IX_FIRST << b) - pos; /* in its block */
+	*ret_n = left < n - i ? left : n - i;
+	return &e->ixb[b][pos];
 }
 
 uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e)

@@ -158,6 +158,20 @@ uint64_t pl_cache_fill_end(struct pl_cache_entry *e, bool complete);
  */
 int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_user *user,
 			  int timeout_ms, struct pl_cache_rec *ret);
+/* An entry's index entry: a record's place, its header's offset in the file, its flags. */
+struct pl_cache_ix {
+	const uint8_t *data;
+	uint64_t offset;
+	uint32_t len;
+	uint32_t flags; /* PL_CACHE_REC_* */
+};
+/*
+ * Records i, i + 1, ... of e as a run of index entries in place: the first, and in *ret_n how
+ * many follow in a row (at least 1), or NULL and 0 past the records published. For a reader
+ * that walks an entry in order; valid while the caller holds its reference to e.
+ */
+const struct pl_cache_ix *pl_cache_entry_run(const struct pl_cache_entry *e, uint64_t i,
+					     uint64_t *ret_n);
 /* Records published so far (all of them, once ready). */
 uint64_t pl_cache_entry_records(const struct pl_cache_entry *e);
 bool pl_cache_entry_ready(const struct pl_cache_entry *e);

@@ -21,9 +21,13 @@ struct pl_slot {
 	struct pl_read *rd;
 	struct pl_frame *fr;
 	struct pl_window *win; /* NULL: the independent loader */
-	/* a cached epoch's: the entry of its file (the epoch holds it), the next record's index */
+	/*
+	 * A cached epoch's: the entry of its file (the epoch holds it), the next record's index
+	 * and the run of the entry's index it is in (ce_left entries from ce_ix on).
+	 */
 	struct pl_cache_entry *ce;
-	uint64_t ce_next, ce_records;
+	const struct pl_cache_ix *ce_ix;
+	uint64_t ce_next, ce_left;
 	uint32_t ce_file;
 };
 
@@ -91,30 +95,37 @@ static int slot_frame(void *ctx, bool wait, struct pl_rec *ret, struct io_error 
 	return pl_frame_next(s->fr, wait, ret, err);
 }
 
+#define CE_IX_AHEAD 16 /* index entries (24 bytes) a slot reads ahead */
+
 /*
  * A cached epoch's slot: its file's next record, straight from the entry (ready: nothing to
  * wait for, nothing to check, no reference to take), with only what the compact row takes.
  */
 static int cached_next(struct pl_chain *c, struct pl_slot *s, struct pl_rec *ret)
 {
-	struct pl_cache_rec cr;
-	if (s->ce_next == s->ce_records)
-		return 0;
-	(void)pl_cache_entry_record(s->ce, s->ce_next, NULL, 0, &cr); /* ready: 1 */
+	if (s->ce_left == 0) {
+		s->ce_ix = pl_cache_entry_run(s->ce, s->ce_next, &s->ce_left);
+		if (s->ce_left == 0)
+			return 0; /* the file's end */
+	}
+	const struct pl_cache_ix *x = s->ce_ix++;
+	s->ce_left--;
+	if (s->ce_left > CE_IX_AHEAD) /* the index's lines ahead, among the records' misses */
+		__builtin_prefetch(x + CE_IX_AHEAD);
 	/* into L2 now, in file order: drawn from the shuffle buffer later, at random */
-	__builtin_prefetch(cr.data, 0, 2);
-	if (cr.len > 64 - ((uintptr_t)cr.data & 63))
-		__builtin_prefetch(cr.data + 64, 0, 2);
+	__builtin_prefetch(x->data, 0, 2);
+	if (x->len > 64 - ((uintptr_t)x->data & 63))
+		__builtin_prefetch(x->data + 64, 0, 2);
 	ret->blk = NULL;
 	ret->win = NULL;
-	ret->data = cr.data;
-	ret->len = cr.len;
+	ret->data = x->data;
+	ret->len = x->len;
 	ret->file = s->ce_file;
 	ret->index = s->ce_next++;
 	struct pl_stage_stats *st = &c->st[PL_STAGE_FRAME];
 	st->elems_out++;
-	st->bytes_out += cr.len;
-	c->frame_tot.cache_bytes += cr.len;
+	st->bytes_out += x->len;
+	c->frame_tot.cache_bytes += x->len;
 	return 1;
 }
 
@@ -143,7 +154,7 @@ static int slot_open(void *ctx, unsigned k, struct io_error *err)
 		s->ce = pl_cepoch_entry(c->cx, file);
 		s->ce_file = file;
 		s->ce_next = 0;
-		s->ce_records = pl_cache_entry_records(s->ce);
+		s->ce_left = 0;
 		c->frame_tot.cache_files++;
 		return 1;
 	}

@@ -66,7 +66,7 @@ static inline uint32_t elem_len(const void *x, bool compact)
 static uint8_t *slots_alloc(size_t n, size_t esz)
 {
 	const size_t huge = 2u << 20;
-	size_t bytes = n * esz;
+	size_t bytes = (n * esz + PL_REC_ALIGN - 1) & ~(size_t)(PL_REC_ALIGN - 1); /* whole lines */
 	if (bytes < huge) {
 		void *p = aligned_alloc(PL_REC_ALIGN, bytes);
 		return p ? memset(p, 0, bytes) : NULL;
