@@ -175,6 +175,9 @@ long pbex_flatten(const struct pbex_feature *f, size_t n, uint8_t *out, size_t c
  * is not a flat form of n features (no message: only sluice writes them).
  */
 int pbex_flat_view(const uint8_t *p, size_t len, size_t n, struct pbex_feature *ret);
+/* The same of a flat form kept in two places (pbex_flat_get_parts): views into values. */
+int pbex_flat_view_parts(const uint8_t *heads, size_t heads_len, const uint8_t *values,
+			 size_t values_off, size_t total, size_t n, struct pbex_feature *ret);
 /* Feature k of a flat record, as its values are stored (see above). */
 struct pbex_flat_values {
 	bool present;
@@ -193,24 +196,39 @@ struct pbex_flat_head {
 	uint32_t len; /* of the values in bytes */
 };
 /*
+ * Feature k of a flat form of total bytes kept in two places: heads_len bytes from its start at
+ * heads (its heads, at least), and from byte values_off on at values (its values: byte i of the
+ * form is values[i - values_off]). The record cache keeps a uniform record's values apart from
+ * the heads its file's records share (daemon/pipeline/cache.h, PL_CACHE_REC_VALUES). 0, or
+ * -EBADMSG when it holds no such feature (k past its heads, its values out of bounds).
+ */
+static inline int pbex_flat_get_parts(const uint8_t *heads, size_t heads_len, const uint8_t *values,
+				      size_t values_off, size_t total, size_t k,
+				      struct pbex_flat_values *ret)
+{
+	struct pbex_flat_head h;
+	if (total > UINT32_MAX || (k + 1) * sizeof(h) > heads_len)
+		return -EBADMSG;
+	__builtin_memcpy(&h, heads + k * sizeof(h), sizeof(h));
+	if (h.off < values_off || h.off > total || h.len > total - h.off ||
+	    h.kind > PBEX_KIND_INT64)
+		return -EBADMSG;
+	ret->present = h.present != 0;
+	ret->kind = (enum pbex_kind)h.kind;
+	ret->count = h.count;
+	ret->values = values + (h.off - values_off);
+	ret->len = h.len;
+	return 0;
+}
+
+/*
  * 0, or -EBADMSG when p holds no such feature (k past its heads, or out of bounds). Inline: the
  * parse task reads a few features of every cached row with it.
  */
 static inline int pbex_flat_get(const uint8_t *p, size_t len, size_t k,
 				struct pbex_flat_values *ret)
 {
-	struct pbex_flat_head h;
-	if (len > UINT32_MAX || (k + 1) * sizeof(h) > len)
-		return -EBADMSG;
-	__builtin_memcpy(&h, p + k * sizeof(h), sizeof(h));
-	if (h.off > len || h.len > len - h.off || h.kind > PBEX_KIND_INT64)
-		return -EBADMSG;
-	ret->present = h.present != 0;
-	ret->kind = (enum pbex_kind)h.kind;
-	ret->count = h.count;
-	ret->values = p + h.off;
-	ret->len = h.len;
-	return 0;
+	return pbex_flat_get_parts(p, len, p, 0, len, k, ret);
 }
 
 /*

@@ -86,18 +86,26 @@ long pbex_flatten(const struct pbex_feature *f, size_t n, uint8_t *out, size_t c
 
 int pbex_flat_view(const uint8_t *p, size_t len, size_t n, struct pbex_feature *ret)
 {
+	return pbex_flat_view_parts(p, len, p, 0, len, n, ret);
+}
+
+int pbex_flat_view_parts(const uint8_t *heads, size_t heads_len, const uint8_t *values,
+			 size_t values_off, size_t total, size_t n, struct pbex_feature *ret)
+{
+	if (values_off > total)
+		return -EBADMSG;
 	for (size_t i = 0; i < n; i++) {
 		struct pbex_flat_values v;
-		if (pbex_flat_get(p, len, i, &v) < 0)
+		if (pbex_flat_get_parts(heads, heads_len, values, values_off, total, i, &v) < 0)
 			return -EBADMSG;
 		struct pbex_feature *f = &ret[i];
 		f->present = v.present;
 		f->kind = v.kind;
 		f->count = v.count;
 		f->bytes_len = 0;
-		f->src_ = p;
-		f->src_len_ = (uint32_t)len;
-		f->start_ = (uint32_t)(v.values - p);
+		f->src_ = values; /* the views: into the values */
+		f->src_len_ = (uint32_t)(total - values_off);
+		f->start_ = (uint32_t)(v.values - values);
 		f->end_ = f->start_ + v.len;
 		f->flags_ = PBEX_F_FLAT;
 		uint64_t want;

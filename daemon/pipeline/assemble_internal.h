@@ -77,13 +77,19 @@ struct pl_bjob {
 	size_t n_tasks;
 };
 
-/* Row `row` as a record: the job's own, or the one a compact row stands for, made in *tmp. */
+/*
+ * Row `row` as a record: the job's own, or the one a compact row stands for, made in *tmp (a
+ * row of values put back together in ws's scratch; ws NULL: for a message only). NULL: out of
+ * memory.
+ */
 static inline const struct pl_rec *pl_bjob_rec(const struct pl_bjob *job, size_t row,
-					       struct pl_rec *tmp)
+					       struct pl_rec *tmp, struct pl_worker_scratch *ws)
 {
 	if (job->rows)
 		return &job->rows[row];
-	pl_cepoch_rec(job->cx, &job->crows[row], tmp);
+	if (pl_cepoch_rec(job->cx, &job->crows[row], tmp, ws ? &ws->whole : NULL,
+			  ws ? &ws->whole_cap : NULL) < 0)
+		return NULL;
 	return tmp;
 }
 

@@ -81,7 +81,8 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 							     (long long)dm[d], d,
 							     (long long)o->pad_shape[d]);
 						pl_row_error_prefix(
-							plan, pl_bjob_rec(job, row, &tmp), err);
+							plan, pl_bjob_rec(job, row, &tmp, NULL),
+							err);
 						return -EINVAL;
 					}
 				} else if (!(o->ragged && d == 0) && dm[d] != first[d]) {
@@ -93,7 +94,8 @@ static int layout_tensor(struct pl_bjob *job, size_t i, size_t *at, struct io_er
 						     "and %lld in row 0",
 						     o->name, d, (long long)dm[d], job->outpos[row],
 						     (long long)first[d]);
-					pl_row_error_prefix(plan, pl_bjob_rec(job, row, &tmp), err);
+					pl_row_error_prefix(plan, pl_bjob_rec(job, row, &tmp, NULL),
+							    err);
 					return -EINVAL;
 				}
 			}

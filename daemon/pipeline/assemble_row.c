@@ -50,7 +50,11 @@ int pl_asm_measure_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t
 {
 	const struct pl_plan *plan = job->ax->plan;
 	struct pl_rec tmp;
-	const struct pl_rec *rec = pl_bjob_rec(job, row, &tmp);
+	const struct pl_rec *rec = pl_bjob_rec(job, row, &tmp, ws);
+	if (!rec) {
+		io_error_set(err, "out of memory");
+		return -ENOMEM;
+	}
 	if (rec->win)
 		return measure_window(job, ws, row, err);
 	int r = pl_row_decode(plan, ws, rec, false, err); /* the fill pass checks the CRC */
@@ -261,20 +265,27 @@ static int fill_direct(const struct pl_plan *plan, size_t i, struct pl_worker_sc
 /*
  * A decoded row from the record cache (rec->flat) of a plan whose outputs are all native: each
  * feature's values copied straight from the cache into the row, when each has the kind and
- * count that direct_check wants. 0 when done; 1 otherwise (the general path then does the row,
- * and says what is wrong with it).
+ * count that direct_check wants. The row is its flat form (data, len), or (heads set) only its
+ * values, whose heads are those (hl bytes). 0 when done; 1 otherwise (the general path then
+ * does the row, and says what is wrong with it).
  */
-static int fill_flat_native(struct pl_bjob *job, const uint8_t *data, uint32_t len, size_t pos)
+static int fill_flat_native(struct pl_bjob *job, const uint8_t *heads, uint32_t hl,
+			    const uint8_t *data, uint32_t len, size_t pos)
 {
 	const struct pl_plan *plan = job->ax->plan;
+	if (!heads) { /* the whole form */
+		heads = data;
+		hl = len;
+	}
+	size_t off = heads == data ? 0 : hl, total = heads == data ? len : (size_t)hl + len;
 	for (size_t i = 0; i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
 		const struct pl_tlay *t = &job->lay[i];
 		struct pbex_flat_values v;
 		enum pbex_kind want =
 			o->feat->deser == MANIFEST_DESER_INT ? PBEX_KIND_INT64 : PBEX_KIND_FLOAT;
-		if (pbex_flat_get(data, len, o->slot, &v) < 0 || !v.present || v.kind != want ||
-		    (int64_t)v.count != o->rec_elems)
+		if (pbex_flat_get_parts(heads, hl, data, off, total, o->slot, &v) < 0 ||
+		    !v.present || v.kind != want || (int64_t)v.count != o->rec_elems)
 			return 1;
 		uint8_t *dst = job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size;
 		size_t n = (size_t)v.count * o->elem_size;
@@ -293,13 +304,24 @@ int pl_asm_fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 {
 	const struct pl_plan *plan = job->ax->plan;
 	size_t pos = job->outpos[row];
-	/* a decoded row from the cache: a compact row (a cached epoch's) is one */
+	/* a decoded row from the cache: a compact row (a cached epoch's) is one, or its values */
+	const uint8_t *heads = NULL;
+	uint32_t hl = 0;
 	bool flat = job->rows ? job->rows[row].flat : true;
+	if (job->rows)
+		heads = pl_row_flat_heads(&job->rows[row], &hl);
+	else if (job->crows[row].id & PL_CROW_VALUES)
+		heads = pl_cepoch_heads(job->cx, &hl);
 	if (flat && plan->all_native &&
-	    fill_flat_native(job, pl_bjob_data(job, row), pl_bjob_len(job, row), pos) == 0)
+	    fill_flat_native(job, heads, hl, pl_bjob_data(job, row), pl_bjob_len(job, row), pos) ==
+		    0)
 		return 0;
 	struct pl_rec tmp;
-	const struct pl_rec *rec = pl_bjob_rec(job, row, &tmp);
+	const struct pl_rec *rec = pl_bjob_rec(job, row, &tmp, ws);
+	if (!rec) {
+		io_error_set(err, "out of memory");
+		return -ENOMEM;
+	}
 	bool win = rec->win != NULL;
 	struct pl_crcur cc = { .active = false };
 	int r;

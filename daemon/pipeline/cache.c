@@ -46,7 +46,6 @@ struct seg {
 	uint64_t cap, used;
 };
 
-
 enum fill_state { FILLING, READY, GIVEN_UP };
 
 struct pl_cache_entry {
@@ -57,8 +56,10 @@ struct pl_cache_entry {
 	unsigned n_seg;
 	struct pl_cache_ix *ixb[IX_BLOCKS];
 	uint64_t n_ix;
-	uint64_t n_flat; /* records with PL_CACHE_REC_FLAT */
-	uint64_t bytes;	 /* of its records (data and footers) */
+	uint64_t n_flat; /* records with PL_CACHE_REC_FLAT or _VALUES */
+	uint8_t *heads;	 /* what the _VALUES records share (pl_cache_fill_heads) */
+	uint32_t heads_len;
+	uint64_t bytes; /* of its records (data and footers) */
 	/* readers': records [0, published) may be read; state FILLING, READY or GIVEN_UP */
 	_Atomic uint64_t published;
 	_Atomic int state;
@@ -101,6 +102,7 @@ static void entry_free(struct pl_cache_entry *e)
 	for (unsigned b = 0; b < IX_BLOCKS; b++)
 		free(e->ixb[b]);
 	pthread_cond_destroy(&e->cv);
+	free(e->heads);
 	free(e);
 }
 
@@ -378,6 +380,25 @@ static void wake(struct pl_cache_entry *e)
 	pthread_mutex_unlock(&e->c->lock);
 }
 
+int pl_cache_fill_heads(struct pl_cache_entry *e, const uint8_t *heads, uint32_t len)
+{
+	if (e->heads)
+		return -EEXIST;
+	uint8_t *h = malloc(len ? len : 1);
+	if (!h)
+		return -ENOMEM;
+	memcpy(h, heads, len);
+	e->heads_len = len;
+	e->heads = h; /* readers see it once a record that needs it is published (release) */
+	return 0;
+}
+
+const uint8_t *pl_cache_entry_heads(const struct pl_cache_entry *e, uint32_t *ret_len)
+{
+	*ret_len = e->heads_len;
+	return e->heads;
+}
+
 void pl_cache_entry_ref(struct pl_cache_entry *e)
 {
 	pthread_mutex_lock(&e->c->lock);
@@ -388,21 +409,26 @@ void pl_cache_entry_ref(struct pl_cache_entry *e)
 int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t len, uint64_t offset,
 		      unsigned flags, const uint8_t **ret_stored)
 {
-	bool footer = !(flags & PL_CACHE_REC_CHECKED);
+	const unsigned decoded = PL_CACHE_REC_FLAT | PL_CACHE_REC_VALUES;
+	bool footer = !(flags & (PL_CACHE_REC_CHECKED | decoded));
 	uint64_t n = (uint64_t)len + (footer ? TFR_FOOTER_LEN : 0);
 	uint64_t pos;
 	unsigned b = ix_block(e->n_ix, &pos);
 	bool new_ix = b >= IX_BLOCKS || !e->ixb[b];
 	struct seg *s = &e->seg[e->n_seg - 1];
-	if (s->used + n > s->cap || new_ix) {
+	/* decoded values are arrays of int64 and float: 8-aligned, as pbex_flatten wrote them */
+	uint64_t pad = flags & decoded ? (8 - (s->used & 7)) & 7 : 0;
+	if (s->used + pad + n > s->cap || new_ix) {
 		struct pl_cache *c = e->c;
 		pthread_mutex_lock(&c->lock);
-		int r = grow(c, e, n, b, new_ix);
+		int r = grow(c, e, pad + n, b, new_ix);
 		pthread_mutex_unlock(&c->lock);
 		if (r < 0)
 			return r;
 		s = &e->seg[e->n_seg - 1];
+		pad = flags & decoded ? (8 - (s->used & 7)) & 7 : 0;
 	}
+	s->used += pad; /* a new segment starts at a page: none */
 	uint8_t *to = s->base + s->used;
 	memcpy(to, data, (size_t)n);
 	s->used += n;
@@ -410,7 +436,7 @@ int pl_cache_fill_add(struct pl_cache_entry *e, const uint8_t *data, uint32_t le
 	e->ixb[b][pos] =
 		(struct pl_cache_ix){ .data = to, .offset = offset, .len = len, .flags = flags };
 	e->n_ix++;
-	e->n_flat += (flags & PL_CACHE_REC_FLAT) != 0;
+	e->n_flat += (flags & decoded) != 0;
 	if (ret_stored)
 		*ret_stored = to;
 	/* the record, then its count (release); then whether a reader waits for it (Dekker's

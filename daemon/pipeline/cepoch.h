@@ -26,7 +26,8 @@ struct pl_cepoch;
 /*
  * The cached epoch of plan's files in cache, whose entries are keyed with proj_key (struct
  * pl_cache_key's proj): 1 and *ret (one reference, the caller's) when every file is there,
- * ready, every record decoded, and (file, index) fits a 32-bit id; else 0. -ENOMEM.
+ * ready, every record decoded, the values-only ones' heads the same in every file, and (file,
+ * index) fits 31 bits; else 0. -ENOMEM.
  */
 int pl_cepoch_create(struct pl_cache *cache, const struct pl_plan *plan, uint64_t proj_key,
 		     struct pl_cepoch **ret);
@@ -38,8 +39,13 @@ struct pl_cache_entry *pl_cepoch_entry(const struct pl_cepoch *cx, uint32_t file
 struct pl_crow pl_cepoch_row(const struct pl_cepoch *cx, const struct pl_rec *rec);
 /*
  * The record row stands for, as the frame stage gave it from the cache (file, index, offset,
- * flags), holding no reference: valid as long as cx is held.
+ * flags, its whole flat form), holding no reference: valid as long as cx is held. A row of values
+ * (PL_CROW_VALUES) is put back together with its heads in *buf (grown to *cap; the caller
+ * frees it): buf NULL leaves ret->data at the values (for a message). 0 or -ENOMEM.
  */
-void pl_cepoch_rec(const struct pl_cepoch *cx, const struct pl_crow *row, struct pl_rec *ret);
+int pl_cepoch_rec(const struct pl_cepoch *cx, const struct pl_crow *row, struct pl_rec *ret,
+		  uint8_t **buf, size_t *cap);
+/* The heads (*ret_len bytes) every PL_CROW_VALUES row of cx's epoch shares, or NULL: none. */
+const uint8_t *pl_cepoch_heads(const struct pl_cepoch *cx, uint32_t *ret_len);
 
 #endif

@@ -111,8 +111,25 @@ static struct cached_blk *cached_blk_new(struct pl_cache_entry *e)
 	cb->e = e;
 	cb->blk.put = cached_put;
 	cb->blk.pin = true;
+	cb->blk.cached = true;
+	cb->blk.owner = e; /* the heads of its _VALUES records (pl_row_flat_heads) */
 	cb->blk.refs = 1;
 	return cb;
+}
+
+/*
+ * Whether a flat record of the file being cached has the heads of its first (which set them):
+ * then only its values go in the cache.
+ */
+static bool uniform(struct pl_frame *fr, const uint8_t *flat, uint32_t len)
+{
+	uint32_t hl = fr->o.flat_heads, have;
+	if (!hl || len < hl)
+		return false;
+	const uint8_t *h = pl_cache_entry_heads(fr->fill, &have);
+	if (!h)
+		return pl_cache_fill_heads(fr->fill, flat, hl) == 0;
+	return have == hl && memcmp(h, flat, hl) == 0;
 }
 
 /*
@@ -126,6 +143,7 @@ static int fill_add(struct pl_frame *fr, struct pl_rec *rec)
 	const uint8_t *data = rec->data, *stored;
 	uint32_t len = rec->len;
 	int r = 0;
+	bool values = false;
 	if (fr->o.project) {
 		r = fr->o.project(fr->o.project_ctx, rec, &data, &len);
 		if (r < 0)
@@ -133,20 +151,24 @@ static int fill_add(struct pl_frame *fr, struct pl_rec *rec)
 		if (r == 1)
 			flags |= PL_CACHE_REC_CHECKED;
 		else if (r == 2)
-			flags |= PL_CACHE_REC_FLAT;
+			values = uniform(fr, data, len);
 		else
 			data = rec->data, len = rec->len;
+		if (r == 2)
+			flags |= values ? PL_CACHE_REC_VALUES : PL_CACHE_REC_FLAT;
 	}
-	int a = pl_cache_fill_add(fr->fill, data, len, rec->offset, flags, &stored);
+	uint32_t skip = values ? fr->o.flat_heads : 0;
+	int a = pl_cache_fill_add(fr->fill, data + skip, len - skip, rec->offset, flags, &stored);
 	if (a < 0 || r < 1 || !fr->fill_blk)
 		return a;
 	pl_block_unref(rec->blk);
 	fr->fill_blk->blk.refs++;
 	rec->blk = &fr->fill_blk->blk;
 	rec->data = stored;
-	rec->len = len;
+	rec->len = len - skip;
 	rec->crc_checked = true;
 	rec->flat = r == 2;
+	rec->values = values; /* its heads: the entry's */
 	return 0;
 }
 
@@ -322,8 +344,10 @@ static int hit_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct i
 		.win_len = -1,
 		/* a projection was checked when it was cached; a whole record by the parse task,
 		   as when it is read from the file */
-		.crc_checked = cr.flags & (PL_CACHE_REC_CHECKED | PL_CACHE_REC_FLAT),
-		.flat = cr.flags & PL_CACHE_REC_FLAT,
+		.crc_checked =
+			cr.flags & (PL_CACHE_REC_CHECKED | PL_CACHE_REC_FLAT | PL_CACHE_REC_VALUES),
+		.flat = cr.flags & (PL_CACHE_REC_FLAT | PL_CACHE_REC_VALUES),
+		.values = cr.flags & PL_CACHE_REC_VALUES, /* its heads: the entry's */
 		.decompressed = cr.flags & PL_CACHE_REC_DECOMPRESSED,
 		.file = fr->file,
 		.index = fr->hit_next++,

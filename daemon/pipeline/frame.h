@@ -63,6 +63,11 @@ struct pl_frame_opts {
 	int (*project)(void *ctx, struct pl_rec *rec, const uint8_t **ret_data, uint32_t *ret_len);
 	void *project_ctx;
 	uint64_t proj_key;
+	/*
+	 * The bytes of a flat form's heads (16 per feature decoded): a flat record whose heads are
+	 * those of the file's first is cached as its values only (PL_CACHE_REC_VALUES). 0: never.
+	 */
+	uint32_t flat_heads;
 	/* the sizes of the dataset's files: what it would take in the cache is estimated from it */
 	uint64_t dataset_bytes;
 	struct pl_stage_stats *st;

@@ -19,10 +19,12 @@ struct pl_block {
 	uint8_t *data;
 	struct pl_block **free_list;	 /* heap: where a standard-size block goes when unused */
 	void (*put)(struct pl_block *b); /* a read buffer: gives it back (and frees b) */
-	void *owner;			 /* a read buffer: its reader's, for pl_read_evacuate */
-	uint64_t seq;			 /* a read buffer: its reader's chunk number (age) */
-	bool pin;			 /* a read buffer: its records may point into it */
-	bool own;			 /* one record's bytes (pl_store_own) */
+	/* a read buffer: its reader's, for pl_read_evacuate; a record cache entry's: the entry */
+	void *owner;
+	uint64_t seq; /* a read buffer: its reader's chunk number (age) */
+	bool pin;     /* a read buffer: its records may point into it */
+	bool own;     /* one record's bytes (pl_store_own) */
+	bool cached;  /* a record cache entry's (frame.c): it stays in memory, owner is the entry */
 	/*
 	 * Last, next to a pl_store_own record's first bytes (the header is 80 bytes, the block
 	 * 64-aligned): dropping or reusing the block then touches a line that parsing read.
@@ -51,6 +53,11 @@ struct pl_rec {
 	bool crc_checked;
 	bool decompressed;
 	bool flat; /* data is its decoded features' flat form (pbex_flat_view), from the cache */
+	/*
+	 * data is only that form's values (PL_CACHE_REC_VALUES): its heads are its entry's
+	 * (blk->cached, pl_row_flat_heads), or a cached epoch's (a compact row: cepoch.h)
+	 */
+	bool values;
 };
 /*
  * One cache line: the shuffle buffer's slots and a batch's rows are arrays of them, read at
@@ -66,10 +73,12 @@ _Static_assert(sizeof(struct pl_rec) == 64, "struct pl_rec is one cache line");
  * pl_rec takes one line, read by another thread. id names its file and index (pl_cepoch_rec).
  */
 struct pl_crow {
-	const uint8_t *data; /* its decoded features' flat form (pbex_flat_view) */
+	const uint8_t *data; /* its decoded features' flat form, or its values (PL_CROW_VALUES) */
 	uint32_t len;
 	uint32_t id;
 };
+/* A compact row's id: data is the values of a flat form whose heads are its epoch's */
+#define PL_CROW_VALUES (1u << 31)
 
 /*
  * A chunk of a file as the read stage hands it on: blk (one reference, the taker's; blk->pin
@@ -123,10 +132,13 @@ int pl_store_copy(struct pl_store *s, const uint8_t *data, size_t len, size_t co
  * buffer's bytes in all). copied_bytes grows by its length. 0 or -ENOMEM (r unchanged).
  */
 int pl_store_own(struct pl_store *s, struct pl_rec *r);
-/* Whether the record shares its block (a read buffer or a store block) with other records. */
+/*
+ * Whether the record shares its block (a read buffer or a store block) with other records that
+ * would keep it in memory: a record cache entry stays there anyway.
+ */
 static inline bool pl_rec_shared(const struct pl_rec *r)
 {
-	return r->blk && !r->blk->own && (r->blk->put || r->blk->free_list);
+	return r->blk && !r->blk->own && !r->blk->cached && (r->blk->put || r->blk->free_list);
 }
 /* Free the store's blocks (records still in them keep theirs until dropped). */
 void pl_store_fini(struct pl_store *s);

@@ -2,6 +2,8 @@
 /* One row: check and decode a record, give each output tensor's shape and source elements. */
 #include "rowparse.h"
 
+#include "cache.h"
+
 #include "io/crc32c.h"
 
 #include <errno.h>
@@ -55,6 +57,7 @@ void pl_scratch_destroy(struct pl_worker_scratch *ws)
 	free(ws->lists);
 	free(ws->rec_dims);
 	free(ws->buf);
+	free(ws->whole);
 	free(ws->strs);
 	free(ws->idx);
 	if (ws->wout)
@@ -139,6 +142,14 @@ int pl_crcur_end(struct pl_crcur *c, const struct pl_plan *plan, const struct pl
 	return r < 0 ? r : -EBADMSG;
 }
 
+const uint8_t *pl_row_flat_heads(const struct pl_rec *rec, uint32_t *ret_len)
+{
+	*ret_len = 0;
+	if (!rec->values || !rec->blk || !rec->blk->cached)
+		return NULL;
+	return pl_cache_entry_heads(rec->blk->owner, ret_len);
+}
+
 int pl_row_decode(const struct pl_plan *plan, struct pl_worker_scratch *ws,
 		  const struct pl_rec *rec, bool check_crc, struct io_error *err)
 {
@@ -149,7 +160,11 @@ int pl_row_decode(const struct pl_plan *plan, struct pl_worker_scratch *ws,
 			return r; /* the message names the file, record and offset */
 	}
 	if (rec->flat) {
-		r = pbex_flat_view(rec->data, rec->len, plan->n_ctx, ws->ctx);
+		uint32_t hl;
+		const uint8_t *h = pl_row_flat_heads(rec, &hl);
+		r = h ? pbex_flat_view_parts(h, hl, rec->data, hl, (size_t)hl + rec->len,
+					     plan->n_ctx, ws->ctx)
+		      : pbex_flat_view(rec->data, rec->len, plan->n_ctx, ws->ctx);
 		if (r < 0)
 			io_error_set(err, "a record in the record cache is damaged (sluice's bug)");
 	} else if (plan->sequence_example)

@@ -37,6 +37,8 @@ struct pl_worker_scratch {
 	struct pl_wout *wout; /* per output: a window's tensor, joined (sequence loaders) */
 	size_t n_wout;
 	struct pl_img_work *img; /* the decode stage's scratch, when some output has images */
+	uint8_t *whole;		 /* a cached epoch's row of values as its whole flat form */
+	size_t whole_cap;
 };
 
 /* One output tensor of a window: its records' rows joined along axis 0. */
@@ -53,6 +55,11 @@ struct pl_wout {
 struct pl_worker_scratch *pl_scratch_create(const struct pl_plan *plan);
 void pl_scratch_destroy(struct pl_worker_scratch *ws);
 
+/*
+ * The heads of a decoded record from the cache kept as its values only (rec->values: its
+ * entry's, PL_CACHE_REC_VALUES), or NULL: data is its whole flat form, or it is not flat.
+ */
+const uint8_t *pl_row_flat_heads(const struct pl_rec *rec, uint32_t *ret_len);
 /*
  * Decode the record's features; with check_crc, verify its data CRC first (unless already
  * done). The parse tasks pass false and check the CRC in the fill pass with a pl_crcur, fused

@@ -219,6 +219,31 @@ static void check_flat(const struct pbex_feature *f, size_t n)
 		check(same_feature(&f[i], &v[i]), "flat feature differs from the decoded one");
 	if (len > 0 && (size_t)len > n * 16 && f[n - 1].count > 0)
 		check(pbex_flat_view(out, (size_t)len - 1, n, v) == -EBADMSG, "a cut flat form");
+	/*
+	 * Its values apart from its heads (the record cache's values-only records): the same
+	 * features; values cut short, or heads cut short, are refused.
+	 */
+	size_t hl = n * 16, vl = (size_t)len - hl;
+	uint64_t *vbuf = malloc(vl + 8);
+	if (vbuf) {
+		memcpy(vbuf, out + hl, vl);
+		const uint8_t *vals = (const uint8_t *)vbuf;
+		check(pbex_flat_view_parts(out, hl, vals, hl, (size_t)len, n, v) == 0, "flat view "
+										       "of heads "
+										       "and values "
+										       "apart");
+		for (size_t i = 0; i < n; i++)
+			check(same_feature(&f[i], &v[i]), "flat feature apart differs");
+		if (vl > 0 && f[n - 1].count > 0)
+			check(pbex_flat_view_parts(out, hl, vals, hl, (size_t)len - 1, n, v) ==
+				      -EBADMSG,
+			      "cut values apart");
+		if (n > 0)
+			check(pbex_flat_view_parts(out, hl - 1, vals, hl, (size_t)len, n, v) ==
+				      -EBADMSG,
+			      "cut heads apart");
+		free(vbuf);
+	}
 	free(buf);
 }
 

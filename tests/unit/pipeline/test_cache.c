@@ -164,6 +164,55 @@ static void test_roundtrip(void **state)
 	assert_non_null(e);
 	assert_true(pl_cache_entry_all_flat(e));
 	pl_cache_put(e);
+	/*
+	 * Values only (VALUES) under the heads the filler set once: all flat too; each stored on
+	 * an 8-byte boundary whatever came before it (int64 and float arrays), with no footer
+	 */
+	kf.proj = 80;
+	f = pl_cache_fill_begin(c, &kf, 100, NULL, 0);
+	assert_non_null(f);
+	uint32_t hl = 1;
+	assert_null(pl_cache_entry_heads(f, &hl));
+	assert_int_equal(hl, 0);
+	const uint8_t heads[16] = { 1, 3, 0, 0, 1, 0, 0, 0, 16, 0, 0, 0, 8, 0, 0, 0 };
+	assert_int_equal(pl_cache_fill_heads(f, heads, sizeof(heads)), 0);
+	assert_int_equal(pl_cache_fill_heads(f, heads, sizeof(heads)), -EEXIST);
+	const uint8_t *at[3];
+	assert_int_equal(pl_cache_fill_add(f, rb, 5, 10, PL_CACHE_REC_CHECKED, &at[0]), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 30, PL_CACHE_REC_VALUES, &at[1]), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 50, PL_CACHE_REC_VALUES, &at[2]), 0);
+	assert_int_equal((uintptr_t)at[1] & 7, 0);
+	assert_int_equal(at[2] - at[1], 8);
+	pl_cache_fill_end(f, true);
+	e = pl_cache_get(c, &kf, NULL);
+	assert_non_null(e);
+	assert_false(pl_cache_entry_all_flat(e)); /* the first is a projection */
+	assert_memory_equal(pl_cache_entry_heads(e, &hl), heads, sizeof(heads));
+	assert_int_equal(hl, sizeof(heads));
+	{
+		const uint8_t *d;
+		uint32_t l;
+		uint64_t off;
+		unsigned fl;
+
+		get_rec(e, 1, &d, &l, &off, &fl);
+		assert_int_equal(fl, PL_CACHE_REC_VALUES);
+		assert_int_equal(l, 8);
+		assert_int_equal(off, 30);
+		assert_memory_equal(d, rb, 8);
+	}
+	pl_cache_put(e);
+	kf.proj = 81;
+	f = pl_cache_fill_begin(c, &kf, 100, NULL, 0);
+	assert_int_equal(pl_cache_fill_heads(f, heads, sizeof(heads)), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 30, PL_CACHE_REC_VALUES, NULL), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 50, flat, NULL), 0);
+	pl_cache_fill_end(f, true);
+	e = pl_cache_get(c, &kf, NULL);
+	assert_true(pl_cache_entry_all_flat(e)); /* values and whole flat forms */
+	assert_int_equal(pl_cache_entry_bytes(e), 16);
+	pl_cache_put(e);
+
 	/* one record kept whole among decoded ones: not all flat */
 	kf.proj = 79;
 	f = pl_cache_fill_begin(c, &kf, 100, NULL, 0);
@@ -188,7 +237,7 @@ static void test_roundtrip(void **state)
 	assert_null(pl_cache_get(c, &k3, NULL));
 	pl_cache_get_stats(c, &st);
 	assert_int_equal(st.fill_aborts, 1);
-	assert_int_equal(st.entries, 5);
+	assert_int_equal(st.entries, 7);
 	pl_cache_destroy(c);
 }
 
