@@ -269,6 +269,31 @@ static int fill_direct(const struct pl_plan *plan, size_t i, struct pl_worker_sc
  * values, whose heads are those (hl bytes). 0 when done; 1 otherwise (the general path then
  * does the row, and says what is wrong with it).
  */
+/* Output o's values of a decoded row, (heads, data) as fill_flat_native says: NULL when not. */
+static const uint8_t *native_values(const struct pl_out *o, const uint8_t *heads, uint32_t hl,
+				    const uint8_t *data, uint32_t len)
+{
+	struct pbex_flat_values v;
+	size_t off = heads == data ? 0 : hl, total = heads == data ? len : (size_t)hl + len;
+	enum pbex_kind want =
+		o->feat->deser == MANIFEST_DESER_INT ? PBEX_KIND_INT64 : PBEX_KIND_FLOAT;
+	if (pbex_flat_get_parts(heads, hl, data, off, total, o->slot, &v) < 0 || !v.present ||
+	    v.kind != want || (int64_t)v.count != o->rec_elems)
+		return NULL;
+	return v.values;
+}
+
+/* n bytes of one row's values into its place: one load and store where they are 8 or 4. */
+static inline void copy_values(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	if (n == 8) /* one value of 8 bytes, or two of 4 */
+		memcpy(dst, src, 8);
+	else if (n == 4)
+		memcpy(dst, src, 4);
+	else
+		memcpy(dst, src, n);
+}
+
 static int fill_flat_native(struct pl_bjob *job, const uint8_t *heads, uint32_t hl,
 			    const uint8_t *data, uint32_t len, size_t pos)
 {
@@ -277,24 +302,50 @@ static int fill_flat_native(struct pl_bjob *job, const uint8_t *heads, uint32_t 
 		heads = data;
 		hl = len;
 	}
-	size_t off = heads == data ? 0 : hl, total = heads == data ? len : (size_t)hl + len;
 	for (size_t i = 0; i < plan->n_out; i++) {
 		const struct pl_out *o = &plan->out[i];
 		const struct pl_tlay *t = &job->lay[i];
-		struct pbex_flat_values v;
-		enum pbex_kind want =
-			o->feat->deser == MANIFEST_DESER_INT ? PBEX_KIND_INT64 : PBEX_KIND_FLOAT;
-		if (pbex_flat_get_parts(heads, hl, data, off, total, o->slot, &v) < 0 ||
-		    !v.present || v.kind != want || (int64_t)v.count != o->rec_elems)
+		const uint8_t *src = native_values(o, heads, hl, data, len);
+		if (!src)
 			return 1;
-		uint8_t *dst = job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size;
-		size_t n = (size_t)v.count * o->elem_size;
-		if (n == 8) /* one value of 8 bytes, or two of 4: a load and a store */
-			memcpy(dst, v.values, 8);
-		else if (n == 4)
-			memcpy(dst, v.values, 4);
-		else
-			memcpy(dst, v.values, n);
+		size_t n = (size_t)o->rec_elems * o->elem_size;
+		copy_values(job->mem + t->data_off + pos * (size_t)t->row_elems * o->elem_size, src,
+			    n);
+	}
+	return 0;
+}
+
+/*
+ * A cached epoch's row of values (its heads the epoch's: every such row has the same): by
+ * where the first of a batch has each output's values (ws->vplan), with no check per row. 0
+ * when done; 1 to do it as any other row.
+ */
+static int fill_values(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t row, size_t pos)
+{
+	const struct pl_plan *plan = job->ax->plan;
+	const struct pl_crow *cr = &job->crows[row];
+	if (ws->vplan_seq != job->seq + 1) {
+		uint32_t hl;
+		const uint8_t *heads = pl_cepoch_heads(job->cx, &hl);
+		ws->vplan_seq = job->seq + 1;
+		ws->vplan_len = cr->len;
+		ws->vplan_ok = heads != NULL;
+		for (size_t i = 0; i < plan->n_out && ws->vplan_ok; i++) {
+			const struct pl_out *o = &plan->out[i];
+			const uint8_t *src = native_values(o, heads, hl, cr->data, cr->len);
+			ws->vplan_ok = src != NULL;
+			ws->vplan[i].src = src ? (uint32_t)(src - cr->data) : 0;
+			ws->vplan[i].n = (uint32_t)(o->rec_elems * (int64_t)o->elem_size);
+		}
+	}
+	if (!ws->vplan_ok || cr->len != ws->vplan_len)
+		return 1;
+	for (size_t i = 0; i < plan->n_out; i++) {
+		const struct pl_tlay *t = &job->lay[i];
+		const struct pl_vcopy *vc = &ws->vplan[i];
+		copy_values(job->mem + t->data_off +
+				    pos * (size_t)t->row_elems * plan->out[i].elem_size,
+			    cr->data + vc->src, vc->n);
 	}
 	return 0;
 }
@@ -304,6 +355,9 @@ int pl_asm_fill_row(struct pl_bjob *job, struct pl_worker_scratch *ws, size_t ro
 {
 	const struct pl_plan *plan = job->ax->plan;
 	size_t pos = job->outpos[row];
+	if (!job->rows && (job->crows[row].id & PL_CROW_VALUES) && plan->all_native &&
+	    fill_values(job, ws, row, pos) == 0)
+		return 0;
 	/* a decoded row from the cache: a compact row (a cached epoch's) is one, or its values */
 	const uint8_t *heads = NULL;
 	uint32_t hl = 0;

@@ -36,13 +36,15 @@ struct pl_worker_scratch *pl_scratch_create(const struct pl_plan *plan)
 	ws->lists = calloc(plan->n_lists + 1, sizeof(*ws->lists));
 	ws->rec_dims = calloc(plan->n_out + 1, sizeof(*ws->rec_dims));
 	ws->wout = calloc(plan->n_out + 1, sizeof(*ws->wout));
+	ws->vplan = calloc(plan->n_out + 1, sizeof(*ws->vplan));
 	ws->n_wout = plan->n_out;
 	bool img = false;
 	for (size_t i = 0; i < plan->n_out; i++)
 		img |= plan->out[i].img != NULL;
 	if (img)
 		ws->img = pl_img_work_create();
-	if (!ws->ctx || !ws->lists || !ws->rec_dims || !ws->wout || (img && !ws->img)) {
+	if (!ws->ctx || !ws->lists || !ws->rec_dims || !ws->wout || !ws->vplan ||
+	    (img && !ws->img)) {
 		pl_scratch_destroy(ws);
 		return NULL;
 	}
@@ -58,6 +60,7 @@ void pl_scratch_destroy(struct pl_worker_scratch *ws)
 	free(ws->rec_dims);
 	free(ws->buf);
 	free(ws->whole);
+	free(ws->vplan);
 	free(ws->strs);
 	free(ws->idx);
 	if (ws->wout)

@@ -39,6 +39,19 @@ struct pl_worker_scratch {
 	struct pl_img_work *img; /* the decode stage's scratch, when some output has images */
 	uint8_t *whole;		 /* a cached epoch's row of values as its whole flat form */
 	size_t whole_cap;
+	/*
+	 * A cached epoch's rows of values share their heads: where each output's values are in
+	 * such a row (per output, its offset and bytes), worked out for batch vplan_seq - 1 (0:
+	 * none); vplan_ok when every output takes them straight, for rows of vplan_len bytes.
+	 */
+	struct pl_vcopy *vplan;
+	uint64_t vplan_seq;
+	uint32_t vplan_len;
+	bool vplan_ok;
+};
+
+struct pl_vcopy {
+	uint32_t src, n;
 };
 
 /* One output tensor of a window: its records' rows joined along axis 0. */
