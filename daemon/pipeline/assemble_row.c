@@ -263,13 +263,9 @@ static int fill_direct(const struct pl_plan *plan, size_t i, struct pl_worker_sc
 }
 
 /*
- * A decoded row from the record cache (rec->flat) of a plan whose outputs are all native: each
- * feature's values copied straight from the cache into the row, when each has the kind and
- * count that direct_check wants. The row is its flat form (data, len), or (heads set) only its
- * values, whose heads are those (hl bytes). 0 when done; 1 otherwise (the general path then
- * does the row, and says what is wrong with it).
+ * Output o's values in a decoded row (as fill_flat_native takes it: heads == data for its
+ * whole flat form), when they have the kind and count that direct_check wants; else NULL.
  */
-/* Output o's values of a decoded row, (heads, data) as fill_flat_native says: NULL when not. */
 static const uint8_t *native_values(const struct pl_out *o, const uint8_t *heads, uint32_t hl,
 				    const uint8_t *data, uint32_t len)
 {
@@ -294,6 +290,13 @@ static inline void copy_values(uint8_t *dst, const uint8_t *src, size_t n)
 		memcpy(dst, src, n);
 }
 
+/*
+ * A decoded row from the record cache (rec->flat) of a plan whose outputs are all native: each
+ * feature's values copied straight from the cache into the row, when each has the kind and
+ * count that direct_check wants. The row is its flat form (data, len), or (heads set) only its
+ * values, whose heads are those (hl bytes). 0 when done; 1 otherwise (the general path then
+ * does the row, and says what is wrong with it).
+ */
 static int fill_flat_native(struct pl_bjob *job, const uint8_t *heads, uint32_t hl,
 			    const uint8_t *data, uint32_t len, size_t pos)
 {

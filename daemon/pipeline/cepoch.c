@@ -53,7 +53,7 @@ int pl_cepoch_create(struct pl_cache *cache, const struct pl_plan *plan, uint64_
 	if (!cx)
 		return -ENOMEM;
 	atomic_init(&cx->refs, 1);
-	uint32_t top = 0; /* the highest file index, then the most records in a file */
+	uint32_t top = 0; /* the highest file index */
 	for (size_t i = 0; i < plan->n_files; i++)
 		top = plan->files[i] > top ? plan->files[i] : top;
 	cx->n_entries = (size_t)top + 1;
@@ -62,7 +62,7 @@ int pl_cepoch_create(struct pl_cache *cache, const struct pl_plan *plan, uint64_
 		free(cx);
 		return -ENOMEM;
 	}
-	uint64_t most = 0;
+	uint64_t most = 0; /* the most records in a file */
 	int r = 1;
 	for (size_t i = 0; i < plan->n_files && r == 1; i++) {
 		uint32_t f = plan->files[i];
