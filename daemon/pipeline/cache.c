@@ -552,6 +552,16 @@ static int wait_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_use
 	return r;
 }
 
+/* Record i's index entry (published), and how many entries its block holds from it on. */
+static const struct pl_cache_ix *ix_at(const struct pl_cache_entry *e, uint64_t i,
+				       uint64_t *ret_left)
+{
+	uint64_t pos;
+	unsigned b = ix_block(i, &pos);
+	*ret_left = ((uint64_t)IX_FIRST << b) - pos;
+	return &e->ixb[b][pos];
+}
+
 int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_user *user,
 			  int timeout_ms, struct pl_cache_rec *ret)
 {
@@ -560,12 +570,11 @@ int pl_cache_entry_record(struct pl_cache_entry *e, uint64_t i, struct pl_cache_
 		if (r <= 0)
 			return r;
 	}
-	uint64_t pos;
-	unsigned b = ix_block(i, &pos);
-	const struct pl_cache_ix *x = &e->ixb[b][pos];
+	uint64_t left;
+	const struct pl_cache_ix *x = ix_at(e, i, &left);
 	/* records are read in order, a few files at a time, among other misses (a later epoch's
 	   shuffle): start the index's next lines now */
-	if (pos + IX_AHEAD < (uint64_t)IX_FIRST << b)
+	if (left > IX_AHEAD)
 		__builtin_prefetch(x + IX_AHEAD);
 	ret->data = x->data;
 	ret->len = x->len;
@@ -582,11 +591,10 @@ const struct pl_cache_ix *pl_cache_entry_run(const struct pl_cache_entry *e, uin
 		*ret_n = 0;
 		return NULL;
 	}
-	uint64_t pos;
-	unsigned b = ix_block(i, &pos);
-	uint64_t left = ((uint64_t)IX_FIRST << b) - pos; /* in its block */
+	uint64_t left;
+	const struct pl_cache_ix *x = ix_at(e, i, &left);
 	*ret_n = left < n - i ? left : n - i;
-	return &e->ixb[b][pos];
+	return x;
 }
 
 uint64_t pl_cache_entry_bytes(const struct pl_cache_entry *e)

@@ -419,11 +419,6 @@ out:
 	return r;
 }
 
-/*
- * Whether the frame stages keep records in the record cache: for compressed files (the cache
- * saves their inflate), and for uncompressed ones only when asked (reading them again from the
- * page cache costs less than the copy into the record cache).
- */
 /* The bytes of the files the pipeline reads (its shard's). */
 static uint64_t dataset_bytes(const struct pl_plan *plan)
 {
@@ -433,6 +428,10 @@ static uint64_t dataset_bytes(const struct pl_plan *plan)
 	return n;
 }
 
+/*
+ * Whether the frame stages keep records in the record cache: files of compressed datasets, and
+ * of uncompressed ones unless told not to (cache_uncompressed false, the old rule).
+ */
 static bool use_cache(const struct pl_chain *c)
 {
 	return c->o.cache && (c->o.cache_uncompressed ||

@@ -20,7 +20,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -32,15 +31,10 @@ ROOT = os.geteuid() == 0
 
 def wait_for(cond, what, timeout=30.0):
     """Poll cond() until it is true (its value) or timeout seconds pass (None, and a FAIL)."""
-    end = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > end:
-            check(False, "within %.0f s: %s" % (timeout, what))
-            return None
-        time.sleep(0.02)
+    v = td.poll_until(cond, timeout)
+    if v is None:
+        check(False, "within %.0f s: %s" % (timeout, what))
+    return v
 
 
 def log_lines(tmp):

@@ -33,6 +33,17 @@ def check(ok, what):
     return ok
 
 
+def poll_until(cond, timeout):
+    """cond()'s first true value, asked every 20 ms (the condition itself: a stats field, a
+    file), or None once timeout seconds passed without one."""
+    end = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v or time.monotonic() > end:
+            return v or None
+        time.sleep(0.02)
+
+
 N_FILES, PER_FILE = 4, 50  # 200 records, ids 0..199
 
 

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -28,13 +27,9 @@ BATCH = 8
 
 def wait_for(what, cond, timeout=60):
     """Poll a daemon's stats until cond holds (the condition itself, not a time)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.02)
+    got = test_daemon.poll_until(cond, timeout)
+    assert got is not None, "timed out waiting for " + what
+    return got
 
 
 def _need_env():

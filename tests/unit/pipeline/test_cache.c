@@ -51,6 +51,26 @@ static bool fill(struct pl_cache *c, struct pl_cache_key k, uint64_t n, uint32_t
 }
 
 /* Record i of a ready entry. */
+/*
+ * A ready entry of k (the caller's reference) of two 8-byte records of rb with flags fl0 and
+ * fl1, under the 16 bytes of heads (NULL: none set).
+ */
+static struct pl_cache_entry *two_records(struct pl_cache *c, const struct pl_cache_key *k,
+					  const uint8_t *heads, const uint8_t *rb, unsigned fl0,
+					  unsigned fl1)
+{
+	struct pl_cache_entry *f = pl_cache_fill_begin(c, k, 100, NULL, 0);
+	assert_non_null(f);
+	if (heads)
+		assert_int_equal(pl_cache_fill_heads(f, heads, 16), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, fl0, NULL), 0);
+	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60, fl1, NULL), 0);
+	pl_cache_fill_end(f, true);
+	struct pl_cache_entry *e = pl_cache_get(c, k, NULL);
+	assert_non_null(e);
+	return e;
+}
+
 static void get_rec(struct pl_cache_entry *e, uint64_t i, const uint8_t **d, uint32_t *l,
 		    uint64_t *off, unsigned *fl)
 {
@@ -203,25 +223,14 @@ static void test_roundtrip(void **state)
 	}
 	pl_cache_put(e);
 	kf.proj = 81;
-	f = pl_cache_fill_begin(c, &kf, 100, NULL, 0);
-	assert_int_equal(pl_cache_fill_heads(f, heads, sizeof(heads)), 0);
-	assert_int_equal(pl_cache_fill_add(f, rb, 8, 30, PL_CACHE_REC_VALUES, NULL), 0);
-	assert_int_equal(pl_cache_fill_add(f, rb, 8, 50, flat, NULL), 0);
-	pl_cache_fill_end(f, true);
-	e = pl_cache_get(c, &kf, NULL);
+	e = two_records(c, &kf, heads, rb, PL_CACHE_REC_VALUES, flat);
 	assert_true(pl_cache_entry_all_flat(e)); /* values and whole flat forms */
 	assert_int_equal(pl_cache_entry_bytes(e), 16);
 	pl_cache_put(e);
 
 	/* one record kept whole among decoded ones: not all flat */
 	kf.proj = 79;
-	f = pl_cache_fill_begin(c, &kf, 100, NULL, 0);
-	assert_non_null(f);
-	assert_int_equal(pl_cache_fill_add(f, rb, 8, 40, flat, NULL), 0);
-	assert_int_equal(pl_cache_fill_add(f, rb, 8, 60, 0, NULL), 0);
-	pl_cache_fill_end(f, true);
-	e = pl_cache_get(c, &kf, NULL);
-	assert_non_null(e);
+	e = two_records(c, &kf, NULL, rb, flat, 0);
 	assert_false(pl_cache_entry_all_flat(e));
 	pl_cache_put(e);
 	e = pl_cache_get(c, &k, NULL); /* the whole records of the same file are still there */
