@@ -36,6 +36,7 @@
 /* Whether to log an event now (its first time, or a minute after it was last said). */
 static bool notice_due(struct dmn_notice *n, uint64_t now, uint64_t *ret_more)
 {
+	n->times++;
 	if (n->said && now - n->last_ms < DMN_NOTICE_MS) {
 		n->more++;
 		return false;
@@ -78,6 +79,11 @@ void dmn_server_init(struct dmn *d)
 
 void dmn_server_fini(struct dmn *d)
 {
+	/* how often accepting met the limit in all (a loop that spins on the listening socket
+	   would meet it at every turn: the count says so, where the notice is said once) */
+	if (d->fd_limit.times)
+		dmn_log("accepting met the limit of open files %llu times since sluiced started",
+			(unsigned long long)d->fd_limit.times);
 	if (d->spare_fd >= 0)
 		close(d->spare_fd);
 	d->spare_fd = -1;

@@ -185,7 +185,10 @@ struct dmn_pipeline {
 		struct pl_stats prev;
 		uint64_t at_ns, wait_ns, commit_fails;
 		bool have;
-		uint64_t moves;		    /* knob moves so far */
+		uint64_t moves;	       /* knob moves so far */
+		uint64_t windows;      /* windows fitted so far */
+		uint64_t limited;      /* of them, the pipeline the limit (pl_tune_step's) */
+		uint64_t run, run_max; /* such windows in a row, no knob moved: now, the most */
 		struct pl_tune_probe probe; /* a trial of more jobs in flight */
 		double demand, cost; /* the last window's: batches/s asked, pool s per batch */
 		double drv_cost;     /* its driver's CPU seconds per batch */

@@ -667,7 +667,10 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		   fixed), the read size of the next file opened and its bound, the reads in flight
 		   per file and theirs (each bound the spec's value when fixed; all three within
 		   args.ram_budget when given), the pool's weight of its tasks, the tuner's moves
-		   so far, and the batch rate its allocation gave it */
+		   so far, the windows it judged (DMN_TUNE_WINDOW_NS each), of them those in which
+		   the pipeline, not its readers, was the limit (where a knob "auto" steps) and the
+		   longest run of those in a row with no knob moved, and the batch rate its
+		   allocation gave it */
 		{ "tune_prefetch", st.prefetch },
 		{ "tune_prefetch_max", st.prefetch_max },
 		{ "tune_read_buffer_bytes", (int64_t)st.read_chunk },
@@ -677,6 +680,9 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "tune_read_depth_max", tunable.read_depth ? tunable.read_depth : st.read_depth },
 		{ "tune_weight", st.pool_weight },
 		{ "tune_moves", (int64_t)pl->tune.moves },
+		{ "tune_windows", (int64_t)pl->tune.windows },
+		{ "tune_limited_windows", (int64_t)pl->tune.limited },
+		{ "tune_limited_run", (int64_t)pl->tune.run_max },
 		{ "tune_alloc_per_s", (int64_t)pl->tune.alloc_per_s },
 		{ "autotune", d->reg.cfg.autotune },
 		/* which knobs the tuner moves: 1 batch jobs in flight, 2 the read size, 4 the

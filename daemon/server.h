@@ -36,7 +36,8 @@ struct dmn_conn {
 /* An event the log says at most once a minute, with how often it came in between. */
 struct dmn_notice {
 	uint64_t last_ms;
-	uint64_t more; /* since it was last said */
+	uint64_t more;	/* since it was last said */
+	uint64_t times; /* since sluiced started */
 	bool said;
 };
 

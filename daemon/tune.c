@@ -91,18 +91,6 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 	t->drv_cost = m.drv_ns_per_batch / 1e9;
 	t->seq_cap = m.seq_cap;
 
-	struct pl_tune max, now_k, next;
-	pl_pipeline_tunable(pl->pl, &max);
-	if (!max.prefetch && !max.read_chunk && !max.read_depth)
-		return true;
-	unsigned pf_ring;
-	uint64_t bb = pl_pipeline_batch_bytes(pl->pl, &pf_ring);
-	if (bb && max.prefetch) { /* jobs in flight hold ring space: two batches for readers */
-		uint64_t fit = info.data_size / bb;
-		fit = fit > 3 ? fit - 2 : 1;
-		if (fit < max.prefetch)
-			max.prefetch = (unsigned)fit;
-	}
 	double w = (double)wall;
 	struct pl_tune_obs o = {
 		.batches = in.batches,
@@ -117,6 +105,30 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 		.memory_refused = in.commit_failures > 0,
 		.rate = m.batches_per_s,
 	};
+	/* the windows the tuner judged, those in which a knob "auto" may step, and the longest
+	   run of those with no move: what its moves are counted against (sluicectl stats:
+	   tune_windows, tune_limited_windows, tune_limited_run) */
+	t->windows++;
+	if (pl_tune_pipeline_limited(&o)) {
+		t->limited++;
+		if (++t->run > t->run_max)
+			t->run_max = t->run;
+	} else {
+		t->run = 0;
+	}
+
+	struct pl_tune max, now_k, next;
+	pl_pipeline_tunable(pl->pl, &max);
+	if (!max.prefetch && !max.read_chunk && !max.read_depth)
+		return true;
+	unsigned pf_ring;
+	uint64_t bb = pl_pipeline_batch_bytes(pl->pl, &pf_ring);
+	if (bb && max.prefetch) { /* jobs in flight hold ring space: two batches for readers */
+		uint64_t fit = info.data_size / bb;
+		fit = fit > 3 ? fit - 2 : 1;
+		if (fit < max.prefetch)
+			max.prefetch = (unsigned)fit;
+	}
 	now_k = (struct pl_tune){ .prefetch = st.prefetch,
 				  .read_chunk = st.read_chunk,
 				  .read_depth = st.read_depth };
@@ -127,6 +139,7 @@ static bool tune_one(struct dmn *d, struct dmn_pipeline *pl, uint64_t now)
 	next.weight = 0;
 	pl_pipeline_tune(pl->pl, &next);
 	t->moves++;
+	t->run = 0; /* a run is of windows at the same knobs */
 	if (moved & PL_TUNE_MOVED_PREFETCH)
 		dmn_log("pipeline %s: tuned batch jobs in flight %u -> %u (%s)", pl->name,
 			now_k.prefetch, next.prefetch, why);

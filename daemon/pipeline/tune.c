@@ -126,6 +126,11 @@ static unsigned trial_start(const struct pl_tune_obs *o, const struct pl_tune *n
 	return knob;
 }
 
+bool pl_tune_pipeline_limited(const struct pl_tune_obs *o)
+{
+	return o->batches >= 2 && o->producer_wait < PL_TUNE_CONSUMER;
+}
+
 unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 		      const struct pl_tune *max, struct pl_tune_probe *pr, struct pl_tune *next,
 		      char *why, size_t cap)
@@ -147,7 +152,7 @@ unsigned pl_tune_step(const struct pl_tune_obs *o, const struct pl_tune *now,
 	}
 	/* nothing made, or the readers are the limit: a faster pipeline would not help (a step
 	   under way is kept: the pipeline outruns its readers with it) */
-	if (o->batches < 2 || o->producer_wait >= PL_TUNE_CONSUMER) {
+	if (!pl_tune_pipeline_limited(o)) {
 		pr->knob = 0;
 		pr->n_hist = 0;
 		return 0;

@@ -79,6 +79,14 @@ enum pl_tune_moved {
 };
 
 /*
+ * Whether the window o is one in which the pipeline, not its readers, was the limit: it made
+ * batches and did not wait PL_TUNE_CONSUMER of it for room. Only such a window steps a knob
+ * (pl_tune_step); by the third of a run of them one steps (a trial, if no wait said which)
+ * where a knob may: the read size below its bound and not held, say.
+ */
+bool pl_tune_pipeline_limited(const struct pl_tune_obs *o);
+
+/*
  * The knobs for the next window, from now and the window o (max: pl_pipeline_tunable's, 0 for
  * a fixed knob). Steps up, by doubling the jobs in flight or the reads in flight and
  * quadrupling the read size, while the pipeline, not its readers, is the limit and the wait
