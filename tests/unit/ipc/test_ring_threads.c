@@ -12,9 +12,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,24 +27,59 @@
 #include "ipc/ring_internal.h"
 
 #include "ring_fixture.h"
+#include "tests/unit/task_state.h"
 
 /* ---- waiting ---- */
+
+/*
+ * Whether thread tid of this process sleeps in futex() (sl_task_in_futex), with the word it
+ * waits on in *ret_addr (0 where that cannot be known).
+ */
+static bool futex_sleeping(pid_t tid, uintptr_t *ret_addr)
+{
+	uintptr_t timeout;
+
+	return sl_task_in_futex(tid, ret_addr, &timeout);
+}
 
 /* FUTEX_WAIT on a word of the read-only mapping, woken through the daemon's writable one. */
 struct fwait {
 	const _Atomic uint32_t *word;
+	atomic_int tid;	 /* the waiter's thread id, once it runs */
+	atomic_bool out; /* it returned */
 	int rc;
 };
 
 static void *futex_waiter(void *arg)
 {
 	struct fwait *w = arg;
-	struct timespec dl = ipc_futex_deadline(5000 * MS);
+	/* longer than until_asleep's bound: the test gives up first, not the waiter */
+	struct timespec dl = ipc_futex_deadline(30000 * MS);
 
+	atomic_store(&w->tid, (int)syscall(SYS_gettid));
 	do
 		w->rc = ipc_futex_wait(w->word, 0, &dl);
 	while (w->rc == 0 && atomic_load(w->word) == 0);
+	atomic_store(&w->out, true);
 	return NULL;
+}
+
+/* Until the waiter sleeps in futex() on its word; the test fails after 10 s or if it returned. */
+static void until_asleep(struct fwait *w)
+{
+	const struct timespec ms = { 0, 1000000 };
+
+	for (int i = 0; i < 10000; i++) {
+		int tid = atomic_load(&w->tid);
+		uintptr_t addr;
+
+		if (atomic_load(&w->out))
+			fail_msg("the waiter returned %d before the wake", w->rc);
+		if (tid && futex_sleeping(tid, &addr) && (!addr || addr == (uintptr_t)w->word))
+			return;
+		nanosleep(&ms, NULL); /* polls the condition itself */
+	}
+	fail_msg("the waiter was not seen asleep in futex() on its word within 10 s");
 }
 
 static void test_futex_on_readonly_mapping(void **state)
@@ -51,7 +88,7 @@ static void test_futex_on_readonly_mapping(void **state)
 	struct ipc_ring_hdr *h = ipc_ring_hdr_(r);
 	const struct ipc_ring_hdr *ro;
 	struct timespec dl;
-	struct fwait w;
+	struct fwait w = { .rc = 1 };
 	pthread_t t;
 
 	ro = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, ipc_ring_data_fd(r), 0);
@@ -60,13 +97,14 @@ static void test_futex_on_readonly_mapping(void **state)
 	dl = ipc_futex_deadline(10 * MS);
 	assert_int_equal(ipc_futex_wait(&ro->state, 0, &dl), -ETIMEDOUT);
 	w.word = &ro->state;
-	w.rc = 1;
 	assert_int_equal(pthread_create(&t, NULL, futex_waiter, &w), 0);
-	usleep(20000);
+	/* asleep for certain: a wake that missed it could not pass for one that found it */
+	until_asleep(&w);
 	atomic_store(&h->state, 5);
-	ipc_futex_wake(&h->state, INT_MAX); /* another address, the same memfd page */
+	/* another address, the same memfd page: it reaches the one sleeper */
+	assert_int_equal(ipc_futex_wake(&h->state, INT_MAX), 1);
 	pthread_join(t, NULL);
-	assert_true(w.rc == 0 || w.rc == -EAGAIN);
+	assert_int_equal(w.rc, 0);
 	munmap((void *)ro, PAGE);
 	atomic_store(&h->state, 0);
 	ipc_ring_destroy(r);
@@ -89,7 +127,32 @@ struct delayed {
 	struct ipc_ring *r;
 	int n;
 	bool eos;
+	int reader;		      /* the reader's thread id */
+	const struct ipc_ring_cb *cb; /* its control block, as the daemon maps it */
+	int awake;		      /* publishes that did not find it asleep within 10 s */
 };
+
+/*
+ * Until the reader sleeps in next(): it says so in its control block (waiting), and it is asleep
+ * in futex() on a word at the offset of its wake word in the page (it maps the block at another
+ * address). Bounded: after 10 s the publish goes on and is counted in awake.
+ */
+static void until_reader_asleep(struct delayed *d)
+{
+	const struct timespec ms = { 0, 1000000 };
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t off = (uintptr_t)&d->cb->wake & (page - 1);
+
+	for (int i = 0; i < 10000; i++) {
+		uintptr_t addr;
+
+		if (atomic_load(&d->cb->waiting) && futex_sleeping(d->reader, &addr) &&
+		    (!addr || (addr & (page - 1)) == off))
+			return;
+		nanosleep(&ms, NULL); /* polls the condition itself */
+	}
+	d->awake++;
+}
 
 static void *delayed_publisher(void *arg)
 {
@@ -98,7 +161,7 @@ static void *delayed_publisher(void *arg)
 	for (int i = 0; i < d->n; i++) {
 		struct ipc_ring_extent e;
 
-		usleep(2000);
+		until_reader_asleep(d); /* so that this publish must wake it */
 		while (ipc_ring_reserve(d->r, 500, &e) == -EAGAIN) {
 			ipc_ring_collect(d->r, NULL);
 			ipc_ring_wait(d->r, 100 * MS);
@@ -106,8 +169,10 @@ static void *delayed_publisher(void *arg)
 		fill(e.mem, 500, (uint64_t)i);
 		ipc_ring_publish(d->r, &e, 500, 7, 0, NULL);
 	}
-	if (d->eos)
+	if (d->eos) {
+		until_reader_asleep(d); /* and the end of the stream too */
 		ipc_ring_set_eos(d->r);
+	}
 	drain_daemon(d->r);
 	return NULL;
 }
@@ -117,8 +182,9 @@ static void test_next_sleeps_and_wakes(void **state)
 {
 	for (int mode = IPC_RING_BROADCAST; mode <= IPC_RING_SPLIT; mode++) {
 		struct ipc_ring *r = make_ring((enum ipc_ring_mode)mode, 1 << 20, 4, 0);
-		struct ipc_ring_client *c = add(r, 0, NULL);
-		struct delayed d = { r, 20, true };
+		unsigned id;
+		struct ipc_ring_client *c = add(r, 0, &id);
+		struct delayed d = { r, 20, true, (int)syscall(SYS_gettid), r->rd[id].cb, 0 };
 		struct ipc_ring_batch b;
 		pthread_t t;
 		int rc;
@@ -134,6 +200,7 @@ static void test_next_sleeps_and_wakes(void **state)
 			assert_int_equal(ipc_ring_client_release(c, &b), 0);
 		}
 		pthread_join(t, NULL);
+		assert_int_equal(d.awake, 0); /* every batch, and the end, woke it from its sleep */
 		assert_int_equal(ipc_ring_client_next(c, 0, &b), -ENODATA);
 		ipc_ring_client_detach(c);
 		ipc_ring_destroy(r);

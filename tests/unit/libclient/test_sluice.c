@@ -510,7 +510,7 @@ static void *stress_releaser(void *arg)
 		/* Hold a few (the reader blocks on a full ring while we do). */
 		if (st->qh - st->qt < 3 && !st->done && (n++ % 4)) {
 			pthread_mutex_unlock(&st->lock);
-			usleep(50);
+			usleep(50); /* the workload: a reader that holds batches */
 			continue;
 		}
 		b = st->q[st->qt++ % QCAP];
@@ -530,7 +530,7 @@ static void *stress_publisher(void *arg)
 		if (srv_publish(st->s, false) == 0)
 			n++;
 		else
-			usleep(20);
+			usleep(20); /* the workload: a publisher that retries a full ring */
 	}
 	return NULL;
 }

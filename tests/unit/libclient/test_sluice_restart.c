@@ -56,7 +56,8 @@ static void restart(bool graceful)
 
 	srv_start_at(&s2, s.dir, "sluice.sock");
 	srv_publish_n(&s2, 3); /* a new stream: seqs from 0 again */
-	usleep(250 * 1000);    /* a few of the client's tries fail: nothing listens yet */
+	/* the workload: a daemon that comes back late (a few of the client's tries fail) */
+	usleep(250 * 1000);
 	srv_run(&s2);
 
 	b = next_ok(r, 0);
@@ -238,7 +239,7 @@ static void test_threads_two_readers_restart(void **state)
 	/* the condition itself: both took the old daemon's two batches */
 	for (int i = 0; i < 2; i++)
 		while (atomic_load(&t[i].got) < 2 && !atomic_load(&t[i].rc))
-			usleep(1000);
+			usleep(1000); /* polls the condition itself */
 	pthread_mutex_lock(&s.lock);
 	s.send_shutdown = true;
 	s.remove_on_close = false;

@@ -248,7 +248,7 @@ void *ca_alloc(void *ctx, size_t len)
 	void *m;
 
 	if (c->delay_us)
-		usleep(c->delay_us);
+		usleep(c->delay_us); /* the workload: a slow allocator */
 	m = aligned_alloc(IPC_BATCH_EXTENT_ALIGN, len);
 	if (!m)
 		return NULL;

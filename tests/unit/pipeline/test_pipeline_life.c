@@ -22,6 +22,37 @@
 
 /* ---- destroy at every point ---- */
 
+/*
+ * Until the ready queue of p is full (prefetch batches ready: the driver may start no other and
+ * waits for the consumer), polled every millisecond; fails the test after 10 s. Returns the
+ * queue's capacity, its prefetch.
+ */
+static uint64_t until_queue_full(struct pl_pipeline *p)
+{
+	const struct timespec ms = { 0, 1000000 };
+	struct pl_stats st;
+
+	for (int i = 0; i < 10000; i++) {
+		pl_pipeline_get_stats(p, &st);
+		if (st.stages[PL_STAGE_DELIVER].buffered == st.stages[PL_STAGE_DELIVER].capacity)
+			return st.stages[PL_STAGE_DELIVER].capacity;
+		nanosleep(&ms, NULL); /* polls the condition itself */
+	}
+	fail_msg("the ready queue holds %llu of %llu batches after 10 s",
+		 (unsigned long long)st.stages[PL_STAGE_DELIVER].buffered,
+		 (unsigned long long)st.stages[PL_STAGE_DELIVER].capacity);
+	return 0;
+}
+
+/* What c gave out: allocations live now and ever. */
+static void ca_counts(struct count_alloc *c, size_t *ret_live, size_t *ret_total)
+{
+	pthread_mutex_lock(&c->lock);
+	*ret_live = c->live_n;
+	*ret_total = c->total_n;
+	pthread_mutex_unlock(&c->lock);
+}
+
 static void test_destroy_right_after_create(void **state)
 {
 	struct count_alloc c;
@@ -71,6 +102,7 @@ static void test_destroy_frees_held_batches(void **state)
 	struct pl_pipeline_opts o;
 	struct spec_args a = spec_default();
 	struct pl_batch *b1, *b2;
+	size_t live, total;
 
 	ca_init(&c);
 	opts_with(&o, &c);
@@ -79,7 +111,11 @@ static void test_destroy_frees_held_batches(void **state)
 	struct pl_pipeline *p = create(&a, &o);
 	assert_int_equal(pl_pipeline_next(p, -1, &b1, NULL), 1);
 	assert_int_equal(pl_pipeline_next(p, -1, &b2, NULL), 1);
-	usleep(20000); /* let the driver fill the queue behind them */
+	/* the driver fills the queue behind them, and stops there */
+	assert_int_equal(until_queue_full(p), 4);
+	ca_counts(&c, &live, &total);
+	assert_int_equal(total, 2 + 4); /* the two held, the four queued, nothing more */
+	assert_int_equal(live, 2 + 4);
 	pl_pipeline_destroy(p);
 	if (ca_live(&c) != 0)
 		fail_msg("%zu bytes of batches still allocated after pl_pipeline_destroy (the two "
@@ -96,6 +132,7 @@ static void test_destroy_with_full_queue(void **state)
 	struct pl_pipeline_opts o;
 	struct spec_args a = spec_default();
 	struct pl_batch *b;
+	size_t live, total;
 
 	ca_init(&c);
 	opts_with(&o, &c);
@@ -104,19 +141,11 @@ static void test_destroy_with_full_queue(void **state)
 	struct pl_pipeline *p = create(&a, &o);
 	assert_int_equal(pl_pipeline_next(p, -1, &b, NULL), 1);
 	pl_batch_release(p, b);
-	/* wait until prefetch batches are ready: all allocated, none released */
-	for (int i = 0; i < 2000; i++) {
-		pthread_mutex_lock(&c.lock);
-		size_t total = c.total_n;
-		pthread_mutex_unlock(&c.lock);
-		if (total >= 7)
-			break;
-		usleep(1000);
-	}
-	pthread_mutex_lock(&c.lock);
-	size_t n = c.live_n;
-	pthread_mutex_unlock(&c.lock);
-	assert_true(n <= 6);
+	/* prefetch batches ready behind the released one: all allocated, none released */
+	assert_int_equal(until_queue_full(p), 6);
+	ca_counts(&c, &live, &total);
+	assert_int_equal(total, 1 + 6);
+	assert_int_equal(live, 6);
 	pl_pipeline_destroy(p);
 	assert_int_equal(ca_live(&c), 0);
 	assert_false(c.misuse);
@@ -136,14 +165,23 @@ static void test_destroy_endless_blocked(void **state)
 	a.shuffle = true;
 	a.batch = 32;
 	for (int i = 0; i < 6; i++) {
+		size_t live, before, total, taken;
+
+		ca_counts(&c, &live, &before);
 		a.prefetch = i % 3; /* 0 is resolved to at least 1 */
 		struct pl_pipeline *p = create(&a, &o);
 		struct stream *s = stream_new();
 		/* across an epoch boundary, then stop consuming */
-		drain(p, s, (size_t)(i * 17 % 40) + 1, false);
+		taken = (size_t)(i * 17 % 40) + 1;
+		drain(p, s, taken, false);
 		assert_stream_ok(s);
 		assert_int_equal(s->end, 1);
-		usleep(30000);
+		assert_int_equal(s->n, taken);
+		/* the driver is blocked: the queue is full, every batch taken was released */
+		assert_int_equal(until_queue_full(p), a.prefetch ? a.prefetch : 1);
+		ca_counts(&c, &live, &total);
+		assert_int_equal(live, a.prefetch ? a.prefetch : 1);
+		assert_int_equal(total, before + taken + live);
 		pl_pipeline_destroy(p);
 		stream_free(s);
 		assert_int_equal(ca_live(&c), 0);

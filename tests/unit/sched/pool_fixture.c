@@ -36,11 +36,12 @@ struct sched_queue *queue_new(struct sched_pool *pool, unsigned weight)
 	return q;
 }
 
+/* For the poll loops of the tests (each checks its condition around it) and their workloads. */
 void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
 
-	nanosleep(&ts, NULL);
+	nanosleep(&ts, NULL); /* for polls and workloads (see above) */
 }
 
 /* Wait (bounded) until every worker is parked; false if they never all were. */
@@ -49,7 +50,7 @@ bool wait_all_parked(struct sched_pool *pool)
 	for (int i = 0; i < 5000; i++) {
 		if (atomic_load(&pool->sleepers) == pool->n_workers)
 			return true;
-		sleep_ms(1);
+		sleep_ms(1); /* polls the condition itself */
 	}
 	return false;
 }

@@ -11,16 +11,83 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "sched/pool_internal.h"
 
 #include "pool_fixture.h"
+#include "tests/unit/task_state.h"
+
+/* ---- asleep: what the kernel says of a thread ---- */
+
+/*
+ * Whether thread tid sleeps in a futex() wait on word with no timeout (sl_task_in_futex): until
+ * a wake comes it uses no CPU. Where the word cannot be known, the state alone is trusted.
+ */
+static bool asleep_on(pid_t tid, const void *word)
+{
+	uintptr_t addr, timeout;
+
+	return sl_task_in_futex(tid, &addr, &timeout) &&
+	       (addr == 0 || (addr == (uintptr_t)word && timeout == 0));
+}
+
+/*
+ * The thread ids of pool's workers, by index, from the CPU clock each worker records for the
+ * stats: a thread's CPU clock id encodes its id (the kernel's CPUCLOCK_PID: ~(clock >> 3)).
+ * Checked against the name each gives itself, sluice-w<index>.
+ */
+static void worker_tids(const struct sched_pool *pool, pid_t *tids)
+{
+	for (unsigned i = 0; i < pool->n_workers; i++) {
+		const struct sched_worker *w = &pool->workers[i];
+		char comm[32], want[32];
+
+		assert_true(atomic_load(&w->cpu_clock_ok)); /* acquire: w->cpu_clock is set */
+		tids[i] = (pid_t) ~((int)w->cpu_clock >> 3);
+		snprintf(want, sizeof(want), "sluice-w%u\n", i);
+		assert_true(sl_task_file(tids[i], "comm", comm, sizeof(comm)));
+		assert_string_equal(comm, want);
+	}
+}
+
+/*
+ * Until every worker of pool is parked for certain: asleep on the pool's epoch with no timeout
+ * (asleep_on). Polled every millisecond; fails the test after 10 s.
+ */
+static void until_all_asleep(struct sched_pool *pool, const pid_t *tids)
+{
+	unsigned k = 0;
+
+	for (int i = 0; i < 10000; i++) {
+		for (k = 0; k < pool->n_workers; k++)
+			if (!asleep_on(tids[k], &pool->epoch))
+				break;
+		if (k == pool->n_workers)
+			return;
+		sleep_ms(1); /* polls the condition itself */
+	}
+	fail_msg("worker %u was not seen parked within 10 s", k);
+}
+
+/* Until *n reaches want, polled every millisecond; fails the test after 10 s (a lost wake-up). */
+static void until_count(atomic_uint *n, unsigned want)
+{
+	for (int i = 0; i < 10000; i++) {
+		if (atomic_load(n) >= want)
+			return;
+		sleep_ms(1); /* polls the condition itself */
+	}
+	fail_msg("%u of %u tasks ran within 10 s", atomic_load(n), want);
+}
 
 /* ---- gates: tasks that hold every worker until released ---- */
 
@@ -67,7 +134,7 @@ static void gates_hold(struct gate *gt, struct sched_group *gg, struct sched_que
 struct fair {
 	atomic_uint ran[2];
 	atomic_uint total;
-	unsigned snap[2];
+	atomic_uint first[2]; /* of the first `at` tasks to finish, those of each queue */
 	unsigned at;
 };
 
@@ -81,10 +148,8 @@ static void fair_task(void *arg)
 	struct fair_arg *a = arg;
 
 	atomic_fetch_add(&a->f->ran[a->which], 1);
-	if (atomic_fetch_add(&a->f->total, 1) + 1 == a->f->at) {
-		a->f->snap[0] = atomic_load(&a->f->ran[0]);
-		a->f->snap[1] = atomic_load(&a->f->ran[1]);
-	}
+	if (atomic_fetch_add(&a->f->total, 1) < a->f->at)
+		atomic_fetch_add(&a->f->first[a->which], 1);
 }
 
 /*
@@ -122,12 +187,18 @@ static void weights_run(bool set)
 	assert_int_equal(sched_group_wait(&gg), 0);
 	assert_int_equal(atomic_load(&f.ran[0]), N);
 	assert_int_equal(atomic_load(&f.ran[1]), N);
-	/* After N tasks with both queues backlogged: about N/4 from q1 and 3N/4 from q3. */
-	print_message("weights 1:3 after %u tasks: %u : %u\n", N, f.snap[0], f.snap[1]);
-	assert_true(f.snap[0] > N / 8);		/* not starved */
-	assert_true(f.snap[0] < N / 2);		/* not served as an equal */
-	assert_true(f.snap[1] > 2 * f.snap[0]); /* ratio near 3 */
-	assert_true(f.snap[1] < 5 * f.snap[0]);
+	/*
+	 * The workers take injected tasks under one lock in weighted round-robin order, a turn of 1
+	 * from q1, then 3 from q3, while both are backlogged (N each: neither runs dry within the
+	 * first N). A worker finishes a task before it takes the next, so the first N to finish are
+	 * among the first N + 1 taken (the other worker may hold one taken earlier): N/4 of them
+	 * from q1, give or take that one and a first turn that may start mid-way (3). A ratio other
+	 * than 1:3 (1:1 is N/2, 1:2 N/3, the weights not set 3N/4) is hundreds off.
+	 */
+	print_message("weights 1:3, the first %u tasks to finish: %u : %u\n", N,
+		      atomic_load(&f.first[0]), atomic_load(&f.first[1]));
+	assert_int_equal(atomic_load(&f.first[0]) + atomic_load(&f.first[1]), N);
+	assert_in_range(atomic_load(&f.first[0]), N / 4 - 8, N / 4 + 8);
 	sched_queue_destroy(q1);
 	sched_queue_destroy(q3);
 	sched_queue_destroy(qg);
@@ -196,7 +267,7 @@ static void test_drain(void **state)
 
 struct waiter {
 	struct sched_group *g;
-	atomic_bool started;
+	atomic_int tid; /* its thread id, once it runs */
 	int ret;
 };
 
@@ -204,7 +275,7 @@ static void *waiter_main(void *arg)
 {
 	struct waiter *w = arg;
 
-	atomic_store(&w->started, true);
+	atomic_store(&w->tid, (int)syscall(SYS_gettid));
 	w->ret = sched_group_wait(w->g);
 	return NULL;
 }
@@ -219,7 +290,7 @@ static void test_cancel(void **state)
 	atomic_int child_ret = 0;
 	struct sched_group gg, g;
 	struct spawner s = { &g, &ran, &child_ran, &child_ret };
-	struct waiter wt = { .g = &g, .ret = 1 };
+	struct waiter wt = { .g = &g, .tid = 0, .ret = 1 };
 	pthread_t th;
 
 	atomic_store(&gate_children, 0);
@@ -229,11 +300,22 @@ static void test_cancel(void **state)
 	gates_hold(&gt, &gg, q);
 	for (unsigned i = 0; i < N; i++)
 		assert_int_equal(sched_spawn(&g, spawner_task, &s), 0);
-	/* An outside waiter on g, asleep before the cancel. */
+	/*
+	 * An outside waiter on g, asleep before the cancel: registered with the pool, and in the
+	 * kernel, in its futex wait on the pool's notify word. Nothing of g can run before the
+	 * cancel (the gates hold both workers), so only the cancel can wake it.
+	 */
 	assert_int_equal(pthread_create(&th, NULL, waiter_main, &wt), 0);
-	while (!atomic_load(&wt.started))
-		sched_yield();
-	sleep_ms(20);
+	for (int i = 0;; i++) {
+		int tid = atomic_load(&wt.tid);
+
+		if (tid && atomic_load(&pool->outside_waiters) == 1 &&
+		    asleep_on(tid, &pool->notify))
+			break;
+		if (i == 10000)
+			fail_msg("the waiter was not seen asleep on the pool within 10 s");
+		sleep_ms(1); /* polls the condition itself */
+	}
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_CANCEL);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	/* Nothing queued ran; the running gates finished; their spawns were refused. */
@@ -284,6 +366,7 @@ static void test_stats(void **state)
 	atomic_uint ran = 0;
 	struct sched_group g;
 	uint64_t tasks = 0, injected = 0, parks = 0, cpu = 0;
+	pid_t tids[2];
 
 	memset(st, 0xff, sizeof(st));
 	sched_group_init(&g, q);
@@ -291,6 +374,9 @@ static void test_stats(void **state)
 		assert_int_equal(sched_spawn(&g, spin_task, &ran), 0);
 	assert_int_equal(sched_group_wait(&g), 0);
 	assert_true(wait_all_parked(pool));
+	/* sleepers counts a worker before it counts its park: wait for the futex wait itself */
+	worker_tids(pool, tids);
+	until_all_asleep(pool, tids);
 	assert_int_equal(sched_pool_stats(pool, st, 4), 2);
 	assert_int_equal(st[2].tasks, UINT64_MAX); /* untouched past the workers */
 	for (int i = 0; i < 2; i++) {
@@ -311,65 +397,78 @@ static void test_stats(void **state)
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 }
 
-static uint64_t rusage_ns(void)
-{
-	struct rusage ru;
-
-	assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
-}
-
+/*
+ * Parked means asleep in the kernel, in a futex wait with no timeout: no CPU at all until a
+ * spawn wakes a worker. Seen so twice, with the pool's counters and each worker's CPU clock read
+ * in between: nothing moved (a worker that polled, or woke and parked again, moves its
+ * steal_fails or parks; one that ran moves its clock).
+ */
 static void test_parked_pool_uses_no_cpu(void **state)
 {
-	struct sched_pool *pool = pool_new(4);
+	enum { W = 4 };
+	struct sched_pool *pool = pool_new(W);
 	struct sched_queue *q = queue_new(pool, 1);
+	struct sched_worker_stats st0[W], st1[W], st2[W];
 	atomic_uint ran = 0;
 	struct sched_group g;
-	uint64_t before, after;
+	pid_t tids[W];
+	uint64_t tasks = 0;
 
 	sched_group_init(&g, q);
 	for (unsigned i = 0; i < 100; i++)
 		assert_int_equal(sched_spawn(&g, spin_task, &ran), 0);
 	assert_int_equal(sched_group_wait(&g), 0);
 	assert_true(wait_all_parked(pool));
-	before = rusage_ns();
-	sleep_ms(300);
-	after = rusage_ns();
-	print_message("process CPU over 300 ms with the pool parked: %llu us\n",
-		      (unsigned long long)(after - before) / 1000);
-	assert_true(after - before < 20000000u);
-	assert_int_equal(atomic_load(&pool->sleepers), 4);
+	worker_tids(pool, tids);
+	until_all_asleep(pool, tids);
+	assert_int_equal(sched_pool_stats(pool, st0, W), W);
+	until_all_asleep(pool, tids);
+	assert_int_equal(sched_pool_stats(pool, st1, W), W);
+	assert_int_equal(atomic_load(&pool->sleepers), W);
+	for (int i = 0; i < W; i++) {
+		assert_true(st0[i].parks >= 1);
+		assert_int_equal(st1[i].parks, st0[i].parks); /* the same sleep */
+		assert_int_equal(st1[i].steal_fails, st0[i].steal_fails);
+		assert_int_equal(st1[i].tasks, st0[i].tasks);
+		assert_int_equal(st1[i].parked_ns, st0[i].parked_ns);
+		assert_true(st0[i].cpu_ns > 0);
+		assert_int_equal(st1[i].cpu_ns, st0[i].cpu_ns); /* not a nanosecond of CPU */
+	}
 	/* And it wakes up again. */
 	for (unsigned i = 0; i < 100; i++)
 		assert_int_equal(sched_spawn(&g, spin_task, &ran), 0);
 	assert_int_equal(sched_group_wait(&g), 0);
 	assert_int_equal(atomic_load(&ran), 200);
-	/* The workers that woke for them accounted their time parked. */
-	{
-		struct sched_worker_stats st[4];
-		uint64_t parked = 0;
-
-		assert_int_equal(sched_pool_stats(pool, st, 4), 4);
-		for (int i = 0; i < 4; i++)
-			parked += st[i].parked_ns;
-		assert_true(parked >= 100000000u); /* at least one slept through the 300 ms */
+	/* Every worker that ran one of them first left its sleep, and accounted its time parked. */
+	assert_int_equal(sched_pool_stats(pool, st2, W), W);
+	for (int i = 0; i < W; i++) {
+		tasks += st2[i].tasks - st1[i].tasks;
+		if (st2[i].tasks != st1[i].tasks)
+			assert_true(st2[i].parked_ns > st1[i].parked_ns);
 	}
+	assert_int_equal(tasks, 100);
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 }
 
 /* ---- queue_destroy waits for groups started from tasks ---- */
 
 struct hop {
+	struct sched_pool *pool;
 	struct sched_group *g2;
 	atomic_uint *done;
+	atomic_bool armed; /* the test thread is about to wait on g2 (or q) */
 };
 
+/*
+ * g2's task: it ends only once the test thread waits for it (armed, then registered as the
+ * pool's one outside waiter), so that wait always finds it still running.
+ */
 static void hop_leaf(void *arg)
 {
 	struct hop *h = arg;
 
-	sleep_ms(1);
+	while (!atomic_load(&h->armed) || atomic_load(&h->pool->outside_waiters) == 0)
+		sched_yield();
 	atomic_fetch_add(h->done, 1);
 }
 
@@ -388,7 +487,7 @@ static void test_queue_destroy_waits(void **state)
 	struct sched_queue *q = queue_new(pool, 1);
 	struct sched_group g1, g2;
 	atomic_uint done = 0;
-	struct hop h = { .g2 = &g2, .done = &done };
+	struct hop h = { .pool = pool, .g2 = &g2, .done = &done, .armed = false };
 
 	(void)state;
 	for (unsigned round = 0; round < 20; round++) {
@@ -396,72 +495,85 @@ static void test_queue_destroy_waits(void **state)
 		sched_group_init(&g2, q);
 		assert_int_equal(sched_spawn(&g1, hop_spawn, &h), 0);
 		assert_int_equal(sched_group_wait(&g1), 0);
-		/* g1 is over, g2's task may still sleep: that must keep q alive. */
+		/* g1 is over, g2's task still runs: that must keep q alive. */
+		assert_int_equal(atomic_load(&done), round);
+		atomic_store(&h.armed, true);
 		assert_int_equal(sched_group_wait(&g2), 0);
+		atomic_store(&h.armed, false);
+		assert_int_equal(atomic_load(&done), round + 1);
 	}
-	assert_int_equal(atomic_load(&done), 20);
 	sched_group_init(&g1, q);
 	sched_group_init(&g2, q);
 	assert_int_equal(sched_spawn(&g1, hop_spawn, &h), 0);
 	assert_int_equal(sched_group_wait(&g1), 0);
+	assert_int_equal(atomic_load(&done), 20);
+	atomic_store(&h.armed, true);
 	sched_queue_destroy(q); /* waits for g2's task, which nobody waits for */
 	assert_int_equal(atomic_load(&done), 21);
 	assert_int_equal(atomic_load(&g2.pending), 0);
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 }
 
-/* ---- wake-up latency of a parked pool (printed, not asserted) ---- */
+/* ---- a spawn into a parked pool wakes it ---- */
 
-static uint64_t mono_ns(void)
+struct where {
+	struct sched_pool *pool;
+	atomic_uint runs;
+	atomic_int worker; /* the index of the worker that ran it */
+};
+
+static void where_task(void *arg)
 {
-	struct timespec ts;
+	struct where *w = arg;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	atomic_store(&w->worker, sched_worker_index(w->pool));
+	atomic_fetch_add(&w->runs, 1);
 }
 
-static void stamp_task(void *arg)
-{
-	atomic_store((_Atomic uint64_t *)arg, mono_ns());
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
+/*
+ * Round after round, with every worker parked for certain (asleep in the kernel), one task from
+ * outside: only the spawn's wake-up can get it run, once, on a worker that left its sleep.
+ * (A lost wake-up fails until_count instead of hanging the test.)
+ */
 static void test_wake_from_parked(void **state)
 {
-	enum { ROUNDS = 64 };
+	enum { ROUNDS = 64, W = 2 };
 	struct sched_pool_opts o;
 	struct sched_pool *pool = NULL;
 	struct sched_queue *q;
-	uint64_t lat[ROUNDS];
+	pid_t tids[W];
 
 	(void)state;
 	sched_pool_opts_init(&o); /* the default spin */
-	o.workers = 2;
+	o.workers = W;
 	assert_int_equal(sched_pool_create(&o, &pool), 0);
 	q = queue_new(pool, 1);
+	assert_true(wait_all_parked(pool));
+	worker_tids(pool, tids);
 	for (unsigned r = 0; r < ROUNDS; r++) {
+		struct sched_worker_stats st0[W], st1[W];
+		struct where wh = { .pool = pool, .runs = 0, .worker = -2 };
 		struct sched_group g;
-		_Atomic uint64_t ran = 0;
-		uint64_t t0;
+		uint64_t tasks = 0;
+		int k;
 
-		assert_true(wait_all_parked(pool));
+		until_all_asleep(pool, tids);
+		assert_int_equal(sched_pool_stats(pool, st0, W), W);
 		sched_group_init(&g, q);
-		t0 = mono_ns();
-		assert_int_equal(sched_spawn(&g, stamp_task, &ran), 0);
+		assert_int_equal(sched_spawn(&g, where_task, &wh), 0);
+		until_count(&wh.runs, 1);
 		assert_int_equal(sched_group_wait(&g), 0);
-		assert_true(atomic_load(&ran) >= t0);
-		lat[r] = atomic_load(&ran) - t0;
+		assert_int_equal(atomic_load(&wh.runs), 1);
+		k = atomic_load(&wh.worker);
+		assert_in_range(k, 0, W - 1); /* on a worker, not on this thread */
+		assert_int_equal(sched_pool_stats(pool, st1, W), W);
+		for (int i = 0; i < W; i++)
+			tasks += st1[i].tasks - st0[i].tasks;
+		assert_int_equal(tasks, 1);
+		assert_int_equal(st1[k].tasks, st0[k].tasks + 1);
+		assert_int_equal(st1[k].injected, st0[k].injected + 1);
+		assert_true(st1[k].parked_ns > st0[k].parked_ns); /* it was woken from its park */
 	}
-	qsort(lat, ROUNDS, sizeof(lat[0]), cmp_u64);
-	print_message("spawn into a parked pool until the task runs: p50 %llu us, p90 %llu us\n",
-		      (unsigned long long)lat[ROUNDS / 2] / 1000,
-		      (unsigned long long)lat[ROUNDS * 9 / 10] / 1000);
 	sched_queue_destroy(q);
 	sched_pool_destroy(pool, SCHED_SHUTDOWN_DRAIN);
 }
