@@ -32,10 +32,23 @@ def wait_for(what, cond, timeout=60):
     return got
 
 
+def read_labels(r, n=None, out=None, timeout=60):
+    """Batches of reader r as (seq, labels, redelivered), appended to out, until out holds n
+    or the stream ends; each batch released."""
+    out = [] if out is None else out
+    while n is None or len(out) < n:
+        b = r.next(timeout=timeout)
+        if b is None:
+            break
+        out.append((b.seq, b["label"].reshape(-1).tolist(), b.redelivered))
+        b.release()
+    return out
+
+
 def _need_env():
     missing = [v for v in ("SLUICED", "SLUICECTL") if not os.environ.get(v)]
     if missing:
-        pytest.skip("%s not set (run through meson test)" % ", ".join(missing))
+        pytest.skip("[env] %s not set (run through meson test)" % ", ".join(missing))
 
 
 def ctl(*args, timeout=120):

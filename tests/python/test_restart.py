@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ctl, image_spec, run_reference, shuffled, test_daemon
+from conftest import ctl, image_spec, read_labels, run_reference, shuffled, test_daemon, wait_for
 
 import sluice
 
@@ -26,15 +26,7 @@ def _spec(data, **kw):
     return image_spec(data, epochs=2, batch=2, **shuffled(9), **kw)  # 60 batches
 
 
-def _read(r, n=None, out=None, timeout=60):
-    out = [] if out is None else out
-    while n is None or len(out) < n:
-        b = r.next(timeout=timeout)
-        if b is None:
-            break
-        out.append((b.seq, b["label"].reshape(-1).tolist(), b.redelivered))
-        b.release()
-    return out
+_read = read_labels
 
 
 def _want(ref):
@@ -144,7 +136,7 @@ def _wait_log(tmp, text, timeout=30):
         with open(os.path.join(tmp, "sluiced.log")) as f:
             if text in f.read():
                 return
-        time.sleep(0.02)
+        time.sleep(0.02)  # polls the log line itself
     raise AssertionError("sluiced never logged %r" % text)
 
 
@@ -192,7 +184,7 @@ def test_private_pipeline_resumes_after_its_connection_closes(tmp_path, data):
         # only the shared pipeline's stays
         deadline = time.monotonic() + 30
         while len(_records(sd)) != 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # polls the condition itself
         assert len(_records(sd)) == 1, _records(sd)
     finally:
         d.stop()
@@ -283,13 +275,81 @@ def test_rank_member_resumes_when_the_others_released_past_its_next(tmp_path, da
     assert outs == p.want
 
 
+def _kept_rank(sd, n):
+    """The kept records of the state dir that have a rank position for n members: [(low_seq,
+    rank seq)] (read after a kill: nothing replaces them then)."""
+    got = []
+    for f in _records(sd):
+        with open(os.path.join(sd, f)) as fh:
+            rec = json.load(fh)
+        got += [(rec["low_seq"], k["seq"]) for k in rec["rank"] if k["n"] == n]
+    return got
+
+
+def test_rank_group_killed_before_its_kept_position_moved_resumes_exactly(tmp_path, data):
+    """kill -9 of sluiced while the position it kept for a rank group is still the one written
+    when the members attached (batch 0: the record is rewritten only once the oldest batch held
+    moves, at most once a second), the members well past it: rank 0 took batch 0 and holds it
+    (so the record cannot move, whatever the timing), rank 1 took and released 1, 3, 5 and 7.
+    docs/DECISIONS.md "Restarts lose nothing": a deterministic rank group resumes exactly once
+    per rank (not ESTALE: the kept state, at 0, is not past either member's next batch of its
+    own), and nothing comes again from the start: the daemon restarts at batch 0 and each member
+    gives back unread what it had."""
+    p = _RankPair(tmp_path, data)
+    try:
+        b0 = p.rs[0].next(timeout=60)
+        outs = [[(b0.seq, b0["label"].reshape(-1).tolist(), b0.redelivered)], _read(p.rs[1], 4)]
+        assert [s for s, _, _ in outs[0] + outs[1]] == [0, 1, 3, 5, 7]
+        p.d.stop(signal.SIGKILL)
+        # what the killed daemon kept: the position of the attach, nothing later
+        assert _kept_rank(p.sd, 2) == [(0, 0)], _kept_rank(p.sd, 2)
+        b0.release()  # into the killed daemon's ring: taken, so it counts as read
+        p.d = p.start()
+        _read_all(p.rs, outs)
+        log = _log(p)
+    finally:
+        for r in p.rs:
+            r.close()
+        p.d.stop()
+    assert outs == p.want  # each rank its batches once, in order, none marked re-delivered
+    resumed = [x for x in log.splitlines() if "rank reader resumed" in x]
+    assert len(resumed) == 2 and all(x.endswith("exactly where it was") for x in resumed), log
+
+
+def _reading(r, out, timeout=20):
+    """A thread (started) reading r to its end into out, then the error that ended it."""
+    def run():
+        try:
+            _read(r, out=out, timeout=timeout)
+        except sluice.SluiceError as e:
+            out.append(e)
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def _only_pipeline(sock):
+    """The name of the one pipeline sluiced runs (by `sluicectl list --json`), or None."""
+    r = ctl("--socket", sock, "list", "--json")
+    pls = json.loads(r.stdout)["pipelines"] if r.returncode == 0 else []
+    return pls[0]["name"] if len(pls) == 1 else None
+
+
 def test_rank_members_with_tokens_of_two_runs_resume_together(tmp_path, data):
     """sluiced killed, rank 0 re-attaches to the new one and rank 1 does not, sluiced killed
-    again: rank 1 comes back with the first run's token and rank 0 with the second's, and they
-    read on together, exactly, in one group. (The chaos test found them resumed apart when the
-    two records differed, each waiting for ever for the other's batches; here the two records
-    keep the same state, so this checks the resume across two runs, not that fix.)"""
+    again: rank 0 comes back with the second run's token, and only once the pipeline it resumed
+    has moved on (its ring reclaimed the first batch it started at) does rank 1 come back with
+    the first run's token; they read on together, exactly, in one group.
+
+    The chaos test found them resumed apart, each waiting for ever for the other's batches: a
+    member joined its group only where it resumed from the same kept record (run and name), and
+    a member with the other run's record fell back to the lookup by state, which shares a
+    running pipeline only while its ring still holds the batch it started at; past that, the
+    second member got a private pipeline of its own. (With two members the two records keep
+    the same rank state: the run that one member missed cannot move past the batches held for
+    it. What differs is the record itself and the pipeline having moved on.)"""
     p = _RankPair(tmp_path, data)
+    threads = []
     try:
         outs = [_read(p.rs[0], 3), _read(p.rs[1], 3)]
         # The kept record (written at most once a second) must be at batch 6 before the kill:
@@ -302,17 +362,29 @@ def test_rank_members_with_tokens_of_two_runs_resume_together(tmp_path, data):
             _read(p.rs[0], len(outs[0]) + 1, out=outs[0])
             if _log(p).count("rank reader resumed") == 1:
                 break
+        assert _log(p).count("rank reader resumed") == 1
         p.restart()
-        _read_all(p.rs, outs)
-        log = _log(p)
+        threads.append(_reading(p.rs[0], outs[0]))  # rank 0 alone resumes the group
+        name = wait_for("rank 0 resumed in the third run",
+                        lambda: _log(p).count("rank reader resumed") == 2
+                        and _only_pipeline(p.d.sock))
+        # its ring (8 slots) published a 9th batch: the first one it started at is gone
+        wait_for("the resumed pipeline past its first batch",
+                 lambda: sluice.stats(name, socket=p.d.sock)["batches_published"] > 8)
+        threads.append(_reading(p.rs[1], outs[1]))  # then rank 1, with the first run's token
     finally:
+        for t in threads:  # (each read times out after 20 s: a hang ends as a failure)
+            t.join(120)
         for r in p.rs:
             r.close()
         p.d.stop()
+    assert not any(t.is_alive() for t in threads)
     assert outs == p.want
-    runs = set(x.split("(run ")[1][:16] for x in log.splitlines()
-               if "rank reader resumed" in x)
-    assert len(runs) == 2  # rank 0 with the first run's record, then the second's
+    resumed = [x for x in _log(p).splitlines() if "rank reader resumed" in x]
+    runs = [x.split("(run ")[1][:16] for x in resumed]
+    assert len(runs) == 3 and runs[0] == runs[2] != runs[1], resumed  # run 1's, 2's, 1's
+    # rank 1 joined the group where rank 0 resumed it (not a private NAME@N of its own)
+    assert all(x.startswith("sluiced: pipeline %s:" % name) for x in resumed[1:]), resumed
 
 
 def test_split_member_with_an_older_token_marks_what_the_group_had_since(tmp_path, data):
