@@ -50,6 +50,26 @@ if grep -n 'libclient/client_internal\.h' $(git ls-files 'tools/*.c' 'tools/*.h'
 	echo "lint: a tool includes libclient/client_internal.h (use include/sluice/sluice.h)" >&2
 	status=1
 fi
+# Every pytest file is a meson test of its own (tests/python/meson.build): one left out would
+# never run, and no count would show it.
+for f in $(git ls-files 'tests/python/test_*.py'); do
+	n=$(basename "$f" .py)
+	if ! grep -qE "'$n(\.py)?'" tests/python/meson.build; then
+		echo "lint: $f is not a test in tests/python/meson.build" >&2
+		status=1
+	fi
+done
+# A test waits on its condition, never on a sleep (docs/testing.md, "Waiting"): each sleep in
+# tests/ says what it is, on its line or the one above: a poll of a condition, or the pace of
+# a workload ("polls", "pace", "workload").
+if ! git ls-files 'tests/*.c' 'tests/*.h' 'tests/*.py' | xargs awk '
+	/(^|[^a-z_])(u?sleep|nanosleep|sleep_ms|time\.sleep)\(/ && !/(void|def) +sleep_ms/ &&
+	    !/[Pp]oll|pace|workload/ && prev !~ /[Pp]oll|pace|workload/ {
+		printf "%s:%d: %s\n", FILENAME, FNR, $0; bad = 1 }
+	{ prev = $0 } END { exit bad }'; then
+	echo "lint: a sleep in tests/ above says neither what it polls nor what it paces" >&2
+	status=1
+fi
 if command -v clang-format >/dev/null; then
 	for f in $(git ls-files '*.c' '*.h'); do
 		if ! clang-format "$f" | cmp -s - "$f"; then

@@ -6,7 +6,9 @@ Everything here is independent of sluice's C code: the TFRecord framing (with it
 table), gzip/zlib through Python's modules, and tf.Example parsing through google.protobuf with
 protos compiled from example.proto. The scripts compare `sluicectl inspect --json` against it.
 
-Exit codes follow meson: 0 pass, 1 fail, 77 skip.
+Every script reports to meson in TAP (protocol: 'tap'): check() is a case, skip_case() a case
+that could not run here, with its reason, and finish() writes the plan and exits (0, or 1 when
+a case failed or none ran). What else a script prints goes to stderr (docs/testing.md).
 """
 
 import base64
@@ -24,12 +26,103 @@ import warnings
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SKIP = 77
+
+
+# ---- TAP: what meson reads ----------------------------------------------------------------
+
+class _Tap:
+    """The TAP stream on the script's standard output. Once it is made (start(), or the first
+    case), file descriptor 1 is stderr for everything else (print, children), so that no other
+    line can be taken for a case."""
+
+    def __init__(self):
+        sys.stdout.flush()
+        self.out = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        self.n = 0
+        self.failed = 0
+        self.skipped = 0
+
+    @staticmethod
+    def _text(s):
+        # one line, and no "#", which would start a TAP directive
+        return " ".join(str(s).split()).replace("#", "No.")
+
+    def case(self, ok, what, skip=None):
+        self.n += 1
+        line = "%s %d - %s" % ("ok" if ok else "not ok", self.n, self._text(what))
+        if skip is not None:
+            line += " # SKIP " + self._text(skip)
+        self.out.write(line + "\n")
+        self.out.flush()
+
+
+_tap = None
+
+
+def tap():
+    """The stream (made on first use). A script calls it first thing as start(), so that
+    nothing it prints before its first case reaches the TAP stream."""
+    global _tap
+    if _tap is None:
+        _tap = _Tap()
+    return _tap
+
+
+start = tap
+
+
+def check(cond, what):
+    """One case: ok or not ok. Returns bool(cond)."""
+    t = tap()
+    t.case(bool(cond), what)
+    if not cond:
+        t.failed += 1
+        print("FAIL: " + str(what), file=sys.stderr, flush=True)
+    return bool(cond)
+
+
+def skip_case(what, why):
+    """A case that cannot run here; why starts with its tag ("[testdata] ..."), the rule
+    tools/test_summary.py applies to what a machine may skip."""
+    t = tap()
+    t.skipped += 1
+    t.case(True, what, skip=why)
+    print("SKIP: %s: %s" % (what, why), file=sys.stderr, flush=True)
+
+
+def finish(name=None):
+    """The plan, then exit: 1 if a case failed or none ran (a script that checked nothing has
+    not passed), else 0."""
+    t = tap()
+    if t.n == 0:
+        t.case(False, "%s: no case ran" % (name or os.path.basename(sys.argv[0])))
+        t.failed += 1
+    t.out.write("1..%d\n" % t.n)
+    t.out.flush()
+    print("%s: %d cases, %d failed, %d skipped" % (
+        name or os.path.basename(sys.argv[0]), t.n, t.failed, t.skipped), file=sys.stderr)
+    sys.exit(1 if t.failed else 0)
 
 
 def skip(why):
-    print("SKIP: " + why)
-    sys.exit(SKIP)
+    """Nothing more can run here: the whole script is skipped ("1..0 # SKIP why") when no
+    case ran yet, else the rest is one skipped case."""
+    t = tap()
+    if t.n == 0:
+        t.out.write("1..0 # SKIP %s\n" % _Tap._text(why))
+        t.out.flush()
+        print("SKIP: " + why, file=sys.stderr)
+        sys.exit(0)
+    skip_case("the rest of %s" % os.path.basename(sys.argv[0]), why)
+    finish()
+
+
+def scaled(seconds):
+    """A wait or a lease of the tests, in seconds, scaled for this build: meson sets
+    SLUICE_TEST_TIME_SCALE to 4 in a sanitizer's build (its code runs several times slower),
+    so that no test carries numbers tuned for one machine's load."""
+    return seconds * float(os.environ.get("SLUICE_TEST_TIME_SCALE") or 1)
 
 
 # ---- environment --------------------------------------------------------------------------
@@ -37,7 +130,7 @@ def skip(why):
 def sluicectl_path():
     p = os.environ.get("SLUICECTL")
     if not p:
-        skip("SLUICECTL is not set (run through meson test)")
+        skip("[env] SLUICECTL is not set (run through meson test)")
     if not os.access(p, os.X_OK):
         # meson builds the binary before the tests: a missing one is a failure, not a skip
         print("FAIL: SLUICECTL=%s is not an executable" % p)
@@ -48,10 +141,10 @@ def sluicectl_path():
 def testdata_dir():
     d = os.environ.get("SLUICE_SHARED_DIR")
     if not d:
-        skip("SLUICE_SHARED_DIR is not set")
+        skip("[env] SLUICE_SHARED_DIR is not set")
     t = os.path.join(d, "testdata")
     if not os.path.isfile(os.path.join(t, "files.tsv")):
-        skip("no testdata at %s" % t)
+        skip("[testdata] no testdata at %s" % t)
     return t
 
 
@@ -65,11 +158,11 @@ def protos():
         return _protos
     protoc = shutil.which("protoc")
     if not protoc:
-        skip("protoc is not installed")
+        skip("[deps] protoc is not installed")
     try:
         import google.protobuf  # noqa: F401
     except ImportError:
-        skip("python3-protobuf is not installed")
+        skip("[deps] python3-protobuf is not installed")
     out = tempfile.mkdtemp(prefix="sluice-proto-")
     subprocess.run([protoc, "--proto_path=" + HERE, "--python_out=" + out,
                     "example.proto", "example_unpacked.proto"], check=True)
@@ -83,23 +176,23 @@ def protos():
 # ---- a small test harness -----------------------------------------------------------------
 
 class Checker:
-    """Collects failures; finish() prints a summary and exits 0 or 1."""
+    """A script's cases under one name (see check() and finish())."""
 
     def __init__(self, name):
         self.name = name
-        self.failures = []
-        self.checks = 0
 
     def check(self, cond, msg):
-        self.checks += 1
-        if not cond:
-            self.failures.append(msg)
-            print("FAIL: " + msg, flush=True)
-        return bool(cond)
+        return check(cond, msg)
+
+    def skip_case(self, what, why):
+        skip_case(what, why)
+
+    @property
+    def failures(self):
+        return tap().failed
 
     def finish(self):
-        print("%s: %d checks, %d failures" % (self.name, self.checks, len(self.failures)))
-        sys.exit(1 if self.failures else 0)
+        finish(self.name)
 
 
 # ---- CRC32C and TFRecord framing ----------------------------------------------------------

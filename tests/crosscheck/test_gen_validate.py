@@ -5,7 +5,7 @@ records framed and encoded here by an independent (pure Python) writer, and agai
 TensorFlow-written file from the shared testdata.
 
 Environment: SLUICECTL (the binary), SLUICE_SHARED_DIR (optional: the mnist check is skipped
-without it). Exit status: 0 pass, 1 failure, 77 skipped (no sluicectl).
+without it). Output: TAP (common.check), for meson.
 """
 
 import json
@@ -28,12 +28,9 @@ failures = []
 
 
 def check(cond, what):
-    if cond:
-        print("ok   " + what)
-    else:
-        print("FAIL " + what)
+    if not cond:
         failures.append(what)
-    return cond
+    return common.check(cond, what)
 
 
 def run(args, env_extra=None):
@@ -431,11 +428,11 @@ def test_missing_feature_list_has_zero_steps(tmp):
 
 def test_mnist(tmp):
     if not SHARED:
-        print("skip mnist: SLUICE_SHARED_DIR is not set")
+        common.skip_case("mnist", "[env] SLUICE_SHARED_DIR is not set")
         return
     src = os.path.join(SHARED, "testdata", MNIST)
     if not os.path.exists(src):
-        print("skip mnist: %s is absent" % src)
+        common.skip_case("mnist", "[testdata] %s is absent" % src)
         return
     man = os.path.join(tmp, "mnist.json")
     write_json(man, manifest([
@@ -477,9 +474,9 @@ def test_usage(tmp):
 
 
 def main():
+    common.start()
     if not SLUICECTL or not os.access(SLUICECTL, os.X_OK):
-        print("skip: SLUICECTL is not set to an executable")
-        return 77
+        common.skip("[env] SLUICECTL is not set to an executable")
     with tempfile.TemporaryDirectory(prefix="sluice-gen-validate-") as tmp:
         test_usage(tmp)
         test_generated(tmp)
@@ -491,13 +488,7 @@ def main():
         test_crafted(tmp)
         test_missing_feature_list_has_zero_steps(tmp)
         test_mnist(tmp)
-    if failures:
-        print("%d checks failed:" % len(failures))
-        for f in failures:
-            print("  " + f)
-        return 1
-    print("all checks passed")
-    return 0
+    common.finish()
 
 
 if __name__ == "__main__":

@@ -5,14 +5,14 @@
 generated: images written by `sluicectl gen jpeg --segmentation` (libjpeg/libpng through
 io/image_enc.c) and by Pillow itself (its own PNG encoder; its JPEG settings: subsampling,
 progressive, CMYK) in every colour type; testdata: the JPEGs and PNG masks of the real
-TFRecord files in $SLUICE_SHARED_DIR/testdata (exit 77 when absent).
+TFRecord files in $SLUICE_SHARED_DIR/testdata (skipped, saying so, when absent).
 
 For each image: the probe against Pillow's size and mode; channels 0 and 3 against
 Image.convert("RGB") (gray: "L"); channels 1 against convert("L") for PNG and CMYK and against
 libjpeg's own grayscale output for colour JPEGs (Pillow's draft("L")); a 16-bit PNG against
 its high bytes; scaled decoding (1/2, 1/4, 1/8) against Pillow's draft(), which asks libjpeg
 for the same scale_denom; crops against the same slice of Pillow's image; palette indices
-against Pillow's "P" image. Damaged files must fail in both. Exit 0 pass, 1 fail, 77 skip.
+against Pillow's "P" image. Damaged files must fail in both. Output: TAP, for meson.
 """
 
 import io
@@ -30,7 +30,7 @@ try:
     import numpy as np
     from PIL import Image
 except ImportError as e:
-    common.skip("Pillow and numpy are needed (python3-pil, python3-numpy): %s" % e)
+    common.skip("[deps] Pillow and numpy are needed (python3-pil, python3-numpy): %s" % e)
 
 Image.MAX_IMAGE_PIXELS = None
 
@@ -371,7 +371,7 @@ def run_testdata(d, tmp, rng):
     for fn, feat, mfeat, source in TESTDATA:
         path = os.path.join(td, fn)
         if not os.path.exists(path):
-            common.skip("%s is missing" % path)
+            common.skip("[testdata] %s is missing" % path)
         for i, ex in enumerate(examples_of(path)):
             name = "%s[%d]" % (fn[:40], i)
             ipath = os.path.join(tmp, "img")

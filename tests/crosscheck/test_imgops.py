@@ -6,7 +6,7 @@ is installed; crops exact; normalization exact in every dtype and layout; Random
 draws identical to imgref's (torchvision's get_params on the pipeline's random stream),
 fallback included.
 
-Environment: IMGOPS_TOOL (the binary). Exit 0 pass, 1 failure, 77 skipped.
+Environment: IMGOPS_TOOL (the binary). Output: TAP (common.check), for meson.
 """
 
 import os
@@ -20,7 +20,7 @@ import common  # noqa: E402
 try:
     import numpy as np
 except ImportError:
-    common.skip("numpy is not installed")
+    common.skip("[deps] numpy is not installed")
 import imgref  # noqa: E402
 from plref import Rng  # noqa: E402
 
@@ -29,9 +29,9 @@ failures = []
 
 
 def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
+    return common.check(cond, what)
 
 
 def run(*args):
@@ -64,7 +64,7 @@ def test_resize(tmp, rng):
         from PIL import Image
     except ImportError:
         Image = None
-        print("skip the comparison with Pillow: python3-pil is not installed")
+        common.skip_case("resize against Pillow", "[deps] python3-pil is not installed")
     cases = [(1, 1, 3, 5, 7), (7, 1, 1, 1, 9), (375, 500, 3, 224, 224), (300, 451, 3, 256, 384),
              (64, 64, 1, 64, 17), (33, 80, 3, 33, 80), (224, 224, 3, 500, 375)]
     cases += [(int(rng.integers(1, 200)), int(rng.integers(1, 200)), int(rng.choice([1, 3])),
@@ -201,7 +201,7 @@ def test_color_jitter(tmp, rng):
                       (names[k], f, h, w, c, d))
     check(worst_ref <= 1, "color_jitter: 24 images within 1 of imgref (worst %d)" % worst_ref)
     if TF is None:
-        print("skip color_jitter against torchvision (%s)" % why)
+        common.skip_case("color_jitter against torchvision", "[deps] %s" % why)
     else:
         check(worst_tv <= 1, "color_jitter: each adjustment within 1 of torchvision's "
               "adjust_* (worst %d)" % worst_tv)
@@ -219,8 +219,9 @@ def test_color_jitter(tmp, rng):
 
 
 def main():
+    common.start()
     if not TOOL or not os.access(TOOL, os.X_OK):
-        common.skip("IMGOPS_TOOL is not set (run through meson test)")
+        common.skip("[env] IMGOPS_TOOL is not set (run through meson test)")
     rng = np.random.default_rng(int(os.environ.get("SLUICE_CROSSCHECK_SEED", "16")))
     with tempfile.TemporaryDirectory(prefix="sluice-imgops-") as tmp:
         test_resize(tmp, rng)
@@ -228,11 +229,7 @@ def main():
         test_normalize(tmp, rng)
         test_random_resized_crop()
         test_color_jitter(tmp, rng)
-    if failures:
-        print("%d checks failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    common.finish()
 
 
 if __name__ == "__main__":

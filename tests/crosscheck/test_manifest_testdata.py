@@ -4,7 +4,7 @@
 SequenceExamples: `sluicectl manifest FILE` succeeds; its compression, record type, kinds and
 shapes equal an independent inference over the same records (inferref.py, google.protobuf);
 what it leaves out is named on stderr; and `sluicectl validate MANIFEST LIST` accepts every
-record of the file with it. Skipped (77) without the testdata.
+record of the file with it. Skipped, saying so, without the testdata.
 """
 
 import json

@@ -7,7 +7,7 @@ every value. Decoding alone must be exact (the same libjpeg-turbo DCT as Pillow)
 and resizes a pixel may differ by one unit (float rounding in the resampler), which normalize
 turns into 1/std.
 
-Environment: SLUICECTL. Exit 0 pass, 1 failure, 77 skipped (no Pillow, numpy, protobuf).
+Environment: SLUICECTL. Output: TAP, for meson.
 """
 
 import io
@@ -24,7 +24,7 @@ try:
     import numpy as np
     from PIL import Image
 except ImportError as e:
-    common.skip("%s (python3-numpy, python3-pil)" % e)
+    common.skip("[deps] %s (python3-numpy, python3-pil)" % e)
 import plref  # noqa: E402
 
 SLUICECTL = os.environ.get("SLUICECTL", "")
@@ -33,10 +33,9 @@ MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
 
 
 def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
-    return cond
+    return common.check(cond, what)
 
 
 def picture(rng, h, w):
@@ -380,8 +379,9 @@ def paired(tmp, data, train, norm_tol):
 
 
 def main():
+    common.start()
     if not SLUICECTL:
-        common.skip("SLUICECTL is not set (run through meson test)")
+        common.skip("[env] SLUICECTL is not set (run through meson test)")
     common.protos()
     norm_tol = 1.0 / min(STD) + 1e-3
     with tempfile.TemporaryDirectory(prefix="sluice-img-") as tmp:
@@ -448,11 +448,7 @@ def main():
         check(rc != 0 and "record 5" in err and 'tensor "image"' in err and "JPEG" in err,
               "a truncated JPEG, on_corrupt fail: the error names the record, the tensor and "
               "the decoder (%s)" % err.strip()[:300])
-    if failures:
-        print("%d checks failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    common.finish()
 
 
 if __name__ == "__main__":

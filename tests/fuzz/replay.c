@@ -84,5 +84,10 @@ int main(int argc, char **argv)
 		if (run_path(argv[i], &count) < 0)
 			return 1;
 	printf("replayed %u inputs\n", count);
+	if (count == 0) {
+		/* a corpus that went missing or empty would otherwise pass: it checked nothing */
+		fprintf(stderr, "replay: no input found in the corpus: nothing was checked\n");
+		return 1;
+	}
 	return 0;
 }

@@ -1,7 +1,7 @@
 """`sluice-bench predict` runs (issue 20): on a small endless CTR pipeline it prints one
 bench=predict line with a positive measured rate at both pool sizes, a positive prediction, a
 limit and an error figure that agree with each other. A smoke test of the tool, not a timing:
-the prediction's accuracy is measured in docs/BENCHMARKS.md. Exit 0 pass, 1 fail, 77 skip."""
+the prediction's accuracy is measured in docs/BENCHMARKS.md. Output: TAP, for meson."""
 
 import json
 import os
@@ -18,7 +18,7 @@ from test_daemon import check  # noqa: E402
 def main():
     bench = os.path.join(os.environ.get("SLUICE_BUILD_DIR", ""), "tools", "sluice-bench")
     if not os.environ.get("SLUICECTL") or not os.access(bench, os.X_OK):
-        td.common.skip("sluice-bench is not built (-Dbench=false)")
+        td.common.skip("[bench] sluice-bench is not built (-Dbench=false)")
     with tempfile.TemporaryDirectory(prefix="sluice-predict-") as tmp:
         data = os.path.join(tmp, "ctr")
         subprocess.run([os.environ["SLUICECTL"], "gen", "ctr", data, "--files", "2",
@@ -52,10 +52,7 @@ def main():
                            capture_output=True, text=True, timeout=60)
         check(r.returncode == 1 and ".nope" in r.stderr,
               "a spec that cannot be read is named (%s)" % r.stderr.strip()[-200:])
-    if td.FAILS:
-        print("%d checks failed" % len(td.FAILS))
-        return 1
-    return 0
+    td.common.finish()
 
 
 if __name__ == "__main__":

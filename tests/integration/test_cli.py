@@ -7,7 +7,7 @@ event it checks (a log line, a process's exit, a listing), never a sleep.
 
 The parts that need another user (rm by a non-owner, what nobody's "did you mean" may name) run
 when this runs as root (clients as `nobody` through setpriv) and are skipped, said so,
-otherwise. Exit 0 pass, 1 fail, 77 skip.
+otherwise. Output: TAP, for meson.
 """
 
 import json
@@ -61,7 +61,7 @@ def test_programs():
     if os.path.exists(bench):
         progs.append(("sluice-bench", bench))
     else:
-        print("SKIP sluice-bench's options: not built (meson -Dbench=true builds it)")
+        td.skip_case("sluice-bench's options", "[bench] sluice-bench is not built (-Dbench=false)")
     for name, path in progs:
         def run(*a):
             return subprocess.run([path] + list(a), capture_output=True, text=True, timeout=30)
@@ -107,6 +107,17 @@ def test_programs():
                            text=True)
         check(r.returncode == 0 and r.stdout.startswith("usage: sluicectl"),
               "sluicectl %s --help: usage on stdout, exit 0" % args[0])
+    # a rank's index must be below the count, at the edge too (without asking a daemon: the
+    # socket named does not exist)
+    for index, count, ok in ((2, 2, False), (3, 2, False), (1, 2, True)):
+        r = subprocess.run([os.environ["SLUICECTL"], "--socket", "/nonexistent/sluice.sock",
+                            "drain", "--mode", "rank", "--index", str(index), "--count",
+                            str(count), "x"], capture_output=True, text=True)
+        said = "--index must be below --count" in r.stderr
+        check(r.returncode == 1 and not said if ok else r.returncode == 2 and said,
+              "sluicectl drain --index %d --count %d: %s (exit %d: %r)" % (
+                  index, count, "a usage error" if not ok else "past the usage check",
+                  r.returncode, r.stderr.strip()[:200]))
 
 
 # ---- a daemon ----
@@ -172,7 +183,7 @@ def test_did_you_mean(d, pub):
           "did you mean" not in r.stderr,
           "nothing close: no suggestion (%r)" % r.stderr.strip())
     if not ROOT:
-        print("SKIP what nobody's suggestions may name: not root")
+        td.skip_case("what nobody's suggestions may name", "[root] needs root to run clients as nobody")
         return
     r = ctl(d, "stats", "mnist_train", user="nobody")
     check(r.returncode == 1 and 'did you mean "mnist-train"?' in r.stderr and
@@ -229,7 +240,7 @@ def test_rm(d, tmp, pub):
         check(r.returncode == 1 and "config dir: only root" in r.stderr,
               "rm of a config-dir pipeline by a user: EACCES (%r)" % r.stderr.strip())
     else:
-        print("SKIP rm by another user: not root")
+        td.skip_case("rm by another user", "[root] needs root to run clients as nobody")
     r = ctl(d, "rm", "victim")
     check(r.returncode == 0, "rm victim by its owner (%s)" % r.stderr.strip())
     try:
@@ -282,7 +293,8 @@ def test_rm(d, tmp, pub):
               "Python: sluice.remove(), and its reader's next batch raises saying so (%s)" %
               (r.stdout + r.stderr).strip()[-300:])
     else:
-        print("SKIP sluice.remove in Python: libsluice.so cannot be loaded here")
+        td.skip_case("sluice.remove in Python",
+                     "[sanitizer] libsluice.so cannot be loaded into this python")
     if nb:
         write_spec(os.path.join(pub, "own.json"), spec("../data", name="nobodys", seed=10))
         r = ctl(d, "register", os.path.join(pub, "own.json"), user="nobody")
@@ -638,9 +650,10 @@ def test_config_file(tmp, data):
 
 
 def main():
+    td.common.start()
     for v in ("SLUICED", "SLUICECTL", "SLUICE_BUILD_DIR"):
         if not os.environ.get(v):
-            td.common.skip("%s is not set (run through meson test)" % v)
+            td.common.skip("[env] %s is not set (run through meson test)" % v)
     td.common.protos()
     test_programs()
     with tempfile.TemporaryDirectory(prefix="sluice-cli-") as tmp:
@@ -675,10 +688,7 @@ def main():
         check(rc == 0, "sluiced stops cleanly (exit %s)" % rc)
         test_journal(tmp, data)
         test_config_file(tmp, data)
-    if td.FAILS:
-        print("%d checks failed" % len(td.FAILS))
-        return 1
-    return 0
+    td.common.finish()
 
 
 if __name__ == "__main__":

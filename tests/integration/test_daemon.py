@@ -3,7 +3,7 @@
 
 Starts sluiced on a temporary socket with a config dir of pipeline specs over a dataset written
 here (an int64 "id" per record, unique, so that who got which record can be checked), and drives
-it with `sluicectl drain` and a small ctypes client over libsluice.so. Exit 0 pass, 1 fail, 77 skip.
+it with `sluicectl drain` and a small ctypes client over libsluice.so. Output: TAP, for meson.
 """
 
 import ctypes
@@ -27,21 +27,27 @@ FAILS = []
 
 
 def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    """A case of the TAP stream meson reads (common.check)."""
     if not ok:
         FAILS.append(what)
-    return ok
+    return common.check(ok, what)
+
+
+def skip_case(what, why):
+    """A case that cannot run here, with its tagged reason (common.skip_case)."""
+    common.skip_case(what, why)
 
 
 def poll_until(cond, timeout):
     """cond()'s first true value, asked every 20 ms (the condition itself: a stats field, a
-    file), or None once timeout seconds passed without one."""
-    end = time.monotonic() + timeout
+    file), or None once timeout seconds (scaled for this build: common.scaled) passed without
+    one."""
+    end = time.monotonic() + common.scaled(timeout)
     while True:
         v = cond()
         if v or time.monotonic() > end:
             return v or None
-        time.sleep(0.02)
+        time.sleep(0.02)  # polls the condition itself
 
 
 N_FILES, PER_FILE = 4, 50  # 200 records, ids 0..199
@@ -153,7 +159,8 @@ def test_split_and_kill(d, tmp, data):
         [sys.executable, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", lib],
         capture_output=True).returncode == 0
     if not loadable:
-        print("SKIP the reader killed while holding batches: %s cannot be loaded here" % lib)
+        skip_case("split: the reader killed while holding batches",
+                  "[sanitizer] %s cannot be loaded into this python" % lib)
     if loadable:
         # a reader that takes 3 batches, never releases them, and is killed with SIGKILL
         code = r'''
@@ -175,7 +182,7 @@ while n < 3:
     if r == 1:
         n += 1
 print("HOLDING", n, flush=True)
-time.sleep(60)
+time.sleep(60)  # the workload: a reader that holds its batches until it is killed
 '''
         holder = subprocess.Popen([sys.executable, "-c", code, lib, d.sock, sp],
                                   stdout=subprocess.PIPE, text=True)
@@ -185,8 +192,15 @@ time.sleep(60)
                                "split", "--json", "--values", "id"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
-    time.sleep(0.5)
+
+    def readers():
+        r = ctl(d, "stats", "sp", "--json")
+        return json.loads(r.stdout)["readers"] if r.returncode == 0 else -1
+    # the kill below must find both split readers attached (else the held batches would go
+    # to whichever attached after it, and the scenario is not the one this checks)
     if holder:
+        check(poll_until(lambda: readers() >= 3, 30) is not None,
+              "split: both drain readers attached beside the holder (%d readers)" % readers())
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     res = [p.communicate(timeout=60) for p in procs]
@@ -271,8 +285,10 @@ def test_access_and_garbage(d, tmp, data):
     r = ctl(d, "register", rs)
     check(r.returncode == 0 and "mine" in r.stdout, "register prints the name (%s)" %
           (r.stdout + r.stderr).strip()[:200])
-    try:
-        pwd.getpwnam("nobody")
+    if os.geteuid() != 0:
+        skip_case("access: another uid and the spec's readers",
+                  "[root] needs root to run clients as nobody")
+    else:
         os.chmod(tmp, 0o755)
         r = ctl(d, "drain", "mine", "--batches", "1", user="nobody")
         check(r.returncode == 1 and "permission denied" in r.stderr.lower(),
@@ -296,8 +312,6 @@ def test_access_and_garbage(d, tmp, data):
         r = ctl(d, "register", p)
         check(r.returncode == 1 and "readers.uids[0]" in r.stderr,
               "readers: a bad id is named by its JSON path (%s)" % r.stderr.strip()[:200])
-    except (KeyError, FileNotFoundError, PermissionError) as e:
-        print("SKIP access test: %s" % e)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(d.sock)
     s.send(os.urandom(100))
@@ -725,7 +739,8 @@ def test_errors_reach_readers(tmp, data):
     d = Daemon(tmp, conf, ["--pipeline-memory", "16M", "--ring-commit", "all"])
     py = reader_loadable()
     if not py:
-        print("SKIP the Python readers of failed pipelines: libsluice.so cannot be loaded here")
+        skip_case("errors: the Python readers of failed pipelines",
+                  "[sanitizer] libsluice.so cannot be loaded into this python")
     pkg = os.path.join(os.environ.get("SLUICE_SRC_DIR", os.path.join(HERE, "..", "..")),
                        "libclient", "python")
     names = []
@@ -783,13 +798,6 @@ def test_errors_reach_readers(tmp, data):
     check(rc == 0, "sluiced with failed pipelines stops cleanly (exit %s)" % rc)
 
 
-def cpu_seconds(pid):
-    """A process's user + system CPU time so far (/proc/PID/stat), in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def open_idle(path, n):
     """n connections to the socket that never say a word."""
     conns = []
@@ -817,7 +825,10 @@ def test_fd_limit(tmp):
     never answer a new client. Now it takes each new connection: the connection silent longest
     (a second or more) makes room for it, else it is closed at once with the reason; the log
     says so once. `sluicectl list` is polled until it answers (its first tries come before any
-    idle connection has been silent a second: refused, saying why)."""
+    idle connection has been silent a second: refused, saying why). Not spinning is a count:
+    the times accepting met the limit (its exit line) are at most two per connection that
+    came (one that took or refused it, one that found the queue empty), where a spinning loop
+    meets it at every turn."""
     conf = os.path.join(tmp, "conf-fds")
     os.makedirs(conf)
     mark = log_mark(tmp)
@@ -825,10 +836,11 @@ def test_fd_limit(tmp):
                                                                   (64, 64)))
     conns = []
     try:
-        cpu0, t0 = cpu_seconds(d.p.pid), time.monotonic()
+        t0 = time.monotonic()
         conns = open_idle(d.sock, 100)
-        refusals, answered, why = [], False, ""
-        while not answered and time.monotonic() - t0 < 20:  # the condition itself, polled
+        refusals, answered, why, tries = [], False, "", 0
+        while not answered and time.monotonic() - t0 < 60:  # the condition itself, polled
+            tries += 1
             try:
                 r = ctl(d, "list", timeout=10)
             except subprocess.TimeoutExpired:
@@ -837,21 +849,26 @@ def test_fd_limit(tmp):
             answered, why = r.returncode == 0, r.stderr.strip()
             if not answered:
                 refusals.append(why)
-                time.sleep(0.05)
-        wall, cpu = time.monotonic() - t0, cpu_seconds(d.p.pid) - cpu0
+                time.sleep(0.05)  # the workload: a client that retries a refused connection
+        wall = time.monotonic() - t0
         alive = d.p.poll() is None
     finally:
         for c in conns:
             c.close()
         rc = d.stop()
-    check(answered and wall < 10,
+    check(answered,
           "at its fd limit with 100 idle connections, sluiced answers sluicectl list (after "
           "%.1f s, %d refusals; %s)" % (wall, len(refusals), why[-200:]))
     check(all("at its limit of 64 open files" in x for x in refusals),
           "a connection refused at the limit is told why (%s)" % refusals[:1])
-    check(cpu < 0.25 * wall,
-          "... without spinning: %.2f s of CPU in %.2f s" % (cpu, wall))
-    said = [x for x in log_since(mark) if "limit of 64 open files" in x]
+    log = log_since(mark)
+    met = [int(x.split(" open files ")[1].split()[0]) for x in log
+           if "accepting met the limit of open files " in x]
+    came = len(conns) + tries  # each sluicectl list is one connection
+    check(len(met) == 1 and 0 < met[0] <= 2 * came,
+          "... without spinning: accepting met the limit %s times for %d connections" % (
+              met, came))
+    said = [x for x in log if "limit of 64 open files" in x]
     check(len(said) == 1, "the limit is logged once: %s" % said)
     check(alive and rc == 0, "... and sluiced goes on, and stops cleanly (exit %s)" % rc)
 
@@ -872,14 +889,10 @@ def test_user_connections(tmp):
     """--user-connections: a uid other than root holds at most N connections; one more is
     refused with a message that says so, root is not counted, and the uid connects again once
     its connections are gone."""
-    try:
-        pw = pwd.getpwnam("nobody")
-    except KeyError:
-        print("SKIP --user-connections: no user nobody")
-        return
     if os.geteuid() != 0:
-        print("SKIP --user-connections: needs root to run clients as nobody")
+        skip_case("--user-connections", "[root] needs root to run clients as nobody")
         return
+    pw = pwd.getpwnam("nobody")
     conf = os.path.join(tmp, "conf-cap")
     os.makedirs(conf)
     os.chmod(tmp, 0o755)
@@ -904,7 +917,7 @@ def test_user_connections(tmp):
             again = ctl(d, "list", user="nobody")
             if again.returncode == 0 or time.monotonic() - t0 > 20:
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # polls the condition itself
     finally:
         if holder and holder.poll() is None:
             holder.kill()
@@ -953,7 +966,8 @@ def test_idle_timeout(tmp, data):
             line = reader.stdout.readline()
             check(line.startswith("ATTACHED"), "idle: a reader attaches (%r)" % line)
         else:
-            print("SKIP the attached reader: libsluice.so cannot be loaded here")
+            skip_case("idle: the attached reader",
+                      "[sanitizer] libsluice.so cannot be loaded into this python")
         s = open_idle(d.sock, 1)[0]
         s.settimeout(30)
         got, closed = b"", False
@@ -1410,12 +1424,13 @@ def test_relative_paths(tmp, data):
 
 
 def main():
+    common.start()
     for v in ("SLUICED", "SLUICECTL", "SLUICE_BUILD_DIR"):
         if not os.environ.get(v):
-            common.skip("%s is not set (run through meson test)" % v)
+            common.skip("[env] %s is not set (run through meson test)" % v)
     r = subprocess.run([os.environ["SLUICECTL"], "drain", "--help"], capture_output=True, text=True)
     if "unknown command" in (r.stdout + r.stderr):
-        common.skip("sluicectl drain is not built")
+        common.skip("[deps] sluicectl drain is not built")
     common.protos()
     with tempfile.TemporaryDirectory(prefix="sluice-daemon-") as tmp:
         data = os.path.join(tmp, "data")
@@ -1466,10 +1481,7 @@ def main():
         with open(os.path.join(tmp, "sluiced.log")) as f:
             log = f.read()
         check("broken.json" in log, "a broken spec in the config dir is logged and skipped")
-    if FAILS:
-        print("%d checks failed" % len(FAILS))
-        return 1
-    return 0
+    common.finish()
 
 
 if __name__ == "__main__":

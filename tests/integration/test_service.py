@@ -3,7 +3,7 @@
 
 systemd gives the unit's runtime directories in RUNTIME_DIRECTORY, ':'-separated when there are
 several: sluiced listens in the first, and sluicectl (libsluice) finds it there with the same
-environment and no --socket. SLUICE_SOCKET comes before both. Exit 0 pass, 1 fail, 77 skip.
+environment and no --socket. SLUICE_SOCKET comes before both. Output: TAP, for meson.
 """
 
 import os
@@ -71,7 +71,7 @@ def notifications(tmp, conf, extra_env, want_watchdogs):
 def main():
     for v in ("SLUICED", "SLUICECTL"):
         if not os.environ.get(v):
-            td.common.skip("%s is not set (run through meson test)" % v)
+            td.common.skip("[env] %s is not set (run through meson test)" % v)
     with tempfile.TemporaryDirectory(prefix="sluice-sock-") as tmp:
         first, second, conf = (os.path.join(tmp, x) for x in ("run1", "run2", "conf"))
         for x in (first, second, conf):
@@ -107,10 +107,7 @@ def main():
         got, pings = notifications(tmp, conf, {"WATCHDOG_PID": "1"}, 0)
         check(got[:1] and got[0].startswith("READY=1") and pings == 0,
               "notify: no WATCHDOG=1 when WATCHDOG_PID names another process (%s)" % got)
-    if td.FAILS:
-        print("%d checks failed" % len(td.FAILS))
-        return 1
-    return 0
+    td.common.finish()
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def attach(a, state):
             if e.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ECONNRESET,
                                errno.EPIPE) or time.monotonic() > deadline:
                 raise
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls: sluiced is back once an attach succeeds
 
 
 def main():
@@ -109,7 +109,7 @@ def main():
     r = attach(a, state)
     out({"ev": "attach", "pid": os.getpid(), "from": frm})
     while a.go_file and not os.path.exists(a.go_file):  # the others attach too
-        time.sleep(0.01)
+        time.sleep(0.01)  # polls the go file
     lost_since = None
     while True:
         try:
@@ -146,7 +146,7 @@ def main():
         out(line)
         b.release()
         if a.pace_file and os.path.exists(a.pace_file):
-            time.sleep(a.pace)
+            time.sleep(a.pace)  # the workload: a training step's pace
     out({"ev": "end"})
     r.close()
 

@@ -25,7 +25,7 @@ try:
 except ImportError:
     torch = None
 
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed (python3-torch)")
+needs_torch = pytest.mark.skipif(torch is None, reason="[deps] torch is not installed (python3-torch)")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -42,7 +42,7 @@ def _files():
 
 
 FILES = _files()
-needs_testdata = pytest.mark.skipif(not FILES, reason="no ../shared/testdata")
+needs_testdata = pytest.mark.skipif(not FILES, reason="[testdata] no ../shared/testdata")
 
 
 def _records(path, comp):

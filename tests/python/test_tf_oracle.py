@@ -45,7 +45,7 @@ import common  # noqa: E402  (tests/crosscheck, on the path through test_testdat
 
 TF = os.environ.get("SLUICE_TF_PYTHON", "")
 pytestmark = pytest.mark.skipif(not (TF and os.access(TF, os.X_OK)),
-                                reason="no TensorFlow venv (SLUICE_TF_PYTHON; "
+                                reason="[peer] no TensorFlow venv (SLUICE_TF_PYTHON; "
                                 "tools/peers/venv.sh --oracle)")
 BATCH = 7
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/skip.h"
+
 #include "io/crc32c.h"
 
 typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
@@ -49,7 +51,7 @@ static void test_rfc3720_table(void **state)
 static void test_rfc3720_hw(void **state)
 {
 	if (!crc32c_hw_available())
-		skip();
+		SL_SKIP("[cpu] this CPU has no CRC32C instruction");
 	check_rfc3720(crc32c_extend_hw);
 }
 
@@ -323,5 +325,5 @@ int main(void)
 		cmocka_unit_test(test_copy_alignment),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return SL_RUN_GROUP(tests, NULL, NULL);
 }

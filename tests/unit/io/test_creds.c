@@ -126,7 +126,7 @@ static void test_usable_and_copy(void **state)
 int main(void)
 {
 	if (geteuid() != 0) {
-		fprintf(stderr, "SKIP: taking another user's rights needs root\n");
+		printf("# skip: [root] taking another user's rights needs root\n");
 		return 77;
 	}
 	if (!mkdtemp(dir))

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "tests/unit/skip.h"
 #include <zlib.h>
 
 #include "io/crc32c.h"
@@ -313,22 +315,17 @@ static void test_dir_symlink_followed(void **state)
 
 static void test_dir_real_tfrecord_linked(void **state)
 {
-	const char *shared = getenv("SLUICE_SHARED_DIR");
+	const char *dir = sl_testdata_dir();
 	char target[PATH_MAX];
 	struct dataset *ds;
 	struct stat st;
 
-	if (!shared) {
-		print_message("SLUICE_SHARED_DIR not set: skipping\n");
-		skip();
-	}
+	if (!dir)
+		SL_SKIP("[testdata] no ../shared/testdata (SLUICE_SHARED_DIR)");
 	/* A real TensorFlow-written file (SOURCES.md #11, 130 bytes), linked, never copied. */
-	snprintf(target, sizeof(target), "%s/testdata/pwnall+tfrecord__testdata_singles.tfrecords",
-		 shared);
-	if (stat(target, &st) < 0) {
-		print_message("%s missing: skipping\n", target);
-		skip();
-	}
+	snprintf(target, sizeof(target), "%s/pwnall+tfrecord__testdata_singles.tfrecords", dir);
+	if (stat(target, &st) < 0)
+		SL_SKIP("[testdata] %s is missing", target);
 	put(state, "__manifest__.json", MANIFEST_JSON);
 	link_to(state, target, "singles.tfrecords");
 	ds = open_dir_ok(state);
@@ -492,10 +489,9 @@ static void test_dir_unreadable_subdir(void **state)
 {
 	char p[PATH_MAX];
 
-	if (geteuid() == 0) {
-		print_message("running as root: permissions are not enforced, skipping\n");
-		skip();
-	}
+	if (geteuid() == 0)
+		SL_SKIP("[nonroot] running as root: permissions are not enforced "
+			"(meson's dataset_nonroot runs this as nobody)");
 	put(state, "__manifest__.json", MANIFEST_JSON);
 	put(state, "locked/a.tfrecords", "a");
 	assert_int_equal(chmod(at(state, "locked", p), 0), 0);
@@ -689,5 +685,5 @@ int main(void)
 						teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return SL_RUN_GROUP(tests, NULL, NULL);
 }

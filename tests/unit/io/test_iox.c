@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/skip.h"
+
 #include "io/iox_internal.h"
 
 /*
@@ -158,8 +160,7 @@ static struct iox *make_iox(void **state, struct iox_opts *o)
 	o->engine = e;
 	ret = iox_create(o, &iox, &err);
 	if (ret < 0 && e == IOX_ENGINE_URING && ret != -EINVAL && ret != -ENOMEM) {
-		print_message("io_uring refused here (%s): skipping\n", err.msg);
-		skip();
+		SL_SKIP("[io_uring] io_uring refused here: %s", err.msg);
 	}
 	assert_int_equal(ret, 0);
 	assert_non_null(iox);
@@ -824,5 +825,5 @@ int main(void)
 	unsetenv("SLUICE_IO_ENGINE");
 	unsetenv("SLUICE_IOX_FAKE_URING_ERRNO");
 	unsetenv("SLUICE_IOX_FAKE_REGISTER_ERRNO");
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return SL_RUN_GROUP(tests, group_setup, group_teardown);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Tests for io/pbex.c: schemas, foreach walks, SequenceExample, a file written by TensorFlow. */
 #include "pbex_wire.h"
+#include "tests/unit/skip.h"
 
 /* ---- schema ---------------------------------------------------------------------------- */
 
@@ -246,7 +247,7 @@ static void test_sequence_foreach_and_errors(void **state)
 static void test_real_file_singles(void **state)
 {
 	static const char *const names[] = { "int_feature", "float_feature", "byte_feature" };
-	const char *dir = getenv("SLUICE_SHARED_DIR");
+	const char *dir = sl_testdata_dir();
 	struct pbex_schema *s = schema_of(names, 3);
 	struct pbex_feature out[3];
 	uint8_t buf[512];
@@ -260,14 +261,13 @@ static void test_real_file_singles(void **state)
 
 	if (!dir) {
 		pbex_schema_destroy(s);
-		skip();
+		SL_SKIP("[testdata] no ../shared/testdata (SLUICE_SHARED_DIR)");
 	}
-	snprintf(path, sizeof(path), "%s/testdata/%s", dir,
-		 "pwnall+tfrecord__testdata_singles.tfrecords");
+	snprintf(path, sizeof(path), "%s/%s", dir, "pwnall+tfrecord__testdata_singles.tfrecords");
 	fp = fopen(path, "rb");
 	if (!fp) {
 		pbex_schema_destroy(s);
-		skip();
+		SL_SKIP("[testdata] %s is missing", path);
 	}
 	n = fread(buf, 1, sizeof(buf), fp);
 	fclose(fp);
@@ -321,5 +321,5 @@ int main(void)
 		cmocka_unit_test(test_real_file_singles),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return SL_RUN_GROUP(tests, NULL, NULL);
 }

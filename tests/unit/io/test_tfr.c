@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/skip.h"
+
 #include "io/crc32c.h"
 #include "io/tfr.h"
 
@@ -486,6 +488,46 @@ static void test_huge_length(void **state)
 					"after the header)"));
 }
 
+/* A record exactly at max_record_len is read; one byte longer is refused (the limit is
+ * inclusive: a mutation to >= went unnoticed, docs/testing.md "Mutations tried"). */
+static void test_length_at_the_limit(void **state)
+{
+	struct blob b = three_records(); /* records of 100 bytes */
+	struct result res = read_chunked(&b, TFR_COMPRESSION_NONE, 4096, false, 100, true);
+
+	assert_int_equal(res.rc, TFR_END);
+	assert_int_equal(res.records, 3);
+	res = read_chunked(&b, TFR_COMPRESSION_NONE, 4096, false, 99, true);
+	assert_int_equal(res.rc, -EMSGSIZE);
+	assert_int_equal(res.records, 0);
+	assert_non_null(strstr(res.msg, "record 0 at offset 0: length 100 exceeds the limit of 99 "
+					"bytes"));
+	free(b.p);
+}
+
+/* In a file of known size, a last record whose footer is cut by 1 to 4 bytes is refused at
+ * its header, before its data is read: each cut is one byte of the footer's four. */
+static void test_known_size_footer_cut(void **state)
+{
+	struct blob b = three_records();
+	char want[128];
+
+	for (size_t cut = 1; cut <= TFR_FOOTER_LEN; cut++) {
+		b.len = 3 * 116 - cut;
+		struct result res = read_chunked(&b, TFR_COMPRESSION_NONE, 4096, false, 0, true);
+
+		assert_int_equal(res.records, 2);
+		assert_int_equal(res.rc, -EBADMSG);
+		snprintf(want, sizeof(want),
+			 "record 2 at offset 232: length 100 runs past the end of the file (%zu "
+			 "bytes left after the header)",
+			 116 - TFR_HEADER_LEN - cut);
+		if (!strstr(res.msg, want))
+			fail_msg("cut %zu: message \"%s\" lacks \"%s\"", cut, res.msg, want);
+	}
+	free(b.p);
+}
+
 /* ---- compressed streams ------------------------------------------------------------------- */
 
 static void test_gzip_cut(void **state)
@@ -584,18 +626,6 @@ static void test_bomb(void **state)
 
 /* ---- the real files ----------------------------------------------------------------------- */
 
-static const char *shared(void)
-{
-	const char *s = getenv("SLUICE_SHARED_DIR");
-	static char buf[512];
-	struct stat st;
-
-	if (!s)
-		s = "../shared";
-	snprintf(buf, sizeof(buf), "%s/testdata", s);
-	return stat(buf, &st) == 0 ? buf : NULL;
-}
-
 /* Every file of files.tsv: record counts for the ones SOURCES.md states, framing OK for all. */
 static void test_testdata(void **state)
 {
@@ -642,11 +672,11 @@ static void test_testdata(void **state)
 		  "seg_val-00000-of-00001.tfrecord",
 		  3 },
 	};
-	const char *dir = shared();
+	const char *dir = sl_testdata_dir();
 	char path[1024];
 
 	if (!dir)
-		skip();
+		SL_SKIP("[testdata] no ../shared/testdata (SLUICE_SHARED_DIR)");
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, want[i].name);
 		struct blob b = read_path(path);
@@ -670,11 +700,11 @@ static void test_testdata(void **state)
 /* The CRLF-damaged file: record 0's header is fine, its data CRC is not, then framing is lost. */
 static void test_testdata_corrupt(void **state)
 {
-	const char *dir = shared();
+	const char *dir = sl_testdata_dir();
 	char path[1024];
 
 	if (!dir)
-		skip();
+		SL_SKIP("[testdata] no ../shared/testdata (SLUICE_SHARED_DIR)");
 	snprintf(path, sizeof(path),
 		 "%s/CORRUPT-crlf__domj07+Tensorflow-Ion-Detetection__models_"
 		 "research_object_detection_test_data_pets_examples.record",
@@ -704,6 +734,8 @@ int main(void)
 		cmocka_unit_test(test_deferred_data_crc),
 		cmocka_unit_test(test_sticky),
 		cmocka_unit_test(test_huge_length),
+		cmocka_unit_test(test_length_at_the_limit),
+		cmocka_unit_test(test_known_size_footer_cut),
 		cmocka_unit_test(test_gzip_cut),
 		cmocka_unit_test(test_gzip_bad_trailer),
 		cmocka_unit_test(test_zlib_bad_checksum),
@@ -714,5 +746,5 @@ int main(void)
 		cmocka_unit_test(test_testdata_corrupt),
 	};
 
-	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+	return SL_RUN_GROUP(tests, setup_dir, teardown_dir);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/skip.h"
+
 #include "ipc/batch.h"
 #include "ipc/ring.h"
 #include "libclient/client_internal.h"
@@ -206,7 +208,7 @@ static void test_real_runtime_without_gpu(void **state)
 	int rc;
 
 	if (access(real, R_OK) != 0)
-		skip();
+		SL_SKIP("[cuda] no CUDA toolkit runtime at %s", real);
 	b = next_batch(f);
 	setenv("SLUICE_CUDA_LIBRARY", real, 1);
 	rc = sluice_batch_copy_to_cuda(b, dst, NULL, NULL, &err);
@@ -227,7 +229,8 @@ static void test_fake_without_device_is_enodev(void **state)
 	void *dst[2] = { NULL, NULL };
 
 	if (real_gpu)
-		skip();
+		SL_SKIP("[gpu-present] a real GPU: the fake runtime cannot be loaded after the "
+			"real one");
 	b = next_batch(f);
 	setenv("SLUICE_CUDA_LIBRARY", fake_path, 1);
 	setenv("FAKE_CUDA_DEVICES", "0", 1);
@@ -267,7 +270,8 @@ static void test_copy_waits_in_release(void **state)
 	const void *data;
 
 	if (real_gpu)
-		skip();
+		SL_SKIP("[gpu-present] a real GPU: the fake runtime cannot be loaded after the "
+			"real one");
 	setenv("SLUICE_CUDA_LIBRARY", fake_path, 1);
 	b = next_batch(f);
 	memset(xd, 0, sizeof(xd));
@@ -319,7 +323,8 @@ static void test_skips_and_one_registration(void **state)
 	int queued;
 
 	if (real_gpu)
-		skip();
+		SL_SKIP("[gpu-present] a real GPU: the fake runtime cannot be loaded after the "
+			"real one");
 	b = next_batch(f);
 	st = fake_state();
 	queued = st->copies_queued;
@@ -337,7 +342,8 @@ static void test_ring_fini_unregisters(void **state)
 	struct fake_cuda_state *st;
 
 	if (real_gpu)
-		skip();
+		SL_SKIP("[gpu-present] a real GPU: the fake runtime cannot be loaded after the "
+			"real one");
 	st = fake_state();
 	assert_int_equal(st->unregistered, 0);
 	lc_ring_unref(f->lr);
@@ -362,5 +368,5 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	fake_path = argv[1];
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return SL_RUN_GROUP(tests, setup, teardown);
 }

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "tests/unit/skip.h"
 #include <numa.h>
 #include <numaif.h>
 
@@ -387,7 +389,8 @@ static void test_bind_thread(void **state)
 	assert_int_equal(sched_setaffinity(0, sizeof(saved), &saved), 0);
 	topo_destroy(t);
 	if (!bound_any)
-		skip();
+		SL_SKIP("[affinity] no CPU of the topology accepts a thread here "
+			"(sched_setaffinity)");
 }
 
 /* The node of every page of [p, p + len), or -1 where the kernel will not say. */
@@ -478,5 +481,5 @@ int main(void)
 		cmocka_unit_test(test_memory),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return SL_RUN_GROUP(tests, NULL, NULL);
 }
