@@ -184,13 +184,6 @@ class Checker:
     def check(self, cond, msg):
         return check(cond, msg)
 
-    def skip_case(self, what, why):
-        skip_case(what, why)
-
-    @property
-    def failures(self):
-        return tap().failed
-
     def finish(self):
         finish(self.name)
 

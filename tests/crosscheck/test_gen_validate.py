@@ -24,13 +24,7 @@ SLUICECTL = os.environ.get("SLUICECTL", "")
 SHARED = os.environ.get("SLUICE_SHARED_DIR", "")
 MNIST = "tensorflow+tfx__tfx_examples_mnist_data_mnist.tfrecord"
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return common.check(cond, what)
+check = common.check  # a TAP case (common.finish counts the failures)
 
 
 def run(args, env_extra=None):

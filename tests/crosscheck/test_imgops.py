@@ -25,13 +25,8 @@ import imgref  # noqa: E402
 from plref import Rng  # noqa: E402
 
 TOOL = os.environ.get("IMGOPS_TOOL", "")
-failures = []
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return common.check(cond, what)
+check = common.check  # a TAP case (common.finish counts the failures)
 
 
 def run(*args):

@@ -28,14 +28,9 @@ except ImportError as e:
 import plref  # noqa: E402
 
 SLUICECTL = os.environ.get("SLUICECTL", "")
-failures = []
 MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return common.check(cond, what)
+check = common.check  # a TAP case (common.finish counts the failures)
 
 
 def picture(rng, h, w):
