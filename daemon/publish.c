@@ -385,6 +385,15 @@ uint64_t dmn_pipeline_collect(struct dmn_pipeline *pl, uint64_t lease_ns)
 	return bad;
 }
 
+int dmn_pipeline_state_of(struct dmn_pipeline *pl, uint64_t epoch, uint64_t index, uint64_t seq,
+			  void *buf, size_t cap)
+{
+	pthread_mutex_lock(&pl->lock);
+	int r = pl->pl ? pl_pipeline_state_of(pl->pl, epoch, index, seq, buf, cap) : -EIDRM;
+	pthread_mutex_unlock(&pl->lock);
+	return r;
+}
+
 int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap)
 {
 	pthread_mutex_lock(&pl->lock);

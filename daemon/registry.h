@@ -279,6 +279,9 @@ void dmn_pipelines_expire(struct dmn_registry *d);
  * reader sees part of the stream). Returns its length, -ENOENT, -ENOSPC. Server thread.
  */
 int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *buf, size_t cap);
+/* The state of position (epoch, index in it, stream seq there) of pl: its length, or -errno. */
+int dmn_pipeline_state_of(struct dmn_pipeline *pl, uint64_t epoch, uint64_t index, uint64_t seq,
+			  void *buf, size_t cap);
 /* Forget what was kept for ring reader id (it is being removed). Under pl->lock. */
 void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id);
 

@@ -519,12 +519,21 @@ static int on_save_state(struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 		return reply_error(c, msg->req_id, -ENOENT, "no reader %llu on this connection",
 				   (unsigned long long)m.reader_id);
 	uint8_t state[PL_STATE_MAX];
-	if (rd->mode != IPC_RING_BROADCAST)
+	int n;
+	if (m.at) {
+		/* a position the client names (a rank group's epoch position): this pipeline's
+		   fingerprint and seed with it; resuming checks nothing more than any state */
+		n = dmn_pipeline_state_of(rd->pl, m.at_epoch, m.at_index, m.at_seq, state,
+					  sizeof(state));
+	} else if (rd->mode != IPC_RING_BROADCAST) {
 		return reply_error(c, msg->req_id, -EOPNOTSUPP,
 				   "a %s reader sees part of the stream: save the "
-				   "position of a broadcast reader",
+				   "position of a broadcast reader, or name the group's "
+				   "position (sluice_reader_save_at)",
 				   mode_name(rd->mode));
-	int n = dmn_pipeline_reader_state(rd->pl, rd->ring_id, state, sizeof(state));
+	} else {
+		n = dmn_pipeline_reader_state(rd->pl, rd->ring_id, state, sizeof(state));
+	}
 	if (n < 0)
 		return reply_error(c, msg->req_id, n, "cannot tell the reader's position");
 	struct ipc_ctl_state out = { .reader_id = m.reader_id,

@@ -131,6 +131,13 @@ static const struct fdesc attached_f[] = {
 static const struct fdesc reader_ref_f[] = {
 	NUM(1, K_U64, F_REQ, struct ipc_ctl_reader_ref, reader_id),
 };
+static const struct fdesc save_state_f[] = {
+	NUM(1, K_U64, F_REQ, struct ipc_ctl_reader_ref, reader_id),
+	NUM(2, K_BOOL, 0, struct ipc_ctl_reader_ref, at),
+	NUM(3, K_U64, 0, struct ipc_ctl_reader_ref, at_epoch),
+	NUM(4, K_U64, 0, struct ipc_ctl_reader_ref, at_index),
+	NUM(5, K_U64, 0, struct ipc_ctl_reader_ref, at_seq),
+};
 static const struct fdesc state_f[] = {
 	NUM(1, K_U64, F_REQ, struct ipc_ctl_state, reader_id),
 	VIEW(2, K_BYTES, F_REQ | F_NONEMPTY, struct ipc_ctl_state, state, state_len,
@@ -148,7 +155,7 @@ static const struct mdesc attached_d =
 static const struct mdesc detach_d =
 	MDESC("ctl DETACH", IPC_CTL_DETACH, false, struct ipc_ctl_reader_ref, reader_ref_f, NULL);
 static const struct mdesc save_state_d = MDESC("ctl SAVE_STATE", IPC_CTL_SAVE_STATE, false,
-					       struct ipc_ctl_reader_ref, reader_ref_f, NULL);
+					       struct ipc_ctl_reader_ref, save_state_f, NULL);
 static const struct mdesc detached_d = MDESC("ctl DETACHED", IPC_CTL_DETACHED, false,
 					     struct ipc_ctl_reader_ref, reader_ref_f, NULL);
 static const struct mdesc state_d =

@@ -39,6 +39,11 @@ bool sluice_batch_end_of_epoch(const struct sluice_batch *b)
 	return b->v.flags & IPC_BATCH_F_END_EPOCH;
 }
 
+uint64_t sluice_batch_index_in_epoch(const struct sluice_batch *b)
+{
+	return b->v.index_in_epoch;
+}
+
 bool sluice_batch_redelivered(const struct sluice_batch *b)
 {
 	return (b->rb.flags & IPC_RING_BATCH_REDELIVERED) || b->resumed_again;

@@ -529,8 +529,8 @@ static int take(struct sluice_reader *r, const struct ipc_ring_batch *rb,
 	return 1;
 }
 
-static int save_locked(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,
-		       struct sluice_error *err);
+static int save_locked(struct sluice_reader *r, const struct ipc_ctl_reader_ref *at, void *buf,
+		       size_t cap, size_t *ret_len, struct sluice_error *err);
 
 /* The old reader of a move, once none of its batches is held: detach it. */
 static void drop_old_reader(struct sluice_reader *r, bool force)
@@ -563,7 +563,7 @@ static int move_off(struct sluice_reader *r, struct sluice_error *err)
 
 	drop_old_reader(r, true); /* a second move: cannot happen (its own pipeline holds) */
 	pthread_mutex_lock(&c->lock);
-	rc = save_locked(r, st, sizeof(st), &n, err);
+	rc = save_locked(r, &(struct ipc_ctl_reader_ref){ 0 }, st, sizeof(st), &n, err);
 	if (rc < 0) {
 		pthread_mutex_unlock(&c->lock);
 		return rc;
@@ -717,8 +717,8 @@ void sluice_batch_release(struct sluice_batch *b)
 }
 
 /* SAVE_STATE for the reader: into buf and r->state (for re-attaching). Under c->lock. */
-static int save_locked(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,
-		       struct sluice_error *err)
+static int save_locked(struct sluice_reader *r, const struct ipc_ctl_reader_ref *at, void *buf,
+		       size_t cap, size_t *ret_len, struct sluice_error *err)
 {
 	struct sluice_client *c = r->c;
 	struct ipc_ctl_reader_ref ref;
@@ -738,6 +738,7 @@ static int save_locked(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 			     what);
 		goto out;
 	}
+	ref = *at;
 	ref.reader_id = r->reader_id;
 	req = lc_req_id_locked(c);
 	rc = ipc_ctl_encode_reader_ref(c->sbuf, IPC_CTL_MAX_MSG, IPC_CTL_SAVE_STATE, req, &ref,
@@ -766,8 +767,10 @@ static int save_locked(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 		goto out;
 	}
 	memcpy(buf, st.state, st.state_len);
-	memcpy(r->state, st.state, st.state_len); /* for re-attaching */
-	r->state_len = st.state_len;
+	if (!at->at) { /* the reader's own position: for re-attaching */
+		memcpy(r->state, st.state, st.state_len);
+		r->state_len = st.state_len;
+	}
 	*ret_len = st.state_len;
 	rc = 0;
 out:
@@ -782,7 +785,24 @@ int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 	if (!r || !buf || !ret_len)
 		return lc_fail(err, -EINVAL, "save: no reader, buffer or ret_len");
 	pthread_mutex_lock(&r->c->lock);
-	rc = save_locked(r, buf, cap, ret_len, err);
+	rc = save_locked(r, &(struct ipc_ctl_reader_ref){ 0 }, buf, cap, ret_len, err);
+	pthread_mutex_unlock(&r->c->lock);
+	return rc;
+}
+
+int sluice_reader_save_at(struct sluice_reader *r, uint64_t epoch, uint64_t index_in_epoch,
+			  uint64_t seq, void *buf, size_t cap, size_t *ret_len,
+			  struct sluice_error *err)
+{
+	struct ipc_ctl_reader_ref at = {
+		.at = true, .at_epoch = epoch, .at_index = index_in_epoch, .at_seq = seq
+	};
+	int rc;
+
+	if (!r || !buf || !ret_len)
+		return lc_fail(err, -EINVAL, "save: no reader, buffer or ret_len");
+	pthread_mutex_lock(&r->c->lock);
+	rc = save_locked(r, &at, buf, cap, ret_len, err);
 	pthread_mutex_unlock(&r->c->lock);
 	return rc;
 }

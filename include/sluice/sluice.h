@@ -151,6 +151,16 @@ void sluice_batch_release(struct sluice_batch *b);
 /* Where the reader is: an opaque blob (at most SLUICE_STATE_MAX bytes) for sluice_attach. */
 int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,
 		       struct sluice_error *err);
+/*
+ * The state of a position of the pipeline the reader reads, for any mode: epoch, the batches
+ * done in it (index_in_epoch) and the stream's seq there (the seq of the epoch's first batch
+ * plus index_in_epoch: sluice_batch_seq - sluice_batch_index_in_epoch of any of its batches).
+ * For a rank group that steps together: after S steps of count ranks every rank took its
+ * batches below index S * count, so that position resumes the group, with any count.
+ */
+int sluice_reader_save_at(struct sluice_reader *r, uint64_t epoch, uint64_t index_in_epoch,
+			  uint64_t seq, void *buf, size_t cap, size_t *ret_len,
+			  struct sluice_error *err);
 
 /* ---- batches and tensors ---- */
 
@@ -188,6 +198,8 @@ uint64_t sluice_batch_seq(const struct sluice_batch *b);
 uint64_t sluice_batch_epoch(const struct sluice_batch *b);
 uint64_t sluice_batch_rows(const struct sluice_batch *b);
 bool sluice_batch_end_of_epoch(const struct sluice_batch *b);
+/* Batches before this one in its epoch (0 for its first). */
+uint64_t sluice_batch_index_in_epoch(const struct sluice_batch *b);
 /*
  * Split and rank: another member of the reader's group took this batch before and went away
  * without releasing it (it may have used it): delivery is at least once, as in a Kafka group.

@@ -350,14 +350,22 @@ class Reader:
             raise StopIteration
         return b
 
-    def state(self):
-        """Where the reader is, as bytes: pass them to attach(..., state=...) to resume."""
+    def state(self, at=None):
+        """Where the reader is, as bytes: pass them to attach(..., state=...) to resume.
+
+        at=(epoch, index_in_epoch, seq): the state of that position of the pipeline instead,
+        for a reader of any mode (a rank group's epoch position: sluice_reader_save_at)."""
         self._check()
         buf = ctypes.create_string_buffer(_lib.STATE_MAX)
         n = ctypes.c_size_t()
         err = _lib.Error()
-        rc = self._L.sluice_reader_save(self._r, buf, len(buf), ctypes.byref(n),
-                                        ctypes.byref(err))
+        if at is None:
+            rc = self._L.sluice_reader_save(self._r, buf, len(buf), ctypes.byref(n),
+                                            ctypes.byref(err))
+        else:
+            e, i, s = (int(x) for x in at)
+            rc = self._L.sluice_reader_save_at(self._r, e, i, s, buf, len(buf),
+                                               ctypes.byref(n), ctypes.byref(err))
         if rc < 0:
             raise _error(rc, err, "state")
         return buf.raw[:n.value]
@@ -400,7 +408,8 @@ def _count(shape):
 class Batch(collections.abc.Mapping):
     """A batch: a read-only mapping from tensor name to numpy array (see the module's doc).
 
-    seq, epoch, rows, end_of_epoch describe it; redelivered is True when another member of
+    seq, epoch, index_in_epoch (batches before it in its epoch), rows, end_of_epoch describe
+    it; redelivered is True when another member of
     the reader's group took it before and went away without releasing it. Numbers are arrays borrowing the shared
     memory; strings Strings(values, offsets) borrowing it too (strings(name): bytes objects);
     a ragged tensor Ragged(values, row_splits). release() or a `with` block gives it back as
@@ -430,6 +439,7 @@ class Batch(collections.abc.Mapping):
         self.epoch = info.epoch
         self.rows = info.rows
         self.end_of_epoch = bool(info.end_of_epoch)
+        self.index_in_epoch = L.sluice_batch_index_in_epoch(ptr)
         self.redelivered = bool(L.sluice_batch_redelivered(ptr))
         self._t = tens
         self._index = reader._names(tens, n)

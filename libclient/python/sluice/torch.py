@@ -10,8 +10,9 @@ Needs torch (Debian: python3-torch); importing this module without it raises Imp
 """
 
 import errno as _errno
-
+import multiprocessing
 import os
+import sys
 
 import numpy as np
 
@@ -184,42 +185,154 @@ def _job():
     return local_rank, local_world, node, nnodes, run_id
 
 
+class EndOfData(RuntimeError):
+    """iter() past the last epoch of a finite pipeline: every epoch of its spec was served."""
+
+
+class Batch(dict):
+    """A batch as a dict name -> tensor, with where it stands in the stream: epoch,
+    index_in_epoch (batches before it in its epoch), seq, end_of_epoch, and padded (True for
+    a batch repeated so that every rank takes as many steps: see IterableDataset, drop_last)."""
+
+    epoch = index_in_epoch = seq = -1
+    end_of_epoch = padded = False
+
+    def __init__(self, *args, **kwargs):
+        # torch's DataLoader rebuilds a mapping as type(data)({...}): its collate (a batch
+        # size was given: refused), its convert (batch_size=None) and its pin_memory, whose
+        # `data` is the batch the new one stands for: its place in the stream is kept
+        f = sys._getframe(1)
+        if f.f_code.co_name in ("default_collate", "collate", "collate_mapping_fn"):
+            raise ValueError(_BATCHED)
+        super().__init__(*args, **kwargs)
+        src = f.f_locals.get("data")
+        if isinstance(src, Batch) and src is not self:
+            self.epoch, self.index_in_epoch, self.seq = src.epoch, src.index_in_epoch, src.seq
+            self.end_of_epoch, self.padded = src.end_of_epoch, src.padded
+
+    @classmethod
+    def _of(cls, tensors, b, padded=False):
+        self = dict.__new__(cls)
+        dict.update(self, tensors)
+        self.epoch, self.index_in_epoch, self.seq = b.epoch, b.index_in_epoch, b.seq
+        self.end_of_epoch, self.padded = b.end_of_epoch, padded
+        return self
+
+    def __reduce__(self):  # to the main process from a DataLoader worker, attributes kept
+        return (_rebuild, (dict(self), self.epoch, self.index_in_epoch, self.seq,
+                           self.end_of_epoch, self.padded))
+
+
+def _rebuild(d, epoch, index_in_epoch, seq, end_of_epoch, padded):
+    self = dict.__new__(Batch)
+    dict.update(self, d)
+    self.epoch, self.index_in_epoch, self.seq = epoch, index_in_epoch, seq
+    self.end_of_epoch, self.padded = end_of_epoch, padded
+    return self
+
+
+_BATCHED = ("sluice batches are made by the pipeline: give the DataLoader batch_size=None "
+            "(its default of 1 adds a dimension; another size stacks whole batches)")
+
+
+def _refuse_batching():
+    """Raise when a DataLoader that batches (batch_size given, torch's default 1 included)
+    asks the dataset's iterator: its fetcher, the caller's caller, says auto_collation."""
+    f = sys._getframe(2)
+    while f is not None:
+        fetcher = f.f_locals.get("self")
+        if fetcher is not None and hasattr(fetcher, "auto_collation"):
+            if fetcher.auto_collation:
+                raise ValueError(_BATCHED)
+            return
+        f = f.f_back
+
+
+class _Layout:
+    """How this process (or DataLoader worker) reads: rank r of count ranks in a group (or a
+    broadcast reader: r 0 of 1); equal: every rank takes as many batches per epoch (pad, or
+    drop with drop_last) — data-parallel processes, which step together."""
+
+    def __init__(self, mode, r, count, equal, workers):
+        self.mode, self.r, self.count, self.equal, self.workers = mode, r, count, equal, workers
+
+    def own(self, n, first_seq):
+        """This rank's batches of an epoch of n batches whose first has seq first_seq."""
+        if self.mode != "rank":
+            return n
+        return len(range((self.r - first_seq) % self.count, n, self.count))
+
+    def share(self, n, drop_last):
+        """Batches each rank takes per epoch of n."""
+        if self.mode != "rank" or not self.equal:
+            return None
+        return n // self.count if drop_last else -(-n // self.count)
+
+
 class IterableDataset(torch.utils.data.IterableDataset):
     """Batches of a sluice pipeline as dicts of torch tensors, for DataLoader(ds, batch_size=None).
 
-    The pipeline makes the batches: give the DataLoader batch_size=None (its default of 1
-    would add a dimension) and num_workers=0 (the daemon does the work; workers would only
-    pass batches on, a copy each). One iter() is one epoch: it stops after the batch that ends
-    the epoch, and the next iter() goes on with the next epoch of the same reader (as a
-    DataLoader over a sampler with set_epoch does), so `for epoch in ...: for b in loader`
-    works; breaking out of an epoch leaves the reader where it was. state_dict() and
-    load_state_dict() (torchdata's StatefulDataLoader convention) save and restore that
-    position exactly. close() detaches.
+    The rules (docs/python.md, "PyTorch", says each with its reason):
+    - The pipeline makes the batches: the DataLoader must have batch_size=None (a batch size,
+      torch's default of 1 included, is refused with a ValueError that says so).
+    - Each iter() is the next epoch of one attachment; past the spec's last epoch iter()
+      raises EndOfData. Breaking out of an epoch: the next iter() goes on with its rest
+      (set_epoch(n) for the next one skips it). Batches are Batch dicts that say their epoch,
+      index_in_epoch, seq and whether they are padding.
+    - Data-parallel (torchrun's environment, torch.distributed initialized, or rank= and
+      num_replicas= given): rank mode in the job's group, every rank the same number of
+      batches per epoch — drop_last=False (the default, as DistributedSampler) repeats a
+      rank's first batch of the epoch (padded=True) on the ranks one short; drop_last=True
+      drops the last round. len() is the number of batches this rank takes per epoch.
+    - state_dict() is where the next batch starts: a rank group's epoch position (every rank
+      took its batches below it), which resumes with any number of ranks.
 
     name_or_spec: a pipeline name, or a spec (dict, JSON text or path to a .json file).
-    mode: None picks "broadcast" in the main process or a single worker, and "split" when
-    the DataLoader has several workers (each batch to one of them; each worker keeps its own
-    reader). device: where to_torch puts the tensors (with workers, keep "cpu" and move them in
-    the main process). state (bytes from a Reader or state_dict) resumes the first attach. lag
-    and max_lag (broadcast only): as sluice.attach, e.g. lag="catch_up" for an evaluation loop
-    that must not hold training readers of the same pipeline back.
+    mode: None picks broadcast in the main process, rank among DataLoader workers (worker w
+    takes batches w, w + n, ...: the order the DataLoader hands them on). device: where
+    to_torch puts the tensors (with workers, keep "cpu"). state (bytes from state_dict)
+    resumes the first attach. lag and max_lag (broadcast only): as sluice.attach.
     """
 
     def __init__(self, name_or_spec, *, socket=None, mode=None, index=None, count=None,
                  group=None, state=None, device="cpu", non_blocking=True, timeout=None,
-                 lag="hold", max_lag=None):
+                 lag="hold", max_lag=None, rank=None, num_replicas=None, drop_last=False):
         super().__init__()
+        if (rank is None) != (num_replicas is None):
+            raise ValueError("IterableDataset: give rank and num_replicas together")
+        if num_replicas is not None and not 0 <= rank < num_replicas:
+            raise ValueError("IterableDataset: rank %r is not below num_replicas %r"
+                             % (rank, num_replicas))
         self.name_or_spec = name_or_spec
         self.socket, self.mode, self.index, self.count = socket, mode, index, count
         self.group = group
         self.state, self.device, self.non_blocking = state, device, non_blocking
         self.timeout = timeout
         self.lag, self.max_lag = lag, max_lag
-        self._reader, self._pid, self._pending = None, None, None
+        self.rank, self.num_replicas, self.drop_last = rank, num_replicas, bool(drop_last)
+        self._want = None  # set_epoch's
+        self._name = None
+        self._token = os.urandom(6).hex()  # names the workers' group, forked or spawned
+        # a DataLoader worker says here that it read: the main process cannot tell the
+        # loop's position then (shared with the workers, forked or spawned)
+        self._in_worker = multiprocessing.Value("b", 0, lock=False)
+        self._reset()
+
+    def _reset(self):
+        self._reader, self._pid, self._pending, self._lay = None, None, None, None
+        self._cur = None          # the epoch in progress (some of it taken), or None
+        self._first_seq = None    # its first batch's seq
+        self._steps = 0           # batches yielded in it (padding included)
+        self._own_taken = 0       # of them this rank's own
+        self._pad = None          # this rank's first batch of it, to repeat
+        self._n = None            # batches in it, once known
+        self._done = None         # the last epoch finished: (epoch, first_seq, n)
+        self._ended = False       # the stream's end came
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["_reader"] = d["_pid"] = d["_pending"] = None  # the process that attached owns them
+        for k in ("_reader", "_pid", "_pending", "_pad", "_lay"):
+            d[k] = None  # the process that attached owns them
         return d
 
     def _target(self):
@@ -228,15 +341,27 @@ class IterableDataset(torch.utils.data.IterableDataset):
             return {"name": x}
         return {"spec": x}
 
+    def _pipeline_name(self):
+        if self._name is None:
+            t = self._target()
+            self._name = t.get("name") or sluice.register(t["spec"], socket=self.socket)
+        return self._name
+
     def _distributed(self, target, info):
-        """Under torchrun (or torch.distributed initialized): the job's rank group and, attached
-        by spec on several hosts, this host's file shard. None when not data-parallel."""
+        """The data-parallel job's rank group (and, attached by spec on several hosts, this
+        host's file shard), or None when not data-parallel."""
+        workers = info.num_workers if info is not None else 1
+        wid = info.id if info is not None else 0
+        if self.num_replicas is not None:
+            if self.num_replicas <= 1 and workers <= 1:
+                return None
+            group = self.group or "torch:%s" % os.environ.get("TORCHELASTIC_RUN_ID", "local")
+            return target, dict(mode="rank", index=self.rank * workers + wid,
+                                count=self.num_replicas * workers, group=group)
         job = _job()
         if job is None:
             return None
         local_rank, local_world, node, nnodes, run_id = job
-        workers = info.num_workers if info is not None else 1
-        wid = info.id if info is not None else 0
         if nnodes > 1:
             if "spec" in target:
                 spec = _spec_dict(target["spec"])
@@ -265,93 +390,264 @@ class IterableDataset(torch.utils.data.IterableDataset):
         return target, dict(mode="rank", index=local_rank * workers + wid,
                             count=local_world * workers, group=group)
 
-    def _open(self):
-        """This process's reader: attached at the first iter(), kept across epochs."""
-        if self._pid != os.getpid():  # a DataLoader worker forked with the parent's copy
-            self._reader, self._pid, self._pending = None, os.getpid(), None
-        if self._reader is not None and not self._reader.closed:
-            return self._reader
+    def _how(self):
+        """(target, attach arguments, _Layout) for this process."""
         info = torch.utils.data.get_worker_info()
         target = self._target()
+        workers = info.num_workers if info is not None else 1
         dist = None if self.mode else self._distributed(target, info)
         if dist is not None:
             target, how = dist
+            equal = how["count"] // workers > 1  # several processes step together
+            if self.num_replicas is not None:
+                equal = self.num_replicas > 1
+        elif self.mode:
+            how = dict(mode=self.mode, index=self.index, count=self.count,
+                       group=self.group if self.mode != "broadcast" else None)
+            equal = False
+        elif workers > 1:
+            # worker w takes batches w, w + n, ... of the stream, the order in which the
+            # DataLoader takes them from its workers; one group per DataLoader
+            how = dict(mode="rank", index=info.id, count=workers,
+                       group=self.group or "torch-workers:%s" % self._token)
+            equal = False
         else:
-            mode = self.mode or ("split" if info is not None and info.num_workers > 1
-                                 else "broadcast")
-            how = dict(mode=mode, index=self.index, count=self.count,
-                       group=self.group if mode != "broadcast" else None)
+            how = dict(mode="broadcast", index=None, count=None, group=None)
+            equal = False
         if self.lag != "hold" and how["mode"] != "broadcast":
             raise ValueError("IterableDataset: lag=%r is for a broadcast reader; this one "
                              "reads in %s mode (%d DataLoader workers%s)" % (
-                                 self.lag, how["mode"], info.num_workers if info else 1,
+                                 self.lag, how["mode"], workers,
                                  ", data-parallel" if dist else ""))
+        mode = how["mode"]
+        lay = _Layout(mode, how["index"] or 0 if mode == "rank" else 0,
+                      how["count"] or 1 if mode == "rank" else 1, equal, workers)
+        return target, how, lay
+
+    def _open(self):
+        """This process's reader: attached at the first iter(), kept across epochs."""
+        if self._pid != os.getpid():  # a DataLoader worker forked with the parent's copy
+            state = self.state
+            self._reset()
+            self.state = state
+            self._pid = os.getpid()
+        if torch.utils.data.get_worker_info() is not None:
+            self._in_worker.value = 1
+        if self._reader is not None:
+            return self._reader
+        target, how, self._lay = self._how()
         state, self.state = self.state, None
         self._reader = sluice.attach(**target, socket=self.socket, state=state,
                                      lag=self.lag, max_lag=self.max_lag, **how)
         return self._reader
 
+    # ---- the stream, batch by batch ----
+
+    def _take(self):
+        """The next batch of this reader's stream (kept back, or sluice's), None at its end."""
+        if self._pending is not None:
+            b, self._pending = self._pending, None
+            return b
+        if self._ended:
+            return None
+        b = self._reader.next(self.timeout)
+        if b is None:
+            self._ended = True
+        return b
+
+    def _peek(self):
+        b = self._take()
+        self._pending = b
+        return b
+
+    def _epoch_batches(self, wait=False):
+        """Batches per epoch (every epoch has as many) once sluiced knows, else None. wait:
+        the epoch's last batch was published (a later one, or the end, came), so sluiced
+        counted it: ask until the count is there."""
+        if self._n is not None:
+            return self._n
+        name = self._pipeline_name()
+        deadline = None
+        while True:
+            n = sluice.stats(name, socket=self.socket).get("epoch_batches", 0)
+            if n > 0 or not wait:
+                return n if n > 0 else None
+            import time
+            now = time.monotonic()
+            deadline = deadline or now + 10
+            if now > deadline:
+                raise sluice.SluiceError(-_errno.ETIMEDOUT, "pipeline %r: the epoch ended "
+                                         "but sluiced did not say how many batches it had"
+                                         % name)
+            time.sleep(0.01)  # poll: the stats are the daemon's, a moment behind
+
+    def _convert(self, b, padded=False):
+        with b:
+            out = Batch._of(b.to_torch(self.device, self.non_blocking), b, padded)
+        return out
+
     def __iter__(self):
         # A batch handed on is not kept here while this generator waits to be asked again
-        # (hence `yield box.pop()`: no local holds it across the yield). In a DataLoader worker
-        # it is pickled and dropped; were the generator to hold it, the worker would hold a
-        # batch of its split group while not reading, and the group's end of stream would wait
-        # for it (the daemon keeps the end from a member while another may still give a batch
-        # back) while the DataLoader, in order, waits for that member: a deadlock.
-        reader = self._open()
-        epoch = None
+        # (hence `yield box.pop()`): in a DataLoader worker it is pickled and dropped.
+        _refuse_batching()
+        self._open()
+        lay = self._lay
         box = []
-        if self._pending is not None:  # the first batch of this epoch, taken by the last one
-            pending, epoch, end = self._pending
-            self._pending = None
-            box.append(pending)
-            del pending
-            yield box.pop()
-            if end:
-                return
+        if self._cur is None:
+            b = self._peek()
+            # epochs finished, or skipped by set_epoch: their batches left are dropped
+            while b is not None and ((self._done is not None and b.epoch <= self._done[0])
+                                     or (self._want is not None and b.epoch < self._want)):
+                self._pending = None
+                b.release()
+                b = self._peek()
+            if b is None:
+                raise EndOfData(
+                    "pipeline %r: its last epoch%s was served; iter() past it has nothing to "
+                    "give (give the spec more epochs, or \"epochs\": null for an endless "
+                    "stream)" % (self._pipeline_name(), " (%d)" % self._done[0]
+                                 if self._done is not None else ""))
+            self._cur, self._first_seq = b.epoch, b.seq - b.index_in_epoch
+            self._steps = self._own_taken = 0
+            self._pad = None
+            self._want = None
+        e = self._cur
+        if self._n is None:
+            self._n = self._epoch_batches()
         while True:
-            b = reader.next(self.timeout)
-            if b is None:  # the end of the stream
-                self.close()
+            n = self._n
+            share = lay.share(n, self.drop_last) if n is not None else None
+            own = lay.own(n, self._first_seq) if n is not None else None
+            if own is not None and self._own_taken >= own:
+                b = None  # every batch of this rank in this epoch was taken: no read ahead
+            else:
+                b = self._take()
+                if b is not None and b.epoch != e:
+                    self._pending, b = b, None
+            if b is None:  # the epoch is over for this reader
+                if lay.equal:
+                    if n is None:
+                        n = self._n = self._epoch_batches(wait=True)
+                        share = lay.share(n, self.drop_last)
+                    if share > 0 and self._pad is None:
+                        raise sluice.SluiceError(
+                            -_errno.EINVAL, "pipeline %r: %d batches per epoch for %d ranks: "
+                            "too few to pad; give drop_last=True or a smaller batch"
+                            % (self._pipeline_name(), n, lay.count))
+                    while self._steps < share:
+                        self._steps += 1
+                        box.append(Batch._of(self._pad, self._pad, True))
+                        yield box.pop()
+                self._finish(e)
                 return
-            with b:
-                box.append(b.to_torch(self.device, self.non_blocking))
-                end, e = b.end_of_epoch, b.epoch
+            if n is None and b.end_of_epoch:
+                n = self._n = b.index_in_epoch + 1
+            if lay.equal:
+                if n is None:  # is this its last? the next one says (kept, not released)
+                    nxt = self._peek()
+                    if nxt is None or nxt.epoch != e:
+                        n = self._n = self._epoch_batches(wait=True)
+                if n is not None and self._steps >= lay.share(n, self.drop_last):
+                    self._own_taken += 1
+                    b.release()  # drop_last: this rank's batch of the last round
+                    continue
+            box.append(self._convert(b))
             del b
-            if epoch is not None and e != epoch:
-                # split between workers, the batch that ends the epoch went to another one:
-                # this one ends its epoch at the first batch of the next, kept for then
-                self._pending = (box.pop(), e, end)
-                return
-            epoch = e
+            self._own_taken += 1
+            self._steps += 1
+            if lay.equal and self._pad is None:
+                self._pad = box[0]
+            end = box[0].end_of_epoch and lay.mode != "rank"
             yield box.pop()
             if end:
+                self._n = self._n or self._steps
+                self._finish(e)
                 return
 
+    def _finish(self, e):
+        self._done = (e, self._first_seq, self._n)
+        self._cur, self._pad = None, None
+
+    def set_epoch(self, epoch):
+        """The next iter() serves epoch `epoch`: the epoch in progress or the next one as
+        they come; a later one skips the epochs between (read and dropped); an earlier one
+        is a ValueError (a stream does not go back: load_state_dict resumes a saved place)."""
+        epoch = int(epoch)
+        nxt = self._cur if self._cur is not None else (
+            self._done[0] + 1 if self._done is not None else None)
+        if nxt is None and self._pending is None and self._reader is None:
+            self._want = epoch if epoch > 0 else None  # nothing read yet
+            return
+        if nxt is None:
+            nxt = 0
+        if epoch < nxt:
+            raise ValueError("set_epoch(%d): epoch %d is %s; sluice cannot go back (use "
+                             "load_state_dict to resume a saved position)"
+                             % (epoch, nxt, "in progress" if self._cur is not None
+                                else "the next"))
+        if epoch > nxt:
+            if self._cur is not None:
+                self._finish(self._cur)
+            self._want = epoch
+
     def __len__(self):
-        """Batches per epoch, once sluiced has finished an epoch of the pipeline (it counts
-        them then; every epoch has as many). Before that the number is not known — TFRecord
-        files carry no record count, and tf.data says UNKNOWN_CARDINALITY here too — and
-        len() raises TypeError, as for an iterable without a length."""
-        t = self._target()
-        name = t.get("name") or sluice.register(t["spec"], socket=self.socket)
-        n = sluice.stats(name, socket=self.socket).get("epoch_batches", 0)
-        if n <= 0:
-            raise TypeError("len(): pipeline %r has not finished an epoch yet, so its number "
-                            "of batches per epoch is not known" % name)
+        """Batches this rank (this process, with every DataLoader worker) takes per epoch,
+        once sluiced knows how many an epoch has: ahead from a record index (sluicectl
+        index; uncompressed files are counted at the start), else after the first epoch."""
+        n = self._n
+        if n is None:
+            name = self._pipeline_name()
+            n = sluice.stats(name, socket=self.socket).get("epoch_batches", 0)
+            if n <= 0:
+                raise TypeError(
+                    "len(): pipeline %r: the number of batches per epoch is not known yet "
+                    "(its files are not indexed: run `sluicectl index DIR` on the dataset to "
+                    "count them ahead, or read one epoch)" % name)
+        lay = self._lay
+        if lay is None:
+            _, _, lay = self._how()
+        if lay.mode == "rank" and lay.equal:
+            return lay.share(n, self.drop_last) * lay.workers
+        if lay.mode == "rank" and lay.workers <= 1 and lay.count > 1:
+            return -(-n // lay.count)  # an explicit rank reader: at most this many
         return n
 
     def state_dict(self):
-        """Where the next iter() starts: {"sluice_state": bytes or None (the beginning)}.
-        For the main process's reader (num_workers=0): each worker has a reader of its own."""
-        if self._reader is not None and not self._reader.closed and self._pid == os.getpid():
-            return {"sluice_state": self._reader.state()}
-        return {"sluice_state": self.state}
+        """Where the next iter() starts, {"sluice_state": bytes} (None: nothing read yet and
+        no state given: the start). Rank mode: the group's epoch position."""
+        if self._in_worker.value and self._pid != os.getpid():
+            raise RuntimeError(
+                "state_dict(): DataLoader workers read this dataset, and the position the loop "
+                "consumed is known only in the main process: with workers a checkpoint would "
+                "lose or repeat batches; read with num_workers=0 (sluiced does the work, "
+                "workers would only pass batches on)")
+        if self._reader is None:
+            return {"sluice_state": self.state}
+        lay = self._lay
+        if self._cur is not None:
+            e, first, n = self._cur, self._first_seq, self._n
+            if lay.mode == "rank":
+                done = self._steps * lay.count
+                if n is not None and done >= n:
+                    e, done, first = e + 1, 0, first + n
+            elif lay.mode == "broadcast":
+                done = self._steps
+            else:
+                raise RuntimeError("state_dict(): a %s reader sees part of the stream, and "
+                                   "where its group is is not known here" % lay.mode)
+            pos = (e, done, first + done)
+        elif self._done is not None:
+            e, first, n = self._done
+            pos = (e + 1, 0, first + n)
+        else:
+            return {"sluice_state": self.state}
+        return {"sluice_state": self._reader.state(at=pos), "epoch": pos[0],
+                "index_in_epoch": pos[1]}
 
     def load_state_dict(self, state_dict):
         """Start the next iter() where state_dict() was taken (detaching the current reader)."""
         self.close()
-        self._pending = None
+        self._reset()
         self.state = state_dict.get("sluice_state")
 
     def close(self):
