@@ -293,8 +293,8 @@ int pl_pipeline_state_after(const struct pl_pipeline *p, const struct pl_batch_p
 	return pl_state_write(p->plan->fingerprint, p->plan->cfg.seed, &pos, buf, cap);
 }
 
-int pl_pipeline_state_of(const struct pl_pipeline *p, uint64_t epoch, uint64_t index,
-			 uint64_t seq, void *buf, size_t cap)
+int pl_pipeline_state_of(const struct pl_pipeline *p, uint64_t epoch, uint64_t index, uint64_t seq,
+			 void *buf, size_t cap)
 {
 	struct pl_pos pos = { .epoch = epoch, .index = index, .seq = seq };
 	return pl_state_write(p->plan->fingerprint, p->plan->cfg.seed, &pos, buf, cap);

@@ -187,8 +187,8 @@ struct pl_batch_pos {
  * Returns its length, or -ENOSPC.
  */
 /* The state of position (epoch, batches done in it, the stream's seq there): as above. */
-int pl_pipeline_state_of(const struct pl_pipeline *p, uint64_t epoch, uint64_t index,
-			 uint64_t seq, void *buf, size_t cap);
+int pl_pipeline_state_of(const struct pl_pipeline *p, uint64_t epoch, uint64_t index, uint64_t seq,
+			 void *buf, size_t cap);
 int pl_pipeline_state_after(const struct pl_pipeline *p, const struct pl_batch_pos *pos, void *buf,
 			    size_t cap);
 
