@@ -197,15 +197,18 @@ def test_group_refusals(fresh_daemon):
     assert [q for q, _ in got] == [0, 2] and [q for q, _ in again] == [4, 6]
 
 
-def _torch_rank_batches(sock, name_or_spec, env, monkeypatch, workers=0):
+def _torch_rank_batches(sock, name_or_spec, env, monkeypatch, workers=0, steps=None):
+    steps = [] if steps is None else steps
     import sluice.torch as st
     for k, v in env.items():
         monkeypatch.setenv(k, str(v))
     ds = st.IterableDataset(name_or_spec, socket=sock)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
-    out = [b["label"].reshape(-1).tolist() for b in dl]
+    bs = list(dl)
     ds.close()
-    return out
+    # every rank takes as many steps: the ranks one short repeat a batch, marked padded
+    steps.append(len(bs))
+    return [b["label"].reshape(-1).tolist() for b in bs if not b.padded]
 
 
 @needs_torch
@@ -218,9 +221,11 @@ def test_torch_adapter_joins_the_jobs_rank_group(fresh_daemon, tmp_path, monkeyp
                    for b in run_reference(tmp_path, spec, "label")])
     name = sluice.register(spec, socket=fresh_daemon.sock)
     env = {"LOCAL_WORLD_SIZE": 2, "WORLD_SIZE": 2, "TORCHELASTIC_RUN_ID": "run-7"}
-    got = [_torch_rank_batches(fresh_daemon.sock, name, dict(env, LOCAL_RANK=k), monkeypatch)
-           for k in range(2)]
+    steps = []
+    got = [_torch_rank_batches(fresh_daemon.sock, name, dict(env, LOCAL_RANK=k), monkeypatch,
+                               steps=steps) for k in range(2)]
     assert got[0] == ref[0::2] and got[1] == ref[1::2]
+    assert len(ref) % 2 == 1 and steps == [(len(ref) + 1) // 2] * 2  # one rank padded
     # two hosts: by spec, host 1 reads the files of its shard (index 1 of 2)
     spec2 = image_spec(fresh_daemon.data, name="ddp2", batch=4, epochs=1)
     shard = dict(spec2, args=dict(spec2["args"], shard={"index": 1, "count": 2}))
