@@ -648,7 +648,10 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "cache_invalidations", (int64_t)cs.invalidations },
 		{ "skipped_records", (int64_t)st.skipped_records },
 		{ "skipped_files", (int64_t)st.skipped_files },
-		{ "epoch_batches", (int64_t)st.epoch_batches }, /* 0 until an epoch ended */
+		/* batches per epoch: counted by the first epoch, or ahead (the record index,
+		   or hopping over uncompressed files); 0 not known yet */
+		{ "epoch_batches", (int64_t)st.epoch_batches },
+		{ "epoch_batches_ahead", (int64_t)st.epoch_batches_ahead },
 		{ "driver_cpu_ns", (int64_t)st.driver_cpu_ns },
 		{ "parse_ns", (int64_t)st.parse_ns },
 		{ "pool_task_ns", (int64_t)st.pool_task_ns },

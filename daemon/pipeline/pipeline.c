@@ -333,6 +333,9 @@ void pl_pipeline_get_stats(const struct pl_pipeline *p, struct pl_stats *ret)
 {
 	memset(ret, 0, sizeof(*ret));
 	pl_driver_get_stats(p->drv, ret);
+	ret->epoch_batches_ahead = p->plan->ahead_known ? p->plan->ahead_batches : 0;
+	if (!ret->epoch_batches) /* before the first epoch ended: as counted ahead */
+		ret->epoch_batches = ret->epoch_batches_ahead;
 }
 
 void pl_pipeline_fingerprint(const struct pl_pipeline *p, uint8_t ret_fp[16])

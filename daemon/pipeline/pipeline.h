@@ -210,7 +210,10 @@ struct pl_stats {
 	uint64_t file_bytes;
 	uint64_t direct_bytes;	/* of file_bytes, read with O_DIRECT (opts.direct) */
 	uint64_t batches;	/* completed */
-	uint64_t epoch_batches; /* batches per epoch, once the first epoch has ended; else 0 */
+	uint64_t epoch_batches; /* batches per epoch: counted by the first epoch that ended, or
+				 * before it as epoch_batches_ahead; 0 when not known */
+	uint64_t epoch_batches_ahead; /* counted before the first epoch from the record index
+				       * (or by hopping over uncompressed files); 0 not known */
 	uint64_t rows;
 	uint64_t skipped_records; /* on_corrupt */
 	uint64_t skipped_files;

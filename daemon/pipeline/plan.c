@@ -3,9 +3,15 @@
 #include "plan.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/tfr_index.h"
 
 #include "ipc/batch.h"
 #include "read.h"
@@ -109,6 +115,87 @@ static int open_dataset(const struct pl_spec *spec, struct pl_plan *plan, struct
 	}
 	plan->sequence_example = plan->ds->manifest->allow_var_len;
 	return 0;
+}
+
+/* The index of the directory of path (DIR/.sluice-index), reusing *ix when it is that one's. */
+static struct tfr_index *dir_index(const char *path, struct tfr_index **ix, char *dir,
+				   size_t dir_cap)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (n + sizeof(TFR_INDEX_NAME) + 1 >= dir_cap)
+		return NULL;
+	if (*ix && strncmp(dir, path, n) == 0 && dir[n] == '\0')
+		return *ix;
+	tfr_index_destroy(*ix);
+	*ix = NULL;
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	char ipath[4096 + sizeof(TFR_INDEX_NAME) + 1];
+	snprintf(ipath, sizeof(ipath), "%s/%s", dir, TFR_INDEX_NAME);
+	struct io_error ignored;
+	ignored.msg[0] = 0;
+	if (tfr_index_open(ipath, ix, &ignored) < 0)
+		*ix = NULL; /* none, or damaged: counted by hopping, or not known */
+	return *ix;
+}
+
+/*
+ * The records of an epoch, counted ahead (PL_COUNT_AHEAD_NS at most): from each file's fresh
+ * entry in the record index beside it (sluicectl index), else, uncompressed, by hopping from
+ * header to header (tfr_index_build_fd: no payload read). A compressed file not indexed, or a
+ * scan past the time bound, leaves the count unknown (the first epoch counts it). With the
+ * requester's rights, as the dataset was opened.
+ */
+#define PL_COUNT_AHEAD_NS (2 * 1000000000ll)
+static void count_ahead(struct pl_plan *plan)
+{
+	struct tfr_index *ix = NULL;
+	char dir[4096];
+	uint64_t records = 0;
+	bool known = true;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	dir[0] = '\0';
+	for (size_t i = 0; i < plan->n_files && known; i++) {
+		const char *path = plan->ds->files[plan->files[i]].path;
+		int fd = io_creds_open(plan->creds, path, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			known = false;
+			break;
+		}
+		const struct tfr_index_entry *e = NULL;
+		struct tfr_index *dix = dir_index(path, &ix, dir, sizeof(dir));
+		const char *base = strrchr(path, '/');
+		base = base ? base + 1 : path;
+		struct io_error err;
+		err.msg[0] = 0;
+		if (dix && tfr_index_lookup(dix, base, &st, &e, &err) == 0) {
+			records += e->records;
+		} else if (plan->ds->manifest->compression == TFR_COMPRESSION_NONE) {
+			struct tfr_index_entry *own = NULL;
+			if (tfr_index_build_fd(fd, path, NULL, &own, &err) == 0)
+				records += own->records;
+			else
+				known = false; /* a bad file: the epoch says where, as it reads it */
+			tfr_index_entry_destroy(own);
+		} else {
+			known = false;
+		}
+		close(fd);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) >
+		    PL_COUNT_AHEAD_NS)
+			known = false;
+	}
+	tfr_index_destroy(ix);
+	if (!known)
+		return;
+	uint64_t b = (uint64_t)plan->cfg.target_batch_size;
+	plan->ahead_records = records;
+	plan->ahead_batches = plan->cfg.drop_remainder ? records / b : (records + b - 1) / b;
+	plan->ahead_known = true;
 }
 
 /* A primary: the manifest feature and where it is decoded from. */
@@ -694,6 +781,9 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 	int r = open_dataset(spec, plan, err);
 	if (r < 0)
 		return r;
+	/* a record is a row: the batches of an epoch follow from its records */
+	if (spec->type == PL_LOADER_INDEPENDENT && !spec->multi_load)
+		count_ahead(plan);
 	if (spec->multi_load && plan->sequence_example) {
 		io_error_set(err, "args.multi_load: true needs a dataset without variable-length "
 				  "features (its manifest has allow_var_len: true)");

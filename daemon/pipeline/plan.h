@@ -102,6 +102,9 @@ struct pl_plan {
 	uint32_t *files; /* indices into ds->files after the shard */
 	size_t n_files;
 	bool sequence_example;
+	/* an epoch's records and batches counted before it (plan.c, count_ahead), when known */
+	bool ahead_known;
+	uint64_t ahead_records, ahead_batches;
 
 	size_t n_out;
 	struct pl_out *out;

@@ -9,6 +9,7 @@ batches per epoch, the last one of 2, so that 2 ranks are one batch apart (40 an
 
 import json
 import os
+import time
 import socket
 import subprocess
 import sys
@@ -278,14 +279,58 @@ def run_job(tmp, sock, name, run_id, world=2, args=(), timeout=120):
 
 
 def check_len_before(res, share):
-    """len(ds) before any epoch: the share if sluiced knew the count ahead (uncompressed files
-    are counted at the start); else a TypeError that says how to count them."""
+    """len(ds) before any epoch: the dataset is uncompressed, which sluiced counts at the
+    start by hopping from record header to record header."""
     for r in res:
-        if isinstance(r["len_before"], int):
-            assert r["len_before"] == share, r
-        else:
-            assert "sluicectl index" in r["len_before"], r["len_before"]
-            assert r["stat_before"] == 0, (r["stat_before"], r["len_before"])
+        assert r["len_before"] == share, r
+
+
+def test_len_before_the_first_epoch_from_the_index(fresh_daemon, tmp_path, no_job_env):
+    """Uncompressed: len() is known before anything is read. gzip: a TypeError naming
+    `sluicectl index` until the dataset is indexed, then the count; a file rewritten to the
+    same size with its mtime put back (touch -r) makes its entry stale, never trusted."""
+    import sluice.torch as st
+    plain, gz = str(tmp_path / "plain"), str(tmp_path / "gz")
+    for d, c in ((plain, "none"), (gz, "gzip")):
+        r = ctl("gen", "seq", d, "--records", RECORDS, "--files", 3, "--seed", 5,
+                "--compression", c)
+        assert r.returncode == 0, r.stderr
+    ds = st.IterableDataset(seq_spec(plain, "plain", 1), socket=fresh_daemon.sock)
+    assert len(ds) == N
+    ds.close()
+
+    def fresh_len(epochs):  # a new pipeline (another fingerprint) sees the index as it is now
+        ds = st.IterableDataset(seq_spec(gz, "gz%d" % epochs, epochs), socket=fresh_daemon.sock)
+        try:
+            return len(ds)
+        except TypeError as e:
+            return str(e)
+    got = fresh_len(1)
+    assert isinstance(got, str) and "sluicectl index" in got, got
+    r = ctl("index", gz)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert os.path.exists(os.path.join(gz, ".sluice-index"))
+    assert fresh_len(2) == N
+    # rewrite a data file with other bytes of the same size, its mtime restored
+    f = sorted(x for x in os.listdir(gz) if not x.startswith((".", "__")))[0]
+    path = os.path.join(gz, f)
+    st_before = os.stat(path)
+    deadline = time.monotonic() + scaled(5)
+    with open(path, "rb") as fh:
+        data = bytearray(fh.read())
+    data[-1] ^= 0xFF  # the gzip trailer: same size, other bytes
+    while True:  # until the ctime moved (the kernel's coarse clock): the event under test
+        with open(path, "r+b") as fh:
+            fh.write(bytes(data))
+        os.utime(path, ns=(st_before.st_atime_ns, st_before.st_mtime_ns))
+        now = os.stat(path)
+        if now.st_ctime_ns != st_before.st_ctime_ns or time.monotonic() > deadline:
+            break
+        time.sleep(0.002)  # poll: ctime moves with the kernel's coarse clock
+    assert now.st_size == st_before.st_size and now.st_mtime_ns == st_before.st_mtime_ns
+    assert now.st_ctime_ns != st_before.st_ctime_ns
+    got = fresh_len(3)
+    assert isinstance(got, str) and "sluicectl index" in got, got
 
 
 @pytest.mark.parametrize("workers", [0, 2])

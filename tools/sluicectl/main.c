@@ -21,6 +21,7 @@ static const struct subcommand subcommands[] = {
 	{ "validate", cmd_validate, "decode every record of a dataset against its manifest" },
 	{ "manifest", cmd_manifest, "infer a dataset manifest from the records of TFRecord files" },
 	{ "gen", cmd_gen, "write a synthetic dataset (ctr, image, ...)" },
+	{ "index", cmd_index, "index the records of TFRecord files (DIR/.sluice-index)" },
 	{ "run", cmd_run, "run a pipeline spec in process and print or digest its batches" },
 	{ "list", cmd_list, "list the pipelines of sluiced (--json)" },
 	{ "stats", cmd_stats, "a pipeline's statistics (--json, --prometheus)" },

@@ -15,6 +15,8 @@ int cmd_validate(int argc, char **argv);
 int cmd_manifest(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+/* Build or check DIR/.sluice-index, the record index (index.c). */
+int cmd_index(int argc, char **argv);
 /* The commands that talk to sluiced (client.c). */
 int cmd_list(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
