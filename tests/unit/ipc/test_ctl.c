@@ -265,6 +265,32 @@ static void test_reader_ref_state(void **state)
 	assert_int_equal(ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_LIST, 3, &ref, &len),
 			 -EINVAL);
 
+	/* SAVE_STATE "at" a position the client names: every field comes back; DETACH does not
+	   carry them (its table has only the reader) */
+	struct ipc_ctl_reader_ref at = { .reader_id = 12,
+					 .at = true,
+					 .at_epoch = 3,
+					 .at_index = 20,
+					 .at_seq = (1ull << 40) + 5 };
+	assert_int_equal(
+		ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_SAVE_STATE, 5, &at, &len), 0);
+	m = parse_ok(buf, len, IPC_CTL_SAVE_STATE, 5);
+	memset(&ref2, 0, sizeof(ref2));
+	assert_int_equal(
+		ipc_ctl_decode_reader_ref(&m, IPC_CTL_SAVE_STATE, &ref2, emsg, sizeof(emsg)), 0);
+	assert_true(ref2.at);
+	assert_int_equal(ref2.at_epoch, 3);
+	assert_int_equal(ref2.at_index, 20);
+	assert_int_equal(ref2.at_seq, (1ull << 40) + 5);
+	assert_int_equal(ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_DETACH, 5, &at, &len),
+			 0);
+	m = parse_ok(buf, len, IPC_CTL_DETACH, 5);
+	memset(&ref2, 0, sizeof(ref2));
+	assert_int_equal(ipc_ctl_decode_reader_ref(&m, IPC_CTL_DETACH, &ref2, emsg, sizeof(emsg)),
+			 0);
+	assert_false(ref2.at);
+	assert_int_equal(ref2.at_seq, 0);
+
 	assert_int_equal(ipc_ctl_encode_state(buf, sizeof(buf), 4, &st, &len), 0);
 	m = parse_ok(buf, len, IPC_CTL_STATE, 4);
 	assert_int_equal(ipc_ctl_decode_state(&m, &st2, emsg, sizeof(emsg)), 0);
