@@ -12,19 +12,26 @@
 #include "log.h"
 
 /*
- * May a reader resuming at state share pl? Only if pl started at that very state and its first
- * batch is still in the ring (a reader that attaches starts at the oldest batch the ring holds).
+ * May a reader resuming at state share pl? Only if pl started at that very state, and either
+ * its first batch is still in the ring (a reader that attaches starts at the oldest batch the
+ * ring holds) or the reader joins a group of pl that resumed there: the other members of a
+ * rank or split group that resumes together (DataLoader workers, data-parallel ranks) attach
+ * one after another with the same state, and the group's place is theirs.
  */
-static bool shares_state(struct dmn_pipeline *pl, const void *state, size_t state_len)
+static bool shares_state(struct dmn_pipeline *pl, const struct dmn_get_req *q)
 {
 	struct ipc_ring_info info;
+	bool member = false;
 
-	if (pl->start_state_len != state_len || memcmp(pl->start_state, state, state_len) != 0)
+	if (pl->start_state_len != q->state_len ||
+	    memcmp(pl->start_state, q->state, q->state_len) != 0)
 		return false;
 	pthread_mutex_lock(&pl->lock);
 	ipc_ring_get_info(pl->ring, &info);
+	if (q->group && q->group[0] && q->mode != IPC_RING_BROADCAST)
+		member = dmn_pipeline_group_find(pl, q->group) >= 0;
 	pthread_mutex_unlock(&pl->lock);
-	return info.low == 0;
+	return info.low == 0 || member;
 }
 
 static int make_schema(struct pl_pipeline *p, struct ipc_ring_tensor **ret, uint32_t *ret_n,
@@ -106,8 +113,7 @@ static struct dmn_pipeline *find_shared(struct dmn_registry *d, struct get_ctx *
 		/* read with rights the asker has, or was granted: else one of its own */
 		if (q->owner == (uid_t)-1 ? pl->owner != (uid_t)-1 : !dmn_may_read(pl, q->creds))
 			continue;
-		if (!q->fresh &&
-		    (q->state_len ? shares_state(pl, q->state, q->state_len) : !pl->private_))
+		if (!q->fresh && (q->state_len ? shares_state(pl, q) : !pl->private_))
 			return pl;
 		if (q->state_len || q->fresh)
 			g->private_ = true; /* it runs, but not from where this reader resumes */

@@ -508,22 +508,32 @@ static int on_detach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	return send_msg(c, buf, len, NULL, 0);
 }
 
-static int on_save_state(struct dmn_conn *c, const struct ipc_ctl_msg *msg)
+static int on_save_state(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 {
 	struct ipc_ctl_reader_ref m;
 	char emsg[256];
 	if (ipc_ctl_decode_reader_ref(msg, IPC_CTL_SAVE_STATE, &m, emsg, sizeof(emsg)) < 0)
 		return reply_error(c, msg->req_id, -EBADMSG, "%s", emsg);
-	struct dmn_reader *rd = find_reader(c, m.reader_id);
-	if (!rd)
+	struct dmn_pipeline *pl = NULL;
+	struct dmn_reader *rd = NULL;
+	if (m.name[0]) { /* no reader: the pipeline named, read with this connection's rights */
+		struct io_creds who = conn_creds(c);
+		bool hidden;
+		pl = dmn_pipeline_find(&d->reg, m.name, &who, true, &hidden);
+		if (!pl)
+			return reply_no_pipeline(d, c, msg->req_id, m.name, hidden);
+	} else if ((rd = find_reader(c, m.reader_id)) == NULL) {
 		return reply_error(c, msg->req_id, -ENOENT, "no reader %llu on this connection",
 				   (unsigned long long)m.reader_id);
+	} else {
+		pl = rd->pl;
+	}
 	uint8_t state[PL_STATE_MAX];
 	int n;
 	if (m.at) {
 		/* a position the client names (a rank group's epoch position): this pipeline's
 		   fingerprint and seed with it; resuming checks nothing more than any state */
-		n = dmn_pipeline_state_of(rd->pl, m.at_epoch, m.at_index, m.at_seq, state,
+		n = dmn_pipeline_state_of(pl, m.at_epoch, m.at_index, m.at_seq, state,
 					  sizeof(state));
 	} else if (rd->mode != IPC_RING_BROADCAST) {
 		return reply_error(c, msg->req_id, -EOPNOTSUPP,
@@ -832,7 +842,7 @@ int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
 			r = on_detach(d, c, &msg);
 			break;
 		case IPC_CTL_SAVE_STATE:
-			r = on_save_state(c, &msg);
+			r = on_save_state(d, c, &msg);
 			break;
 		case IPC_CTL_LIST:
 			r = on_list(d, c, &msg);

@@ -254,12 +254,15 @@ void ipc_ctl_attached_fini(struct ipc_ctl_attached *m);
  * DETACH, SAVE_STATE, and the DETACHED reply: one reader. SAVE_STATE only: with at, the state of
  * the position (at_epoch, at_index: batches done in that epoch, at_seq: the stream's seq there)
  * that the client names, for any mode (a rank group's epoch position: every rank took its
- * batches below it); without, the reader's own position (broadcast readers only).
+ * batches below it); without, the reader's own position (broadcast readers only). With at and
+ * name instead of reader_id (0): that position of the pipeline named, for a process that holds
+ * no reader of it (the main process of a DataLoader whose workers read).
  */
 struct ipc_ctl_reader_ref {
 	uint64_t reader_id;
 	bool at;
 	uint64_t at_epoch, at_index, at_seq;
+	char name[IPC_CTL_NAME_MAX + 1]; /* SAVE_STATE only: "" or the pipeline, with at */
 };
 
 /* STATE: a reader's position, for ATTACH's state. */

@@ -78,6 +78,23 @@ static int check_tensor(const void *v, const char *what, char *emsg, size_t cap)
 	return 0;
 }
 
+static int check_save_state(const void *v, const char *what, char *emsg, size_t cap)
+{
+	const struct ipc_ctl_reader_ref *m = v;
+	bool has_name = m->name[0] != '\0';
+
+	if (has_name == (m->reader_id != 0))
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: expected exactly one of reader_id and name, got %s", what,
+				  has_name ? "both" : "neither");
+	if (has_name && !m->at)
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: name without at: a pipeline has no position of its own, "
+				  "name the one to save (at_epoch, at_index, at_seq)",
+				  what);
+	return 0;
+}
+
 /* ---- the tables (tags are the wire contract: docs/protocol.md) ---- */
 
 static const struct fdesc register_f[] = {
@@ -132,11 +149,12 @@ static const struct fdesc reader_ref_f[] = {
 	NUM(1, K_U64, F_REQ, struct ipc_ctl_reader_ref, reader_id),
 };
 static const struct fdesc save_state_f[] = {
-	NUM(1, K_U64, F_REQ, struct ipc_ctl_reader_ref, reader_id),
+	NUM(1, K_U64, 0, struct ipc_ctl_reader_ref, reader_id),
 	NUM(2, K_BOOL, 0, struct ipc_ctl_reader_ref, at),
 	NUM(3, K_U64, 0, struct ipc_ctl_reader_ref, at_epoch),
 	NUM(4, K_U64, 0, struct ipc_ctl_reader_ref, at_index),
 	NUM(5, K_U64, 0, struct ipc_ctl_reader_ref, at_seq),
+	STR(6, 0, struct ipc_ctl_reader_ref, name),
 };
 static const struct fdesc state_f[] = {
 	NUM(1, K_U64, F_REQ, struct ipc_ctl_state, reader_id),
@@ -154,8 +172,9 @@ static const struct mdesc attached_d =
 	MDESC("ctl ATTACHED", IPC_CTL_ATTACHED, false, struct ipc_ctl_attached, attached_f, NULL);
 static const struct mdesc detach_d =
 	MDESC("ctl DETACH", IPC_CTL_DETACH, false, struct ipc_ctl_reader_ref, reader_ref_f, NULL);
-static const struct mdesc save_state_d = MDESC("ctl SAVE_STATE", IPC_CTL_SAVE_STATE, false,
-					       struct ipc_ctl_reader_ref, save_state_f, NULL);
+static const struct mdesc save_state_d =
+	MDESC("ctl SAVE_STATE", IPC_CTL_SAVE_STATE, false, struct ipc_ctl_reader_ref, save_state_f,
+	      check_save_state);
 static const struct mdesc detached_d = MDESC("ctl DETACHED", IPC_CTL_DETACHED, false,
 					     struct ipc_ctl_reader_ref, reader_ref_f, NULL);
 static const struct mdesc state_d =

@@ -3,6 +3,7 @@
 #include "client_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,60 @@ int sluice_remove(struct sluice_client *c, const char *name, struct sluice_error
 	rc = ipc_ctl_decode_remove(&m, IPC_CTL_REMOVED, &out, emsg, sizeof(emsg));
 	if (rc < 0)
 		rc = lc_fail(err, rc, "%s: %s", what, emsg);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int sluice_state_at(struct sluice_client *c, const char *name, uint64_t epoch,
+		    uint64_t index_in_epoch, uint64_t seq, void *buf, size_t cap, size_t *ret_len,
+		    struct sluice_error *err)
+{
+	struct ipc_ctl_reader_ref ref = {
+		.at = true, .at_epoch = epoch, .at_index = index_in_epoch, .at_seq = seq
+	};
+	struct ipc_ctl_state st;
+	struct ipc_ctl_msg m;
+	size_t len, nfds = 0;
+	char emsg[256], what[300];
+	uint32_t req;
+	int rc;
+
+	if (!c || !name || !buf || !ret_len)
+		return lc_fail(err, -EINVAL, "state: no client, name, buffer or ret_len");
+	snprintf(what, sizeof(what), "state of \"%s\" at epoch %" PRIu64 " index %" PRIu64, name,
+		 epoch, index_in_epoch);
+	len = strlen(name);
+	if (!len || len > IPC_CTL_NAME_MAX)
+		return lc_fail(err, -EINVAL, "%s: a name has 1 to %d bytes", what,
+			       IPC_CTL_NAME_MAX);
+	memcpy(ref.name, name, len + 1);
+	pthread_mutex_lock(&c->lock);
+	rc = lc_ensure_locked(c, err);
+	if (rc < 0)
+		goto out;
+	req = lc_req_id_locked(c);
+	rc = ipc_ctl_encode_reader_ref(c->sbuf, IPC_CTL_MAX_MSG, IPC_CTL_SAVE_STATE, req, &ref,
+				       &len);
+	if (rc < 0) {
+		rc = lc_fail(err, rc, "%s: encoding: %s", what, strerror(-rc));
+		goto out;
+	}
+	rc = lc_call_locked(c, len, req, IPC_CTL_STATE, &m, NULL, 0, &nfds, what, err);
+	if (rc < 0)
+		goto out;
+	rc = ipc_ctl_decode_state(&m, &st, emsg, sizeof(emsg));
+	if (rc < 0) {
+		rc = lc_fail(err, rc, "%s: %s", what, emsg);
+		goto out;
+	}
+	if (st.state_len > cap) {
+		rc = lc_fail(err, -ENOBUFS, "%s: the state has %u bytes, the buffer %zu", what,
+			     st.state_len, cap);
+		goto out;
+	}
+	memcpy(buf, st.state, st.state_len);
+	*ret_len = st.state_len;
 out:
 	pthread_mutex_unlock(&c->lock);
 	return rc;

@@ -161,6 +161,14 @@ int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *r
 int sluice_reader_save_at(struct sluice_reader *r, uint64_t epoch, uint64_t index_in_epoch,
 			  uint64_t seq, void *buf, size_t cap, size_t *ret_len,
 			  struct sluice_error *err);
+/*
+ * The same for a process that holds no reader of the pipeline: the state of that position of
+ * pipeline `name` (read with this client's rights, as sluice_stats). The main process of a
+ * DataLoader whose workers read saves the position its loop consumed this way.
+ */
+int sluice_state_at(struct sluice_client *c, const char *name, uint64_t epoch,
+		    uint64_t index_in_epoch, uint64_t seq, void *buf, size_t cap, size_t *ret_len,
+		    struct sluice_error *err);
 
 /* ---- batches and tensors ---- */
 

@@ -217,18 +217,69 @@ def test_dataloader_batch_size_is_refused(fresh_daemon, seq_data, tmp_path, no_j
     ds2.close()
 
 
-def test_state_dict_with_workers_is_an_error(fresh_daemon, seq_data, no_job_env):
-    """With DataLoader workers the main process cannot say where the loop is: state_dict()
-    raises RuntimeError, never returns a state (or None) that would lose or repeat batches."""
+def test_dataset_state_dict_with_workers_is_an_error(fresh_daemon, seq_data, no_job_env):
+    """With DataLoader workers only the main process sees what the loop took: the dataset's
+    own state_dict() raises RuntimeError naming sluice.torch.DataLoader, never returns a
+    state (or None) that would lose or repeat batches."""
     import sluice.torch as st
     ds = st.IterableDataset(seq_spec(seq_data, "workers", 2), socket=fresh_daemon.sock)
     dl = loader(ds, num_workers=2, persistent_workers=True)
     got = list(dl)
     assert sorted(flat(ids_of(b) for b in got)) == sorted(set(flat(ids_of(b) for b in got)))
     assert len(flat(ids_of(b) for b in got)) == RECORDS
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="sluice.torch.DataLoader"):
         ds.state_dict()
     ds.close()
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_loader_state_dict_with_workers_resumes(fresh_daemon, seq_data, tmp_path, no_job_env,
+                                                persistent):
+    """sluice.torch.DataLoader, 2 workers: the loop takes the epoch's batches in order; after
+    10 batches its state_dict() (torch.save) is loaded by a new dataset and loader (2 workers):
+    they give batches 10.. of epoch 0, then epoch 1 whole, nothing lost or repeated, then
+    EndOfData. The first loader, iterated again after its break, goes on at batch 10 too (the
+    batches its workers had read ahead are served again), and each epoch after that is whole
+    (persistent_workers=False: new workers each epoch)."""
+    import sluice.torch as st
+    name = "wstate-%d" % persistent
+    spec = seq_spec(seq_data, name, 2)
+    ref = reference(tmp_path, spec, 2)
+    ds = st.IterableDataset(spec, socket=fresh_daemon.sock)
+    dl = st.DataLoader(ds, num_workers=2, persistent_workers=persistent)
+    before = []
+    for b in dl:
+        before.append(b)
+        if len(before) == 10:
+            break
+    assert [(b.epoch, b.index_in_epoch) for b in before] == [(0, i) for i in range(10)]
+    sd = dl.state_dict()
+    assert (sd["epoch"], sd["index_in_epoch"]) == (0, 10)
+    ckpt = os.path.join(str(tmp_path), "w.pt")
+    torch.save(sd, ckpt)
+    # the same loader goes on where its loop stopped
+    rest = list(dl)
+    assert [b.index_in_epoch for b in rest] == list(range(10, N))
+    assert [ids_of(b) for b in before + rest] == ref[0]
+    assert dl.state_dict()["epoch"] == 1 and dl.state_dict()["index_in_epoch"] == 0
+    assert [ids_of(b) for b in dl] == ref[1]
+    with pytest.raises(st.EndOfData):
+        list(dl)
+    ds.close()
+    # a new job from the checkpoint
+    ds2 = st.IterableDataset(spec, socket=fresh_daemon.sock)
+    dl2 = st.DataLoader(ds2, num_workers=2, persistent_workers=persistent)
+    dl2.load_state_dict(torch.load(ckpt))
+    after = list(dl2)
+    assert [(b.epoch, b.index_in_epoch) for b in after] == [(0, i) for i in range(10, N)]
+    seen = flat(ids_of(b) for b in before) + flat(ids_of(b) for b in after)
+    assert seen == flat(ref[0]), "lost %s, repeated %s" % (
+        sorted(set(flat(ref[0])) - set(seen))[:8],
+        sorted({i for i in seen if seen.count(i) > 1})[:8])
+    assert [ids_of(b) for b in dl2] == ref[1]
+    with pytest.raises(st.EndOfData):
+        list(dl2)
+    ds2.close()
 
 
 # ---- data-parallel jobs of real processes ---------------------------------------------------

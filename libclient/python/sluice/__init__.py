@@ -35,7 +35,7 @@ from . import _lib
 
 __version__ = _lib.VERSION
 
-__all__ = ["attach", "register", "remove", "Reader", "Batch", "Ragged", "Strings", "SluiceError",
+__all__ = ["attach", "register", "remove", "state_at", "Reader", "Batch", "Ragged", "Strings", "SluiceError",
            "SluiceTimeout", "library_path"]
 
 Ragged = collections.namedtuple("Ragged", ["values", "row_splits"])
@@ -174,6 +174,26 @@ def stats(name, *, socket=None):
             return out
         finally:
             L.sluice_stats_free(s)
+    finally:
+        L.sluice_disconnect(c)
+
+
+def state_at(name, at, *, socket=None):
+    """The state (bytes, for attach(state=...)) of position at=(epoch, index_in_epoch, seq) of
+    pipeline `name`, for a process that holds no reader of it: the main process of a
+    DataLoader whose workers read (sluice_state_at)."""
+    L = _lib.lib()
+    c = _connect(socket)
+    try:
+        e, i, s = (int(x) for x in at)
+        buf = ctypes.create_string_buffer(_lib.STATE_MAX)
+        n = ctypes.c_size_t()
+        err = _lib.Error()
+        rc = L.sluice_state_at(c, name.encode("utf-8"), e, i, s, buf, len(buf),
+                               ctypes.byref(n), ctypes.byref(err))
+        if rc < 0:
+            raise _error(rc, err, "state_at")
+        return buf.raw[:n.value]
     finally:
         L.sluice_disconnect(c)
 

@@ -249,24 +249,52 @@ def _refuse_batching():
 
 
 class _Layout:
-    """How this process (or DataLoader worker) reads: rank r of count ranks in a group (or a
-    broadcast reader: r 0 of 1); equal: every rank takes as many batches per epoch (pad, or
-    drop with drop_last) — data-parallel processes, which step together."""
+    """How this process (or DataLoader worker) reads: member r of count in a rank group (or a
+    broadcast reader: r 0 of 1). The group is `ranks` processes that step together, each with
+    `workers` DataLoader workers: member r is worker r // ranks of rank r % ranks, so that a
+    rank's batches (seq % ranks == rank) go round its workers in the order the DataLoader takes
+    them. equal: every rank takes as many batches per epoch (pad, or drop with drop_last).
+
+    sluiced hands batch seq s to member (s - base) % count, base the seq its pipeline started
+    at (0, or a saved position's): learnt from the first batch (saw), the member's own."""
 
     def __init__(self, mode, r, count, equal, workers):
         self.mode, self.r, self.count, self.equal, self.workers = mode, r, count, equal, workers
+        self.ranks = max(1, count // workers) if mode == "rank" else 1
+        self.base = 0 if mode != "rank" else None
+
+    def saw(self, b):
+        if self.base is None:
+            self.base = (b.seq - self.r) % self.count
 
     def own(self, n, first_seq):
-        """This rank's batches of an epoch of n batches whose first has seq first_seq."""
+        """This member's batches among an epoch's first n whose first has seq first_seq."""
         if self.mode != "rank":
             return n
-        return len(range((self.r - first_seq) % self.count, n, self.count))
+        return len(range((self.r - first_seq + self.base) % self.count, n, self.count))
 
-    def share(self, n, drop_last):
-        """Batches each rank takes per epoch of n."""
+    def rank_share(self, n, drop_last):
+        """Batches each rank takes per epoch of n (equal only)."""
+        return n // self.ranks if drop_last else -(-n // self.ranks)
+
+    def rank_before(self, i, first_seq):
+        """Batches of this member's rank among the epoch's first i."""
+        rank = self.r % self.ranks
+        return len(range((rank - first_seq + self.base) % self.ranks, i, self.ranks))
+
+    def steps(self, k, first_seq):
+        """This member's steps among its rank's first k: the rank's step j is held by worker
+        (s0 // ranks + j) % workers, s0 the seq of the rank's first batch of the epoch."""
+        rank, w = self.r % self.ranks, self.r // self.ranks
+        first_seq -= self.base
+        s0 = first_seq + (rank - first_seq) % self.ranks
+        return len(range((w - s0 // self.ranks) % self.workers, k, self.workers))
+
+    def share(self, n, first_seq, drop_last):
+        """Batches this member takes per epoch of n (padding included), or None."""
         if self.mode != "rank" or not self.equal:
             return None
-        return n // self.count if drop_last else -(-n // self.count)
+        return self.steps(self.rank_share(n, drop_last), first_seq)
 
 
 class IterableDataset(torch.utils.data.IterableDataset):
@@ -316,6 +344,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
         # a DataLoader worker says here that it read: the main process cannot tell the
         # loop's position then (shared with the workers, forked or spawned)
         self._in_worker = multiprocessing.Value("b", 0, lock=False)
+        # where sluice.torch.DataLoader (main process) tells its workers to read from: a
+        # generation, then the state to attach with (shared memory, forked or spawned)
+        self._place = multiprocessing.Array("B", 16 + _lib.STATE_MAX, lock=False)
+        self._gen = 0
         self._reset()
 
     def _reset(self):
@@ -334,6 +366,20 @@ class IterableDataset(torch.utils.data.IterableDataset):
         for k in ("_reader", "_pid", "_pending", "_pad", "_lay"):
             d[k] = None  # the process that attached owns them
         return d
+
+    def _placed(self):
+        """(generation, state or None) the main process's DataLoader last placed at."""
+        b = bytes(self._place[:16])
+        gen, n = int.from_bytes(b[:8], "little"), int.from_bytes(b[8:12], "little")
+        return gen, (bytes(self._place[16:16 + n]) if b[12] else None)
+
+    def _place_at(self, blob):
+        """Main process: the workers' next iter() re-attaches at state blob (None: anew)."""
+        gen = self._placed()[0] + 1
+        if blob is not None:
+            self._place[16:16 + len(blob)] = blob
+        self._place[:16] = (gen.to_bytes(8, "little") + len(blob or b"").to_bytes(4, "little")
+                            + bytes([blob is not None, 0, 0, 0]))
 
     def _target(self):
         x = self.name_or_spec
@@ -356,7 +402,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             if self.num_replicas <= 1 and workers <= 1:
                 return None
             group = self.group or "torch:%s" % os.environ.get("TORCHELASTIC_RUN_ID", "local")
-            return target, dict(mode="rank", index=self.rank * workers + wid,
+            return target, dict(mode="rank", index=wid * self.num_replicas + self.rank,
                                 count=self.num_replicas * workers, group=group)
         job = _job()
         if job is None:
@@ -387,7 +433,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
                            nnodes))
         # one rank group per job and pipeline; a DataLoader worker is a rank of its own
         group = self.group or "torch:%s" % run_id
-        return target, dict(mode="rank", index=local_rank * workers + wid,
+        return target, dict(mode="rank", index=wid * local_world + local_rank,
                             count=local_world * workers, group=group)
 
     def _how(self):
@@ -420,8 +466,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
                                  self.lag, how["mode"], workers,
                                  ", data-parallel" if dist else ""))
         mode = how["mode"]
+        if self._gen and how.get("group") and (dist is not None or not self.mode):
+            # re-placed by sluice.torch.DataLoader: a group of its own from that position
+            how["group"] = "%s/%d" % (how["group"], self._gen)
         lay = _Layout(mode, how["index"] or 0 if mode == "rank" else 0,
-                      how["count"] or 1 if mode == "rank" else 1, equal, workers)
+                      how["count"] or 1 if mode == "rank" else 1, equal,
+                      1 if self.mode else workers)
         return target, how, lay
 
     def _open(self):
@@ -433,6 +483,11 @@ class IterableDataset(torch.utils.data.IterableDataset):
             self._pid = os.getpid()
         if torch.utils.data.get_worker_info() is not None:
             self._in_worker.value = 1
+            gen, blob = self._placed()
+            if gen != self._gen:  # the main process's DataLoader placed the workers anew
+                self.close()
+                self._reset()
+                self._pid, self._gen, self.state = os.getpid(), gen, blob
         if self._reader is not None:
             return self._reader
         target, how, self._lay = self._how()
@@ -453,6 +508,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         b = self._reader.next(self.timeout)
         if b is None:
             self._ended = True
+        else:
+            self._lay.saw(b)
         return b
 
     def _peek(self):
@@ -508,7 +565,11 @@ class IterableDataset(torch.utils.data.IterableDataset):
                     "stream)" % (self._pipeline_name(), " (%d)" % self._done[0]
                                  if self._done is not None else ""))
             self._cur, self._first_seq = b.epoch, b.seq - b.index_in_epoch
-            self._steps = self._own_taken = 0
+            # resumed inside the epoch (a saved position): what comes before it was taken
+            self._own_taken = lay.own(b.index_in_epoch, self._first_seq)
+            self._steps = (lay.steps(lay.rank_before(b.index_in_epoch, self._first_seq),
+                                     self._first_seq) if lay.mode == "rank"
+                           else b.index_in_epoch)
             self._pad = None
             self._want = None
         e = self._cur
@@ -516,7 +577,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             self._n = self._epoch_batches()
         while True:
             n = self._n
-            share = lay.share(n, self.drop_last) if n is not None else None
+            share = lay.share(n, self._first_seq, self.drop_last) if n is not None else None
             own = lay.own(n, self._first_seq) if n is not None else None
             if own is not None and self._own_taken >= own:
                 b = None  # every batch of this rank in this epoch was taken: no read ahead
@@ -528,12 +589,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 if lay.equal:
                     if n is None:
                         n = self._n = self._epoch_batches(wait=True)
-                        share = lay.share(n, self.drop_last)
+                        share = lay.share(n, self._first_seq, self.drop_last)
                     if share > 0 and self._pad is None:
                         raise sluice.SluiceError(
                             -_errno.EINVAL, "pipeline %r: %d batches per epoch for %d ranks: "
                             "too few to pad; give drop_last=True or a smaller batch"
-                            % (self._pipeline_name(), n, lay.count))
+                            % (self._pipeline_name(), n, lay.ranks))
                     while self._steps < share:
                         self._steps += 1
                         box.append(Batch._of(self._pad, self._pad, True))
@@ -547,7 +608,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
                     nxt = self._peek()
                     if nxt is None or nxt.epoch != e:
                         n = self._n = self._epoch_batches(wait=True)
-                if n is not None and self._steps >= lay.share(n, self.drop_last):
+                if n is not None and self._steps >= lay.share(n, self._first_seq,
+                                                              self.drop_last):
                     self._own_taken += 1
                     b.release()  # drop_last: this rank's batch of the last round
                     continue
@@ -607,7 +669,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         if lay is None:
             _, _, lay = self._how()
         if lay.mode == "rank" and lay.equal:
-            return lay.share(n, self.drop_last) * lay.workers
+            return lay.rank_share(n, self.drop_last)
         if lay.mode == "rank" and lay.workers <= 1 and lay.count > 1:
             return -(-n // lay.count)  # an explicit rank reader: at most this many
         return n
@@ -617,17 +679,17 @@ class IterableDataset(torch.utils.data.IterableDataset):
         no state given: the start). Rank mode: the group's epoch position."""
         if self._in_worker.value and self._pid != os.getpid():
             raise RuntimeError(
-                "state_dict(): DataLoader workers read this dataset, and the position the loop "
-                "consumed is known only in the main process: with workers a checkpoint would "
-                "lose or repeat batches; read with num_workers=0 (sluiced does the work, "
-                "workers would only pass batches on)")
+                "state_dict(): DataLoader workers read this dataset, and only the main "
+                "process sees what the loop consumed (the workers read ahead): read through "
+                "sluice.torch.DataLoader(ds, num_workers=...) and take its state_dict(), or "
+                "read with num_workers=0 (sluiced does the work; workers only pass batches on)")
         if self._reader is None:
             return {"sluice_state": self.state}
         lay = self._lay
         if self._cur is not None:
             e, first, n = self._cur, self._first_seq, self._n
             if lay.mode == "rank":
-                done = self._steps * lay.count
+                done = self._steps * lay.ranks
                 if n is not None and done >= n:
                     e, done, first = e + 1, 0, first + n
             elif lay.mode == "broadcast":
@@ -655,3 +717,116 @@ class IterableDataset(torch.utils.data.IterableDataset):
         r, self._reader = self._reader, None
         if r is not None and self._pid == os.getpid():
             r.close()
+
+
+class DataLoader(torch.utils.data.DataLoader):
+    """torch's DataLoader over a sluice.torch.IterableDataset (batch_size=None by default)
+    whose state_dict() works with workers, as torchdata's StatefulDataLoader (torch >= 2): the
+    main process tracks the batches the loop took, and saves that position through sluiced
+    (sluice.state_at) — not the workers', which read ahead.
+
+    With num_workers > 0 the batches come to the loop in the epoch's order (a rank's, in a
+    data-parallel job): a worker's batch that comes early is held until those before it came.
+    After load_state_dict(), after a loop broke off an epoch, and each epoch with
+    persistent_workers=False once the workers read from a saved position, the workers
+    re-attach at the position the loop reached: no batch lost (the ones they had read ahead
+    are served again) or repeated. Without workers the dataset tracks itself (its state_dict).
+    """
+
+    def __init__(self, dataset, *args, batch_size=None, **kwargs):
+        if not isinstance(dataset, IterableDataset):
+            raise TypeError("sluice.torch.DataLoader: the dataset is a %s, not a "
+                            "sluice.torch.IterableDataset" % type(dataset).__name__)
+        super().__init__(dataset, *args, batch_size=batch_size, **kwargs)
+        self._t_epoch = None      # the epoch of the last batch taken, and its first seq
+        self._t_first = None
+        self._t_steps = 0         # the batches the loop took in it (padding included)
+        self._t_done = True       # the last iteration ran to its end
+        self._t_any = False       # a batch was taken since the start or the last load
+        self._base = dataset.state  # the position before any of them
+        self._loaded = False      # load_state_dict() since the last iter()
+        self._private = dataset.state is not None  # the workers read from a saved state
+
+    def _ranks(self):
+        """(this rank, ranks stepping together) of the main process."""
+        lay = self.dataset._how()[2]
+        return (lay.r, lay.ranks) if lay.mode == "rank" and lay.equal else (0, 1)
+
+    def __iter__(self):
+        if self.num_workers == 0:
+            return super().__iter__()
+        ds = self.dataset
+        moved = self._loaded or (self._t_any and (not self._t_done or (
+            not self.persistent_workers and self._private)))
+        if moved:
+            blob = self._base if self._loaded else self.state_dict()["sluice_state"]
+            ds._place_at(blob)
+            self._private = blob is not None
+            self._loaded = False
+        return self._ordered(super().__iter__())
+
+    def _ordered(self, it):
+        ranks = self._ranks()[1]
+        held, pads, nxt = {}, [], None
+        self._t_done = False
+        for b in it:
+            if b.padded:  # repeats, after the epoch's own batches
+                pads.append(b)
+                continue
+            if nxt is None:  # this rank's first at or after where the loop is
+                at = self._t_steps * ranks if b.epoch == self._t_epoch else 0
+                nxt = at + (b.index_in_epoch - at) % ranks
+            held[b.index_in_epoch] = b
+            while nxt in held:
+                out = held.pop(nxt)
+                nxt += ranks
+                self._took(out)
+                yield out
+        for k in sorted(held):
+            self._took(held[k])
+            yield held.pop(k)
+        for b in pads:
+            self._took(b)
+            yield b
+        self._t_done = True
+
+    def _took(self, b):
+        if b.epoch != self._t_epoch:
+            self._t_epoch, self._t_steps = b.epoch, 0
+        self._t_first = b.seq - b.index_in_epoch
+        self._t_steps += 1
+        self._t_any = True
+
+    def state_dict(self):
+        """Where the loop is, {"sluice_state": bytes, "epoch", "index_in_epoch"}: the next
+        iter() (of this loader after load_state_dict, or of a new job) starts there. In a
+        data-parallel job the group's position (every rank took its batches below it),
+        which resumes with any number of ranks and workers."""
+        ds = self.dataset
+        if self.num_workers == 0:
+            return ds.state_dict()
+        if not self._t_any:
+            return {"sluice_state": self._base}
+        _, ranks = self._ranks()
+        e, first = self._t_epoch, self._t_first
+        n = ds._epoch_batches(wait=self._t_done)
+        done = self._t_steps * ranks
+        if self._t_done or (n is not None and done >= n):
+            pos = (e + 1, 0, first + n)
+        else:
+            pos = (e, done, first + done)
+        blob = sluice.state_at(ds._pipeline_name(), pos, socket=ds.socket)
+        return {"sluice_state": blob, "epoch": pos[0], "index_in_epoch": pos[1]}
+
+    def load_state_dict(self, state_dict):
+        """The next iter() starts where state_dict() was taken."""
+        ds = self.dataset
+        ds.load_state_dict(state_dict)
+        self._base = state_dict.get("sluice_state")
+        if self.num_workers == 0:
+            return
+        _, ranks = self._ranks()
+        self._t_epoch = state_dict.get("epoch")
+        self._t_steps = state_dict.get("index_in_epoch", 0) // ranks
+        self._t_first = None
+        self._t_any, self._t_done, self._loaded = False, True, True

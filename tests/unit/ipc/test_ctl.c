@@ -291,6 +291,55 @@ static void test_reader_ref_state(void **state)
 	assert_false(ref2.at);
 	assert_int_equal(ref2.at_seq, 0);
 
+	/* SAVE_STATE by pipeline name (no reader: a DataLoader's main process), with at only */
+	struct ipc_ctl_reader_ref by = { .at = true, .at_epoch = 1, .at_index = 2, .at_seq = 9 };
+	strcpy(by.name, "pipe-a");
+	assert_int_equal(
+		ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_SAVE_STATE, 6, &by, &len), 0);
+	m = parse_ok(buf, len, IPC_CTL_SAVE_STATE, 6);
+	memset(&ref2, 0, sizeof(ref2));
+	assert_int_equal(
+		ipc_ctl_decode_reader_ref(&m, IPC_CTL_SAVE_STATE, &ref2, emsg, sizeof(emsg)), 0);
+	assert_string_equal(ref2.name, "pipe-a");
+	assert_int_equal(ref2.reader_id, 0);
+	assert_int_equal(ref2.at_seq, 9);
+	/* the encoder refuses what the decoder would: both, neither, a name without at */
+	struct ipc_ctl_reader_ref bad = by;
+	bad.reader_id = 3;
+	assert_int_equal(ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_SAVE_STATE, 6, &bad,
+						   &len),
+			 -EINVAL);
+	bad = by;
+	bad.at = false;
+	assert_int_equal(ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_SAVE_STATE, 6, &bad,
+						   &len),
+			 -EINVAL);
+	struct ipc_ctl_builder b;
+	static const struct {
+		uint64_t reader;
+		const char *name;
+		bool at;
+		const char *why;
+	} wire[] = {
+		{ 3, "pipe-a", true, "both" },
+		{ 0, NULL, true, "neither" },
+		{ 0, "pipe-a", false, "name without at" },
+	};
+	for (i = 0; i < sizeof(wire) / sizeof(wire[0]); i++) {
+		ipc_ctl_builder_init(&b, buf, sizeof(buf), IPC_CTL_SAVE_STATE, 7);
+		if (wire[i].reader)
+			ipc_ctl_put_u64(&b, 1, wire[i].reader);
+		if (wire[i].at)
+			ipc_ctl_put_u32(&b, 2, 1);
+		if (wire[i].name)
+			ipc_ctl_put_str(&b, 6, wire[i].name, strlen(wire[i].name));
+		assert_int_equal(ipc_ctl_builder_finish(&b, &len), 0);
+		m = parse_ok(buf, len, IPC_CTL_SAVE_STATE, 7);
+		EXPECT_BAD(ipc_ctl_decode_reader_ref(&m, IPC_CTL_SAVE_STATE, &ref2, emsg,
+						     sizeof(emsg)),
+			   wire[i].why);
+	}
+
 	assert_int_equal(ipc_ctl_encode_state(buf, sizeof(buf), 4, &st, &len), 0);
 	m = parse_ok(buf, len, IPC_CTL_STATE, 4);
 	assert_int_equal(ipc_ctl_decode_state(&m, &st2, emsg, sizeof(emsg)), 0);
