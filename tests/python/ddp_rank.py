@@ -16,8 +16,9 @@ steps than the others waits there), and writes OUT, a JSON object:
      type and message of iter() past the last epoch (--past), "state_dict_error": with
      workers, the exception type of ds.state_dict()}
 
---steps K: epoch 0 stops after K steps; rank 0 then saves ds.state_dict() to PATH
-(torch.save) and every rank exits after a barrier.
+--steps K: epoch 0 stops after K steps; rank 0 then saves the loader's state_dict() to PATH
+(torch.save) and every rank exits after a barrier. The loader is sluice.torch.DataLoader
+(torch's, whose state_dict() works with workers).
 """
 
 import argparse
@@ -66,8 +67,7 @@ def main():
         res["len_before"] = len(ds)
     except TypeError as e:
         res["len_before"] = str(e)
-    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=a.workers,
-                                     persistent_workers=a.workers > 0)
+    dl = st.DataLoader(ds, num_workers=a.workers, persistent_workers=a.workers > 0)
     for ep in range(a.epochs):
         got = []
         for b in dl:
@@ -86,7 +86,7 @@ def main():
         res["epochs"].append({"steps": len(got), "len": n, "batches": got})
         if a.steps is not None:
             if rank == 0:
-                torch.save(ds.state_dict(), a.save)
+                torch.save(dl.state_dict(), a.save)
             dist.barrier()  # rank 0 saved while every reader was still attached
             break
     if a.past:

@@ -442,27 +442,30 @@ def test_ddp_two_ranks_drop_last(fresh_daemon, seq_data, tmp_path):
         assert sorted(flat(b["ids"] for b in got)) == sorted(flat(ref[e][:-1]))
 
 
-@pytest.mark.parametrize("resume", ["plain", "num_replicas=1"])
+@pytest.mark.parametrize("resume", ["plain", "num_replicas=1", "workers"])
 def test_ddp_resume_with_another_rank_count(fresh_daemon, seq_data, tmp_path, no_job_env,
                                             resume):
-    """2 ranks take 10 steps of epoch 0 and rank 0 saves ds.state_dict() (torch.save); the
-    job exits. One process (no job, or rank=0 of num_replicas=1) loads it and reads on: the
-    records of epoch 0 before and after are every record once, then epoch 1 whole."""
+    """2 ranks take 10 steps of epoch 0 and rank 0 saves the loader's state_dict()
+    (torch.save); the job exits. One process (no job, or rank=0 of num_replicas=1) loads it
+    and reads on: the records of epoch 0 before and after are every record once, then epoch
+    1 whole. "workers": each rank reads through 2 DataLoader workers, and so does the
+    process that resumes (sluice.torch.DataLoader)."""
     import sluice.torch as st
     spec = seq_spec(seq_data, "ddp-resume-" + resume.replace("=", ""), 2)
     ref = reference(tmp_path, spec, 2)
     name = sluice.register(spec, socket=fresh_daemon.sock)
     ckpt = os.path.join(str(tmp_path), "ckpt.pt")
+    workers = 2 if resume == "workers" else 0
     res = run_job(tmp_path, fresh_daemon.sock, name, "resume-%s-%d" % (resume, os.getpid()),
-                  args=["--epochs", 1, "--steps", 10, "--save", ckpt])
+                  args=["--epochs", 1, "--steps", 10, "--save", ckpt, "--workers", workers])
     before = [b for r in res for b in r["epochs"][0]["batches"]]
     assert [r["epochs"][0]["steps"] for r in res] == [10, 10]
     assert not any(b["padded"] for b in before)
     assert sorted(b["index_in_epoch"] for b in before) == list(range(20))
-    kw = {"rank": 0, "num_replicas": 1} if resume != "plain" else {}
+    kw = {"rank": 0, "num_replicas": 1} if resume == "num_replicas=1" else {}
     ds = st.IterableDataset(name, socket=fresh_daemon.sock, **kw)
-    ds.load_state_dict(torch.load(ckpt))
-    dl = loader(ds)
+    dl = st.DataLoader(ds, num_workers=workers)
+    dl.load_state_dict(torch.load(ckpt))
     after = list(dl)
     assert [b.index_in_epoch for b in after] == list(range(20, N))
     assert {b.epoch for b in after} == {0}

@@ -313,7 +313,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
       rank's first batch of the epoch (padded=True) on the ranks one short; drop_last=True
       drops the last round. len() is the number of batches this rank takes per epoch.
     - state_dict() is where the next batch starts: a rank group's epoch position (every rank
-      took its batches below it), which resumes with any number of ranks.
+      took its batches below it), which resumes with any number of ranks. With DataLoader
+      workers, take it from sluice.torch.DataLoader (the main process knows what the loop
+      took; the dataset's own state_dict() raises RuntimeError).
 
     name_or_spec: a pipeline name, or a spec (dict, JSON text or path to a .json file).
     mode: None picks broadcast in the main process, rank among DataLoader workers (worker w
