@@ -142,6 +142,8 @@ struct dmn_pipeline {
 		uint32_t rank_n;
 		unsigned members;
 		uint64_t empty_since; /* CLOCK_MONOTONIC ns when its last member left, or 0 */
+		/* rank: since when a rank with batches waiting has had no reader (0: none) */
+		uint64_t vacant_since;
 		uint64_t first_epoch; /* the first epoch its members get (a late group) */
 		/* its first member came too late for a whole epoch here: the group reads a
 		   private pipeline (used, no ring group; cleared when that one is dropped) */

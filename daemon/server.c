@@ -871,11 +871,77 @@ int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
 	return r;
 }
 
+/*
+ * A rank group whose rank k has had no reader for longer than the lease while batches of k wait
+ * cannot go on: those batches hold the ring, and once it is full of them the other ranks get
+ * nothing more (a data-parallel job's rank was killed and did not come back). Its members are
+ * removed, each told why (-ENOLINK: sluice_next's message), instead of waiting forever; the
+ * pipeline and its other groups go on. A rank that comes back within the lease finds its place.
+ * Returns the bits of the groups to end (members marked). Under nothing; takes pl->lock.
+ */
+static uint64_t orphaned_groups(struct dmn *d, struct dmn_pipeline *pl)
+{
+	uint64_t lease = d->reg.cfg.lease_ns, now = dmn_now_ns();
+	uint64_t out = 0;
+	if (!lease || !pl->ring)
+		return 0;
+	pthread_mutex_lock(&pl->lock);
+	for (int i = 0; i < IPC_RING_MAX_GROUPS; i++) {
+		struct dmn_group *g = &pl->groups[i];
+		uint32_t rank, pending;
+		if (!g->used || g->mode != IPC_RING_RANK || !g->members ||
+		    ipc_ring_group_vacant(pl->ring, g->gid, &rank, &pending) < 0) {
+			if (g->used)
+				g->vacant_since = 0;
+			continue;
+		}
+		if (!g->vacant_since)
+			g->vacant_since = now;
+		if (now - g->vacant_since <= lease)
+			continue;
+		dmn_warn("pipeline %s: %s%s%s: rank %u of %u has had no reader for %llu s (the "
+			 "lease "
+			 "is %llu s) while %u of its batches wait and hold the ring: the group "
+			 "cannot "
+			 "go on, its %u member%s removed (a job restarted from its checkpoint "
+			 "reads "
+			 "on)",
+			 pl->name, g->name[0] ? "group \"" : "the default group", g->name,
+			 g->name[0] ? "\"" : "", rank, g->rank_n,
+			 (unsigned long long)((now - g->vacant_since) / 1000000000ull),
+			 (unsigned long long)(lease / 1000000000ull), pending, g->members,
+			 g->members == 1 ? "" : "s");
+		g->vacant_since = 0;
+		out |= 1ull << i;
+	}
+	for (struct dmn_conn *c = d->conns; out && c; c = c->next)
+		for (struct dmn_reader *r = c->readers; r; r = r->next)
+			if (r->pl == pl && r->group >= 0 && (out >> r->group & 1))
+				ipc_ring_mark_orphan(pl->ring, r->ring_id);
+	pthread_mutex_unlock(&pl->lock);
+	return out;
+}
+
 /* Take in the releases of every pipeline, and evict readers whose control block is corrupt. */
 void dmn_server_collect(struct dmn *d)
 {
 	for (struct dmn_pipeline *pl = d->reg.pipelines, *next; pl; pl = next) {
 		next = pl->next; /* evicting a private pipeline's last reader drops it */
+		uint64_t orphans = orphaned_groups(d, pl);
+		if (orphans) {
+			/* removing a private pipeline's last reader may free it: pl is not
+			   touched after the first removal (collected at the next round) */
+			struct dmn_reader *gone[IPC_RING_MAX_READERS];
+			size_t n = 0;
+			for (struct dmn_conn *c = d->conns; c; c = c->next)
+				for (struct dmn_reader *r = c->readers; r; r = r->next)
+					if (r->pl == pl && r->group >= 0 &&
+					    (orphans >> r->group & 1) && n < IPC_RING_MAX_READERS)
+						gone[n++] = r;
+			for (size_t k = 0; k < n; k++)
+				remove_reader(d, gone[k], false);
+			continue;
+		}
 		uint64_t bad = dmn_pipeline_collect(pl, d->reg.cfg.lease_ns);
 		for (struct dmn_conn *c = d->conns; bad && c; c = c->next) {
 			for (struct dmn_reader *r = c->readers, *rn; r; r = rn) {

@@ -83,10 +83,9 @@ static int check_save_state(const void *v, const char *what, char *emsg, size_t 
 	const struct ipc_ctl_reader_ref *m = v;
 	bool has_name = m->name[0] != '\0';
 
-	if (has_name == (m->reader_id != 0))
+	if (has_name && m->reader_id != 0)
 		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: expected exactly one of reader_id and name, got %s", what,
-				  has_name ? "both" : "neither");
+				  "%s: expected one of reader_id and name, got both", what);
 	if (has_name && !m->at)
 		return ipc_errmsg(-EBADMSG, emsg, cap,
 				  "%s: name without at: a pipeline has no position of its own, "

@@ -202,6 +202,17 @@ int ipc_ring_collect(struct ipc_ring *ring, uint64_t *ret_bad);
  */
 int ipc_ring_lease_check(struct ipc_ring *ring, uint64_t now_ns, uint64_t lease_ns,
 			 uint64_t *ret_bad);
+/*
+ * Rank group gid: a rank that has no reader while batches of its wait for it (the lowest such),
+ * in *ret_rank, with how many wait in *ret_pending. 0, or -ENOENT (none; no such group), -EINVAL
+ * (not a rank group). Those batches hold their slots: once the ring is full of them the others
+ * get nothing more, so the daemon ends such a group after its lease.
+ */
+int ipc_ring_group_vacant(const struct ipc_ring *ring, unsigned gid, uint32_t *ret_rank,
+			  uint32_t *ret_pending);
+/* Reader id's removal (ipc_ring_remove_reader) tells it that its group cannot go on: the client
+   sees -ENOLINK. 0, or -ENOENT. */
+int ipc_ring_mark_orphan(struct ipc_ring *ring, unsigned id);
 /* Why reader id was marked bad ("" when it is not, NULL when there is no such reader). */
 const char *ipc_ring_reader_problem(const struct ipc_ring *ring, unsigned id);
 

@@ -452,7 +452,9 @@ static int try_next(struct ipc_ring_client *c, struct ipc_ring_batch *ret)
 	 */
 	fl = atomic_load_explicit(&c->cb->flags, memory_order_acquire);
 	if (fl & IPC_RING_CB_EVICTED)
-		return fl & IPC_RING_CB_LEASE ? -ETIME : -ECONNABORTED;
+		return fl & IPC_RING_CB_LEASE	 ? -ETIME
+		       : fl & IPC_RING_CB_ORPHAN ? -ENOLINK
+						 : -ECONNABORTED;
 	if (fl & IPC_RING_CB_MOVED)
 		return moved_off(c);
 	rc = c->mode == IPC_RING_BROADCAST ? take_broadcast(c, ret) : take_assigned(c, ret);

@@ -59,6 +59,7 @@ enum {
 	IPC_RING_CB_MOVED = 1u << 2,	 /* broadcast: being moved off the shared stream */
 	IPC_RING_CB_MOVED_END = 1u << 3, /* ... and end says where its stream here ends */
 	IPC_RING_CB_LEASE = 1u << 4,	 /* with EVICTED: it held a batch past the lease */
+	IPC_RING_CB_ORPHAN = 1u << 5,	 /* with EVICTED: its rank group lost a rank for good */
 };
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "shared words must be "
@@ -242,6 +243,7 @@ struct reader {
 	   plus 1 (0: none), and since when */
 	uint64_t lease_seq1, lease_since_ns;
 	bool bad, late, eos_sent; /* late: marked bad for its lease */
+	bool orphan;		  /* its rank group cannot go on (ipc_ring_mark_orphan) */
 	char problem[160];
 };
 

@@ -180,6 +180,32 @@ int ipc_ring_group_mode(const struct ipc_ring *r, unsigned gid)
 	return (int)r->grp[gid].mode;
 }
 
+int ipc_ring_group_vacant(const struct ipc_ring *r, unsigned gid, uint32_t *ret_rank,
+			  uint32_t *ret_pending)
+{
+	if (gid >= IPC_RING_MAX_GROUPS || !r->grp[gid].open)
+		return -ENOENT;
+	const struct group *g = &r->grp[gid];
+	if (g->mode != IPC_RING_RANK)
+		return -EINVAL;
+	for (uint32_t k = 0; k < g->rank_n && k < IPC_RING_MAX_READERS; k++) {
+		if (g->by_rank[k] < 0 && g->pending_by_rank[k] > 0) {
+			*ret_rank = k;
+			*ret_pending = g->pending_by_rank[k];
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int ipc_ring_mark_orphan(struct ipc_ring *r, unsigned id)
+{
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	r->rd[id].orphan = true;
+	return 0;
+}
+
 /* ---- split/rank: handing out pending batches ---- */
 
 /* Queue slot (published, handed to no member of group gid yet) in seq order. */
@@ -501,7 +527,8 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 	free(rd->asg_slot);
 	/* Pairs with the client's acquire load of flags in try_next. */
 	atomic_fetch_or_explicit(&rd->cb->flags,
-				 IPC_RING_CB_EVICTED | (rd->late ? IPC_RING_CB_LEASE : 0),
+				 IPC_RING_CB_EVICTED | (rd->late ? IPC_RING_CB_LEASE : 0) |
+					 (rd->orphan ? IPC_RING_CB_ORPHAN : 0),
 				 memory_order_release);
 	ipc_ring_kick_(r, id);
 	munmap(rd->cb, rd->cb_size);

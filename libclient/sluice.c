@@ -679,6 +679,17 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 				       "members of its group",
 				       what);
 		}
+		if (rc == -ENOLINK) {
+			reader_what(r, "next", what, sizeof(what));
+			return lc_fail(err, rc,
+				       "%s: sluiced removed this reader: a rank of its group has "
+				       "had "
+				       "no reader for longer than the lease (sluiced --lease; a "
+				       "process of the job was killed?) while its batches hold the "
+				       "ring, so the group cannot go on (sluiced's log says which "
+				       "rank): restart the job from its checkpoint",
+				       what);
+		}
 		if (rc == -ECONNABORTED) {
 			/* Removed: because the daemon is going away (re-attach), or for good. */
 			if (!conn_ok(r, LC_ABORT_GRACE_MS)) {

@@ -141,7 +141,9 @@ struct sluice_batch;
  * or given to attach. -ESTALE (sticky): the daemon kept no position for it (no --state-dir,
  * the state directory lost, the pipeline changed): it does not start over silently. -ETIME: a split
  * or rank reader that held a batch longer than the daemon's lease (sluiced --lease) was removed and
- * its batches went to the other members of its group (its later releases do nothing).
+ * its batches went to the other members of its group (its later releases do nothing). -ENOLINK:
+ * a rank of this reader's rank group had no reader for longer than the lease while its batches
+ * held the ring (a rank was killed and did not come back): the group's members were removed.
  */
 int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **ret_batch,
 		struct sluice_error *err);

@@ -8,7 +8,8 @@ prints one JSON line per batch ({"seq", "epoch", "labels", "redelivered"}) and {
 With --hold-after K it takes K batches (releasing them), then takes one more, prints
 {"holding": seq, "labels": [...]} and keeps it until it is killed or a line comes on stdin;
 then it releases it, asks for the next batch and prints {"error": errno, "message": ...} (a
-member removed for holding it past the daemon's lease) or carries on.
+member removed for holding it past the daemon's lease) or carries on. Any other removal by
+sluiced (its group ended) is printed the same way, and the process exits 0.
 """
 
 import argparse
@@ -43,7 +44,11 @@ def main():
     sys.stdin.readline()
     taken = 0
     while True:
-        b = r.next(60)
+        try:
+            b = r.next(60)
+        except sluice.SluiceError as e:  # removed by sluiced: the test checks why
+            out({"error": e.errno, "message": e.strerror})
+            return
         if b is None:
             break
         labels = b["label"].reshape(-1).tolist()

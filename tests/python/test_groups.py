@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -410,3 +411,107 @@ def test_elastic_restart_with_another_count(fresh_daemon, tmp_path):
     with open(os.path.join(fresh_daemon.tmp, "sluiced.log")) as f:
         log = f.read()
     assert 'group "el" comes back with 1 ranks (it had 2): it starts at epoch %d' % e in log
+
+
+class _Lines:
+    """A Proc's JSON lines read by a thread, so that the test waits for one with a deadline
+    (a reader that hangs fails the test instead of blocking it)."""
+
+    def __init__(self, proc):
+        import queue
+        self.q = queue.Queue()
+        self.proc = proc
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.p.stdout:
+            self.q.put(json.loads(line))
+        self.q.put(None)
+
+    def get(self, seconds):
+        import queue
+        try:
+            return self.q.get(timeout=seconds)
+        except queue.Empty:
+            raise AssertionError("no line from the reader in %.1f s: it hangs" % seconds)
+
+
+def _vacancy_daemon(tmp_path, lease):
+    conf = tmp_path / "conf"
+    conf.mkdir(parents=True)
+    d = test_daemon.Daemon(str(tmp_path), str(conf), ["--ring-slots", "8", "--lease",
+                                                      "%g" % lease])
+    assert d.ready
+    return d
+
+
+def test_killed_rank_ends_its_group_within_the_lease(tmp_path, data):
+    """Two ranks read an endless pipeline (a ring of 8 batches); rank 1 is killed (kill -9).
+    Its batches fill the ring, so rank 0 would wait forever: within the lease (and a bound) its
+    next() fails with ENOLINK, a message naming the lease and the restart, the daemon's log
+    says which rank, and sluiced goes on serving another pipeline."""
+    lease = test_daemon.common.scaled(2)
+    d = _vacancy_daemon(tmp_path, lease)
+    try:
+        name = sluice.register(image_spec(data, name="vacant", batch=4, epochs=None),
+                               socket=d.sock)
+        ranks = [Proc(d.sock, name, "rank", "--group", "job", "--index", k, "--count", 2)
+                 for k in range(2)]
+        lines = [_Lines(p) for p in ranks]
+        for p in ranks:
+            p.go()
+        for k in range(2):
+            for _ in range(3):
+                assert "seq" in lines[k].get(30)
+        ranks[1].kill()
+        killed = time.monotonic()
+        while True:  # rank 0 reads what is its own, then its next() fails
+            x = lines[0].get(lease * 4 + 30)
+            if "error" in x:
+                break
+            assert "seq" in x and x["seq"] % 2 == 0, x
+        took = time.monotonic() - killed
+        assert x["error"] == errno.ENOLINK, x
+        assert "lease" in x["message"] and "restart the job" in x["message"], x
+        assert took < lease * 4 + 30, took
+        assert ranks[0].p.wait(30) == 0
+        with open(os.path.join(str(tmp_path), "sluiced.log")) as f:
+            log = f.read()
+        assert 'group "job": rank 1 of 2 has had no reader for' in log, log[-2000:]
+        other = sluice.register(image_spec(data, name="other", batch=4, epochs=1),
+                                socket=d.sock)
+        with sluice.attach(other, socket=d.sock) as r:
+            assert len(_read(r)) > 0
+    finally:
+        assert d.stop() == 0
+
+
+def test_rank_back_within_the_lease(tmp_path, data):
+    """A killed rank that comes back (same count) within the lease: nobody gets an error and
+    the two read on, each its own batches."""
+    d = _vacancy_daemon(tmp_path, test_daemon.common.scaled(30))
+    try:
+        name = sluice.register(image_spec(data, name="back", batch=4, epochs=None),
+                               socket=d.sock)
+        ranks = [Proc(d.sock, name, "rank", "--group", "job", "--index", k, "--count", 2)
+                 for k in range(2)]
+        lines = [_Lines(p) for p in ranks]
+        for p in ranks:
+            p.go()
+        for k in range(2):
+            for _ in range(3):
+                assert "seq" in lines[k].get(30)
+        ranks[1].kill()
+        back = Proc(d.sock, name, "rank", "--group", "job", "--index", 1, "--count", 2)
+        back_lines = _Lines(back)
+        back.go()
+        for _ in range(12):
+            x = back_lines.get(30)
+            assert "seq" in x and x["seq"] % 2 == 1, x
+        for _ in range(12):
+            x = lines[0].get(30)
+            assert "seq" in x and x["seq"] % 2 == 0, x
+        for p in (ranks[0], back):
+            p.kill()
+    finally:
+        assert d.stop() == 0

@@ -322,7 +322,6 @@ static void test_reader_ref_state(void **state)
 		const char *why;
 	} wire[] = {
 		{ 3, "pipe-a", true, "both" },
-		{ 0, NULL, true, "neither" },
 		{ 0, "pipe-a", false, "name without at" },
 	};
 	for (i = 0; i < sizeof(wire) / sizeof(wire[0]); i++) {
