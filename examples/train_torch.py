@@ -117,7 +117,7 @@ def main():
         if not sock:
             daemon, sock = start_daemon(tmp)
         ds = sluice.torch.IterableDataset(spec(data, a.batch, a.seed), socket=sock)
-        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=a.workers)
+        loader = sluice.torch.DataLoader(ds, num_workers=a.workers)  # state_dict() too
         model = CTRModel()
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         lossf = torch.nn.BCEWithLogitsLoss()
