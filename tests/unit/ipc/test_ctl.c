@@ -293,7 +293,7 @@ static void test_reader_ref_state(void **state)
 
 	/* SAVE_STATE by pipeline name (no reader: a DataLoader's main process), with at only */
 	struct ipc_ctl_reader_ref by = { .at = true, .at_epoch = 1, .at_index = 2, .at_seq = 9 };
-	strcpy(by.name, "pipe-a");
+	snprintf(by.name, sizeof(by.name), "pipe-a");
 	assert_int_equal(
 		ipc_ctl_encode_reader_ref(buf, sizeof(buf), IPC_CTL_SAVE_STATE, 6, &by, &len), 0);
 	m = parse_ok(buf, len, IPC_CTL_SAVE_STATE, 6);
