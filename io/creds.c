@@ -129,3 +129,29 @@ int io_creds_open(const struct io_creds *c, const char *path, int flags)
 	io_creds_leave(c);
 	return fd < 0 ? -e : fd;
 }
+
+int io_creds_open_file(const struct io_creds *c, const char *path, int flags, struct stat *ret_st)
+{
+	struct stat st;
+	int fd = io_creds_open(c, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
+	if (fd < 0)
+		return fd;
+	int fl;
+	if (fstat(fd, &st) < 0 || (fl = fcntl(fd, F_GETFL)) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	if (fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	if (ret_st)
+		*ret_st = st;
+	return fd;
+}

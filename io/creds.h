@@ -8,6 +8,7 @@
 #ifndef SLUICE_IO_CREDS_H
 #define SLUICE_IO_CREDS_H
 
+#include <sys/stat.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -42,5 +43,13 @@ void io_creds_leave(const struct io_creds *c);
 
 /* open(2) with c's rights: an fd, or -errno. */
 int io_creds_open(const struct io_creds *c, const char *path, int flags);
+/*
+ * A data file for reading, with c's rights: opened with O_NONBLOCK (a FIFO or a device put in
+ * its place since it was listed does not block the opening thread), fstat'ed, and kept only if
+ * it is a regular file; O_NONBLOCK is then cleared (io_uring honours it on regular files). flags
+ * are added to O_RDONLY | O_CLOEXEC | O_NOCTTY (O_DIRECT, say). An fd with its stat in *ret_st
+ * (may be NULL), or -errno; a directory is -EISDIR, another file that is not regular -EINVAL.
+ */
+int io_creds_open_file(const struct io_creds *c, const char *path, int flags, struct stat *ret_st);
 
 #endif

@@ -18,7 +18,8 @@ int io_file_read(const char *path, size_t max, char **ret_buf, size_t *ret_len,
 	char *buf = NULL;
 	int r;
 
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO in the file's place must not block the caller (the server) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		r = -errno;
 		io_error_set(err, "%s: %s", path, strerror(-r));

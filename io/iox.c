@@ -475,27 +475,28 @@ static void iox_file_end(struct iox *iox, struct iox_file *f, uint64_t k, bool t
 static void iox_file_open(struct iox *iox, uint32_t id)
 {
 	struct iox_file *f = iox_file_get(iox, id);
-	int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY;
 	struct stat st;
 	int fd;
 
 	f->opened = true;
 	f->direct = iox->opts.direct;
-	fd = io_creds_open(iox->opts.creds, f->path, flags | (f->direct ? O_DIRECT : 0));
+	/*
+	 * O_NONBLOCK, regular files only: a FIFO (or a device) put in a data file's place since
+	 * the dataset was listed would block this thread in open, and every reader of the
+	 * pipeline with it (the file is named in the error instead).
+	 */
+	fd = io_creds_open_file(iox->opts.creds, f->path, f->direct ? O_DIRECT : 0, &st);
 	if (fd == -EINVAL && f->direct) {
 		/* The file system does not take O_DIRECT (tmpfs on older kernels, some FUSE). */
 		f->direct = false;
-		fd = io_creds_open(iox->opts.creds, f->path, flags);
+		fd = io_creds_open_file(iox->opts.creds, f->path, 0, &st);
 	}
 	if (fd < 0) {
-		iox_file_end(iox, f, 0, true, fd, "open", 0);
-		f->closed = true;
-		iox_file_update(iox, id);
-		return;
-	}
-	if (fstat(fd, &st) < 0) {
-		iox_file_end(iox, f, 0, true, -errno, "fstat", 0);
-		close(fd);
+		iox_file_end(iox, f, 0, true, fd,
+			     fd == -EINVAL ? "open (not a regular file: it was one when the "
+					     "dataset was listed)"
+					   : "open",
+			     0);
 		f->closed = true;
 		iox_file_update(iox, id);
 		return;

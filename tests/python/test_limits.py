@@ -249,3 +249,53 @@ def test_pool_weights_order_pipelines_by_their_readers_demand(tmp_path, data):
         assert seqs[nm] == list(range(len(seqs[nm]))), (nm, seqs[nm][:40])
     assert len(seqs["fast"]) >= K * len(seqs["slow"]) > 0
     assert rc == 0
+
+
+def test_fifo_in_a_data_files_place_fails_the_pipeline_not_the_server(fresh_daemon, tmp_path):
+    """A data file replaced by a FIFO after the pipeline listed it (any user who can write the
+    dataset's directory can): opening it must not block the pipeline's thread (nobody writes
+    the FIFO) nor anything else. The reader gets an error naming the file and saying it is not
+    a regular file; stats, LIST and rm answer; another pipeline reads on."""
+    d = str(tmp_path / "fifo")
+    r = ctl("gen", "seq", d, "--records", 40000, "--files", 4, "--seed", 3)
+    assert r.returncode == 0, r.stderr
+    files = sorted(f for f in os.listdir(d) if not f.startswith((".", "_")))
+    spec = {"type": "independent", "name": "fifo",
+            "args": {"dataset": {"type": "dir", "args": {"data_dir": d}},
+                     "target_batch_size": 4, "drop_remainder": False, "epochs": 1,
+                     "num_read_buffer_bytes": 65536, "num_prefetch": 2,
+                     "num_parallel_reads": 1,
+                     "primary_features": [{"from_name": "id", "to_name": "id"}]}}
+    name = sluice.register(spec, socket=fresh_daemon.sock)
+    last = os.path.join(d, files[-1])
+    os.unlink(last)
+    os.mkfifo(last)
+    got, err = 0, None
+    with sluice.attach(name, socket=fresh_daemon.sock) as rd:
+        try:
+            while True:
+                b = rd.next(60)  # a hang fails here (SluiceTimeout), not the whole suite
+                if b is None:
+                    break
+                got += 1
+                b.release()
+        except sluice.SluiceError as e:
+            err = e
+    assert err is not None and not isinstance(err, sluice.SluiceTimeout), (got, err)
+    assert last in str(err) and "not a regular file" in str(err), str(err)
+    assert got > 0
+    assert sluice.stats(name, socket=fresh_daemon.sock)["status"] != 0
+    r = ctl("--socket", fresh_daemon.sock, "list", timeout=30)
+    assert r.returncode == 0 and name in r.stdout, r.stdout + r.stderr
+    sluice.remove(name, socket=fresh_daemon.sock)
+    spec2 = dict(spec, name="after", args=dict(spec["args"], dataset={
+        "type": "dir", "args": {"data_dir": str(tmp_path / "ok")}}))
+    r = ctl("gen", "seq", str(tmp_path / "ok"), "--records", 40, "--files", 1)
+    assert r.returncode == 0, r.stderr
+    with sluice.attach(sluice.register(spec2, socket=fresh_daemon.sock),
+                       socket=fresh_daemon.sock) as rd:
+        n = 0
+        for b in iter(lambda: rd.next(60), None):
+            n += 1
+            b.release()
+        assert n == 10
