@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "daemon/pipeline/cache.h"
+#include "daemon/pipeline/index_store.h"
 #include "log.h"
 #include "tune.h"
 #include "service.h"
@@ -454,6 +455,12 @@ int main(int argc, char **argv)
 	    dmn_first_dir(getenv("STATE_DIRECTORY"), sdbuf, sizeof(sdbuf)) == 0)
 		d.reg.cfg.state_dir = sdbuf;
 	dmn_keep_init(&d.reg.keep, d.reg.cfg.state_dir); /* before the config dir's start */
+	/* sluiced's own record index: in STATE/index when there is a state directory */
+	int oir = pl_own_index_init(d.reg.keep.dir);
+	if (oir < 0)
+		dmn_log("state directory %s: index: %s: sluiced's own record index is kept in "
+			"memory only",
+			d.reg.keep.dir, strerror(-oir));
 	if (d.reg.cfg.config_dir) {
 		char msg[1024];
 		if (dmn_load_config_dir(&d.reg, msg, sizeof(msg)) < 0)
@@ -524,6 +531,7 @@ int main(int argc, char **argv)
 	dmn_server_fini(&d);
 	sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
 	pl_cache_destroy(d.reg.cache); /* every pipeline that read it is gone */
+	pl_own_index_fini();	       /* writes what it has not written yet */
 	dmn_keep_fini(&d.reg.keep);    /* its files stay: the restart reads them */
 	dmn_log("stopped");
 	return 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "index_store.h"
 #include "stage.h"
 
 /* Following a file another pipeline is putting in the cache: how long to wait at a time, and
@@ -37,6 +38,7 @@ struct pl_frame {
 	struct cached_blk *fill_blk; /* the fill as a block: projected records point into it */
 	struct cached_blk *hit;	     /* the file being framed from the cache (a reference) */
 	uint64_t hit_next;	     /* its next record */
+	struct pl_own_collect own;   /* the file's entry in sluiced's own index, as it is framed */
 };
 
 int pl_frame_create(const struct pl_frame_opts *opts, struct pl_frame **ret)
@@ -182,6 +184,7 @@ static void hit_end(struct pl_frame *fr)
 
 void pl_frame_abandon(struct pl_frame *fr)
 {
+	pl_own_collect_drop(&fr->own);
 	fill_end(fr, false);
 	if (fr->hit)
 		hit_end(fr);
@@ -198,6 +201,7 @@ void pl_frame_destroy(struct pl_frame *fr)
 	fill_end(fr, false);
 	hit_end(fr);
 	release_chunk(fr);
+	pl_own_collect_fini(&fr->own);
 	tfr_reader_destroy(fr->rd);
 	free(fr);
 }
@@ -205,6 +209,7 @@ void pl_frame_destroy(struct pl_frame *fr)
 int pl_frame_open_cached(struct pl_frame *fr, uint32_t file, const char *path, uint64_t size)
 {
 	fr->have_key = false;
+	pl_own_collect_drop(&fr->own);
 	fr->path = path;
 	fr->size = size;
 	if (!fr->o.cache || pl_cache_key_of(fr->o.creds, path, fr->o.compression, &fr->key) < 0)
@@ -246,6 +251,11 @@ static int start(struct pl_frame *fr, uint32_t file, const char *path, uint64_t 
 	fr->path = path;
 	fr->size = size;
 	fr->skip_to = 0;
+	/* read from its start: its entry is collected (not so the rest of a file the cache gave) */
+	if (fill)
+		pl_own_collect_begin(&fr->own, fr->o.creds, path, fr->o.compression);
+	else
+		pl_own_collect_drop(&fr->own);
 	if (fill && fr->o.cache && fr->have_key) {
 		/* a dataset that does not fit keeps what fits (Plumber's rule, per file) */
 		bool fits = pl_frame_cache_need(fr->o.tot, fr->o.dataset_bytes) <=
@@ -441,18 +451,21 @@ static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct
 		if (r == TFR_RECORD && tr.index < fr->skip_to)
 			continue; /* the cache gave it */
 		if (r == TFR_RECORD) {
+			pl_own_collect_rec(&fr->own, tr.index, tr.offset, tr.len);
 			if (store_record(fr, &tr, out) < 0)
 				return -ENOMEM;
 			return checked(fr, out);
 		}
 		if (r == TFR_END) {
 			release_chunk(fr);
+			pl_own_collect_end(&fr->own, fr->o.creds, fr->path, fr->o.compression);
 			fill_end(fr, true);
 			fr->open = false;
 			return 0;
 		}
 		if (r < 0) {
 			release_chunk(fr);
+			pl_own_collect_drop(&fr->own);
 			fill_end(fr, false);
 			if (fr->o.on_corrupt == PL_ON_CORRUPT_FAIL || r == -ENOMEM)
 				return r;
@@ -469,6 +482,8 @@ static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct
 		}
 		struct pl_chunk ch;
 		r = fr->o.read(fr->o.read_ctx, wait, &ch, err);
+		if (r < 0 && r != -EAGAIN)
+			pl_own_collect_drop(&fr->own);
 		if (r < 0)
 			return r;
 		if (r == 0) { /* nothing more: the file was delivered */
@@ -476,6 +491,7 @@ static int frame_next(struct pl_frame *fr, bool wait, struct pl_rec *out, struct
 			continue;
 		}
 		if (ch.error) {
+			pl_own_collect_drop(&fr->own);
 			if (fr->o.on_corrupt == PL_ON_CORRUPT_FAIL)
 				return ch.error;
 			fr->o.tot->skipped_files++;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "io/tfr_index.h"
+#include "index_store.h"
 
 #include "ipc/batch.h"
 #include "read.h"
@@ -142,7 +143,8 @@ static struct tfr_index *dir_index(const char *path, struct tfr_index **ix, char
 
 /*
  * The records of an epoch, counted ahead (PL_COUNT_AHEAD_NS at most): from each file's fresh
- * entry in the record index beside it (sluicectl index), else, uncompressed, by hopping from
+ * entry in the record index beside it (sluicectl index), else from sluiced's own index (a
+ * pipeline framed the file whole before: index_store.h), else, uncompressed, by hopping from
  * header to header (tfr_index_build_fd: no payload read). A compressed file not indexed, or a
  * scan past the time bound, leaves the count unknown (the first epoch counts it). With the
  * requester's rights, as the dataset was opened.
@@ -159,9 +161,9 @@ static void count_ahead(struct pl_plan *plan)
 	dir[0] = '\0';
 	for (size_t i = 0; i < plan->n_files && known; i++) {
 		const char *path = plan->ds->files[plan->files[i]].path;
-		int fd = io_creds_open(plan->creds, path, O_RDONLY | O_CLOEXEC);
 		struct stat st;
-		if (fd < 0 || fstat(fd, &st) < 0) {
+		int fd = io_creds_open_file(plan->creds, path, 0, &st); /* a FIFO never blocks */
+		if (fd < 0) {
 			known = false;
 			break;
 		}
@@ -171,8 +173,12 @@ static void count_ahead(struct pl_plan *plan)
 		base = base ? base + 1 : path;
 		struct io_error err;
 		err.msg[0] = 0;
+		uint64_t own_records;
 		if (dix && tfr_index_lookup(dix, base, &st, &e, &err) == 0) {
 			records += e->records;
+		} else if (pl_own_index_records(path, &st, plan->ds->manifest->compression,
+						&own_records) == 0) {
+			records += own_records; /* sluiced's own entry, fresh against this fd */
 		} else if (plan->ds->manifest->compression == TFR_COMPRESSION_NONE) {
 			struct tfr_index_entry *own = NULL;
 			if (tfr_index_build_fd(fd, path, NULL, &own, &err) == 0)

@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sluiced's own record index (docs/index.md, "sluiced's own index"): a gzip dataset framed
+whole once by one pipeline gives a later pipeline (another spec, another batch size) an exact
+epoch_batches before its first epoch, without a file written beside the data; an entry whose
+file changed since (same size, mtime put back: only ctime moved) is never used; with a state
+directory the entries outlive a restart."""
+
+import os
+import time
+
+import pytest
+
+from conftest import ctl, test_daemon, wait_for
+
+import sluice
+
+RECORDS = 314
+
+
+def spec(data, name, batch):
+    a = {"dataset": {"type": "dir", "args": {"data_dir": data}}, "target_batch_size": batch,
+         "drop_remainder": False, "epochs": 1, "num_read_buffer_bytes": 65536,
+         "num_prefetch": 2, "primary_features": [{"from_name": "id", "to_name": "id"}]}
+    return {"type": "independent", "name": name, "args": a}
+
+
+def batches(batch, records=RECORDS):
+    return -(-records // batch)
+
+
+def gen(tmp_path, records=RECORDS, files=3):
+    if not os.environ.get("SLUICECTL"):
+        pytest.skip("[env] SLUICECTL not set (run through meson test)")
+    d = str(tmp_path / "gz")
+    r = ctl("gen", "seq", d, "--records", records, "--files", files, "--seed", 7,
+            "--compression", "gzip")
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+@pytest.fixture
+def gz(tmp_path):
+    return gen(tmp_path)
+
+
+def start(tmp_path, extra=()):
+    conf = str(tmp_path / "conf")
+    os.makedirs(conf, exist_ok=True)
+    d = test_daemon.Daemon(str(tmp_path), conf, list(extra))
+    assert d.ready, "sluiced did not say READY=1"
+    return d
+
+
+def read_epoch(d, s):
+    """Register spec s and read its one epoch whole: the number of batches."""
+    name = sluice.register(s, socket=d.sock)
+    n = 0
+    with sluice.attach(name, socket=d.sock) as r:
+        while True:
+            b = r.next(timeout=60)
+            if b is None:
+                break
+            n += 1
+            b.release()
+    return n
+
+
+def ahead(d, s):
+    """A new pipeline's epoch_batches and epoch_batches_ahead, before anything was read."""
+    name = sluice.register(s, socket=d.sock)
+    st = sluice.stats(name, socket=d.sock)
+    return st["epoch_batches"], st["epoch_batches_ahead"]
+
+
+def rewrite_same_size(path):
+    """Other bytes of the same size, mtime put back; returns once ctime moved."""
+    before = os.stat(path)
+    with open(path, "rb") as fh:
+        data = bytearray(fh.read())
+    data[-1] ^= 0xFF  # the gzip trailer: same size, other bytes
+    deadline = time.monotonic() + 5
+    while True:  # until the ctime moved (the kernel's coarse clock): the event under test
+        with open(path, "r+b") as fh:
+            fh.write(bytes(data))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        now = os.stat(path)
+        if now.st_ctime_ns != before.st_ctime_ns or time.monotonic() > deadline:
+            break
+        time.sleep(0.002)  # poll: ctime moves with the kernel's coarse clock
+    assert now.st_size == before.st_size and now.st_mtime_ns == before.st_mtime_ns
+    assert now.st_ctime_ns != before.st_ctime_ns
+
+
+def test_gzip_count_from_a_pipeline_read_before(tmp_path, gz):
+    listing = sorted(os.listdir(gz))
+    d = start(tmp_path)
+    try:
+        assert ahead(d, spec(gz, "first", 5)) == (0, 0)  # nothing read yet: unknown
+        assert read_epoch(d, spec(gz, "a", 4)) == batches(4)
+        assert ahead(d, spec(gz, "b", 8)) == (batches(8), batches(8))
+        assert sorted(os.listdir(gz)) == listing  # nothing written beside the data
+        f = sorted(x for x in listing if not x.startswith((".", "__")))[0]
+        rewrite_same_size(os.path.join(gz, f))
+        assert ahead(d, spec(gz, "c", 6)) == (0, 0)  # a stale entry is never used
+    finally:
+        assert d.stop() == 0
+    assert sorted(os.listdir(gz)) == listing
+
+
+# 5000 records in one file: more than the 1024 offsets an entry keeps (the stride doubles)
+@pytest.mark.parametrize("records,files", [(RECORDS, 3), (5000, 1)])
+def test_own_index_outlives_a_restart(tmp_path, records, files):
+    gz = gen(tmp_path, records, files)
+    listing = sorted(os.listdir(gz))
+    sd = str(tmp_path / "state")
+    d = start(tmp_path, ["--state-dir", sd])
+    try:
+        assert read_epoch(d, spec(gz, "a", 4)) == batches(4, records)
+        ix = os.path.join(sd, "index")
+        # poll: the store's own thread writes the index file, off the pipeline's
+        wait_for("the state dir's index", lambda: [x for x in os.listdir(ix)
+                                                   if x.endswith(".sluice-index")], 20)
+    finally:
+        assert d.stop() == 0
+    files = [x for x in os.listdir(ix) if x.endswith(".sluice-index")]
+    assert len(files) == 1 and len(files[0]) == 16 + len(".sluice-index"), files
+    assert sorted(os.listdir(gz)) == listing
+    d = start(tmp_path, ["--state-dir", sd])
+    try:  # read back from the state dir (every entry checked as it is parsed)
+        assert ahead(d, spec(gz, "b", 8)) == (batches(8, records), batches(8, records))
+    finally:
+        assert d.stop() == 0
+    assert sorted(os.listdir(gz)) == listing
