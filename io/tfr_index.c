@@ -926,10 +926,15 @@ static int entry_parse(const uint8_t *p, uint64_t len, const char *name,
 	at = ENT_FIXED + nl;
 	for (uint64_t i = 0; i < e->n_offsets; i++, at += 8) {
 		uint64_t o = ld64(p + at);
+		/* records i * k .. records - 1 start at o (i * k < records: n_offsets is checked) */
+		uint64_t after = e->records - i * e->stride;
 
-		/* offsets[0] = 0; each next at least stride records of 16 bytes further on */
+		/*
+		 * offsets[0] = 0; each next at least stride records of 16 bytes further on; the
+		 * records from i * k on, 16 bytes at least each, all inside the stream
+		 */
 		if ((i == 0 && o != 0) || (i > 0 && (o < prev || o - prev < REC_MIN * e->stride)) ||
-		    o > e->stream_bytes - REC_MIN) {
+		    o > e->stream_bytes || after > (e->stream_bytes - o) / REC_MIN) {
 			snprintf(why, why_cap, "offset %llu (%llu) out of order or past the stream",
 				 (unsigned long long)i, (unsigned long long)o);
 			goto bad;

@@ -764,6 +764,58 @@ static void test_truncated_index(void **state)
 	three_free(&t);
 }
 
+/*
+ * The last indexed offset must leave room for every record after it (16 bytes at least each):
+ * at stride 4 over 10 records, offsets[2] is record 8's and records 8 and 9 follow. An offset
+ * 16 bytes before the stream's end holds one record header only (found by fuzz_tfr_index).
+ */
+static void test_offset_leaves_no_room(void **state)
+{
+	char *path = write_file("room.tfrecord", TFR_COMPRESSION_NONE, 10, 5);
+	char *index = path_of("room-index");
+	struct tfr_index_entry *e, fake;
+	const struct tfr_index_entry *got, *es[1] = { &fake };
+	struct tfr_index *ix;
+	struct io_error err;
+	uint64_t offs[3];
+
+	(void)state;
+	assert_int_equal(build(path, NULL, &e, &err), 0);
+	assert_int_equal(e->records, 10);
+	fake = *e;
+	fake.stride = 4;
+	fake.n_offsets = 3;
+	fake.offsets = offs;
+	offs[0] = e->offsets[0];
+	offs[1] = e->offsets[4];
+	/* the true offset, then the most room two records leave, both intact */
+	for (int k = 0; k < 3; k++) {
+		offs[2] = k == 0   ? e->offsets[8]
+			  : k == 1 ? e->stream_bytes - 32
+				   : e->stream_bytes - 16;
+		assert_int_equal(tfr_index_write(index, tmpdir, es, 1, &err), 0);
+		assert_int_equal(tfr_index_open(index, &ix, &err), 0);
+		if (k < 2) {
+			assert_int_equal(tfr_index_find(ix, e->name, &got, &err), 0);
+			assert_int_equal(got->offsets[2], offs[2]);
+		} else {
+			assert_int_equal(tfr_index_find(ix, e->name, &got, &err), -EBADMSG);
+			assert_non_null(strstr(err.msg, "offset 2"));
+		}
+		tfr_index_destroy(ix);
+	}
+	/* past the stream's end altogether */
+	offs[2] = e->stream_bytes + 16;
+	assert_int_equal(tfr_index_write(index, tmpdir, es, 1, &err), 0);
+	assert_int_equal(tfr_index_open(index, &ix, &err), 0);
+	assert_int_equal(tfr_index_find(ix, e->name, &got, &err), -EBADMSG);
+	tfr_index_destroy(ix);
+	unlink(index);
+	free(index);
+	tfr_index_entry_destroy(e);
+	free(path);
+}
+
 /* Rewrite path in place to the same size with other bytes; put its mtime back. */
 static void rewrite_same_size_restore_mtime(const char *path)
 {
@@ -964,6 +1016,7 @@ int main(void)
 		cmocka_unit_test(test_entry_flipped_byte),
 		cmocka_unit_test(test_index_every_byte),
 		cmocka_unit_test(test_truncated_index),
+		cmocka_unit_test(test_offset_leaves_no_room),
 		cmocka_unit_test(test_stale_ctime),
 		cmocka_unit_test(test_merge_on_rewrite),
 		cmocka_unit_test(test_testdata),
