@@ -875,7 +875,8 @@ int dmn_conn_input(struct dmn *d, struct dmn_conn *c)
  * A rank group whose rank k has had no reader for longer than the lease while batches of k wait
  * cannot go on: those batches hold the ring, and once it is full of them the other ranks get
  * nothing more (a data-parallel job's rank was killed and did not come back). Its members are
- * removed, each told why (-ENOLINK: sluice_next's message), instead of waiting forever; the
+ * removed, each told why (-ENOLINK, and the text logged here in its control block: what
+ * sluice_next says: the pipeline, the group, the rank, how long), instead of waiting forever; the
  * pipeline and its other groups go on. A rank that comes back within the lease finds its place.
  * Returns the bits of the groups to end (members marked). Under nothing; takes pl->lock.
  */
@@ -899,25 +900,25 @@ static uint64_t orphaned_groups(struct dmn *d, struct dmn_pipeline *pl)
 			g->vacant_since = now;
 		if (now - g->vacant_since <= lease)
 			continue;
-		dmn_warn("pipeline %s: %s%s%s: rank %u of %u has had no reader for %llu s (the "
-			 "lease "
-			 "is %llu s) while %u of its batches wait and hold the ring: the group "
-			 "cannot "
-			 "go on, its %u member%s removed (a job restarted from its checkpoint "
-			 "reads "
-			 "on)",
+		/* what each member's next call says (its control block), and the log */
+		char why[IPC_CTL_TEXT_MAX + 1];
+		snprintf(why, sizeof(why),
+			 "pipeline \"%s\", %s%s%s: rank %u of %u has had no reader for %.1f s, "
+			 "longer than the lease (%.1f s, sluiced --lease), while %u of its batches "
+			 "wait for it and hold the ring, so the group cannot go on: restart the "
+			 "job (it resumes from its checkpoint)",
 			 pl->name, g->name[0] ? "group \"" : "the default group", g->name,
 			 g->name[0] ? "\"" : "", rank, g->rank_n,
-			 (unsigned long long)((now - g->vacant_since) / 1000000000ull),
-			 (unsigned long long)(lease / 1000000000ull), pending, g->members,
+			 (double)(now - g->vacant_since) / 1e9, (double)lease / 1e9, pending);
+		dmn_warn("%s; its %u member%s removed", why, g->members,
 			 g->members == 1 ? "" : "s");
 		g->vacant_since = 0;
 		out |= 1ull << i;
+		for (struct dmn_conn *c = d->conns; c; c = c->next)
+			for (struct dmn_reader *r = c->readers; r; r = r->next)
+				if (r->pl == pl && r->group == i)
+					ipc_ring_mark_orphan(pl->ring, r->ring_id, why);
 	}
-	for (struct dmn_conn *c = d->conns; out && c; c = c->next)
-		for (struct dmn_reader *r = c->readers; r; r = r->next)
-			if (r->pl == pl && r->group >= 0 && (out >> r->group & 1))
-				ipc_ring_mark_orphan(pl->ring, r->ring_id);
 	pthread_mutex_unlock(&pl->lock);
 	return out;
 }

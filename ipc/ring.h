@@ -210,9 +210,12 @@ int ipc_ring_lease_check(struct ipc_ring *ring, uint64_t now_ns, uint64_t lease_
  */
 int ipc_ring_group_vacant(const struct ipc_ring *ring, unsigned gid, uint32_t *ret_rank,
 			  uint32_t *ret_pending);
-/* Reader id's removal (ipc_ring_remove_reader) tells it that its group cannot go on: the client
-   sees -ENOLINK. 0, or -ENOENT. */
-int ipc_ring_mark_orphan(struct ipc_ring *ring, unsigned id);
+/*
+ * Reader id's removal (ipc_ring_remove_reader) tells it that its group cannot go on: the client
+ * sees -ENOLINK, and why (text for a person, or NULL: none; cut at 1023 bytes) in its control
+ * block (ipc_ring_client_why). 0, or -ENOENT.
+ */
+int ipc_ring_mark_orphan(struct ipc_ring *ring, unsigned id, const char *why);
 /* Why reader id was marked bad ("" when it is not, NULL when there is no such reader). */
 const char *ipc_ring_reader_problem(const struct ipc_ring *ring, unsigned id);
 
@@ -321,7 +324,8 @@ void ipc_ring_client_detach(struct ipc_ring_client *c);
  * spins briefly, then sleeps on the control block's wake word. timeout_ns: 0 try once, < 0 no
  * limit. Returns 0 and *ret_batch, -EAGAIN (timeout 0, nothing yet), -ETIMEDOUT, -ENODATA (end
  * of stream: every batch was taken), -ECONNABORTED (the daemon removed this reader), -ETIME (it
- * removed this split or rank reader for holding a batch past the lease), -EXDEV
+ * removed this split or rank reader for holding a batch past the lease), -ENOLINK (it removed
+ * this rank reader because its group cannot go on: ipc_ring_client_why says why), -EXDEV
  * (moved off the shared stream by the lag policy: no batch after the last one taken), the ring's
  * error (ipc_ring_set_error), -EBADMSG (shared memory holds an impossible value).
  */
@@ -338,6 +342,12 @@ const struct ipc_ring_tensor *ipc_ring_client_schema(const struct ipc_ring_clien
 						     size_t *ret_n);
 /* The read-only data area (for cudaHostRegister) and its length. */
 const void *ipc_ring_client_data(const struct ipc_ring_client *c, uint64_t *ret_len);
+/*
+ * After next() returned -ENOLINK: why the daemon removed this reader, as it wrote it in the
+ * control block, copied into buf (cap > 0: always NUL-terminated; "" when it said nothing, an
+ * older daemon). Returns the length copied.
+ */
+size_t ipc_ring_client_why(const struct ipc_ring_client *c, char *buf, size_t cap);
 enum ipc_ring_mode ipc_ring_client_mode(const struct ipc_ring_client *c);
 unsigned ipc_ring_client_id(const struct ipc_ring_client *c);
 

@@ -605,6 +605,26 @@ const void *ipc_ring_client_data(const struct ipc_ring_client *c, uint64_t *ret_
 	return c->data;
 }
 
+size_t ipc_ring_client_why(const struct ipc_ring_client *c, char *buf, size_t cap)
+{
+	uint64_t off = ipc_ring_cb_msg_off(c->n_slots);
+	const char *msg = (const char *)c->cb + off;
+	size_t n = 0;
+
+	if (!cap)
+		return 0;
+	/* Pairs with the release fetch_or of ORPHAN in the daemon's removal: the text is written. */
+	if ((atomic_load_explicit(&c->cb->flags, memory_order_acquire) & IPC_RING_CB_ORPHAN) &&
+	    off + IPC_RING_CB_MSG_MAX <= c->cb_len) {
+		/* ours to write too: bounded, whatever it holds */
+		while (n + 1 < cap && n + 1 < IPC_RING_CB_MSG_MAX && msg[n])
+			n++;
+		memcpy(buf, msg, n);
+	}
+	buf[n] = '\0';
+	return n;
+}
+
 enum ipc_ring_mode ipc_ring_client_mode(const struct ipc_ring_client *c)
 {
 	return c->mode;

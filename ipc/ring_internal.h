@@ -186,6 +186,24 @@ static inline uint64_t ipc_ring_cb_size(uint32_t n)
 			      IPC_RING_PAGE);
 }
 
+/*
+ * The message area of a control block: from the end of asg[] to the end of the block, which is
+ * 192 + 32 n bytes rounded up to a page (n a power of two): at least 1856 bytes (n = 64). Before
+ * its removal sets IPC_RING_CB_ORPHAN (release), the daemon writes there why (text for a
+ * person, NUL-terminated, at most IPC_RING_CB_MSG_MAX bytes); nothing else uses it. A block of
+ * an older daemon has zeros there: no message.
+ */
+#define IPC_RING_CB_MSG_MAX 1024u
+
+static inline uint64_t ipc_ring_cb_msg_off(uint32_t n)
+{
+	return sizeof(struct ipc_ring_cb) + 2ull * sizeof(struct ipc_ring_ent) * n;
+}
+
+_Static_assert(IPC_RING_PAGE - sizeof(struct ipc_ring_cb) - 2 * sizeof(struct ipc_ring_ent) * 64 >=
+		       IPC_RING_CB_MSG_MAX,
+	       "the smallest message area (n = 64) holds a message");
+
 /* ---- the daemon's private state (ring.c, ring_readers.c) ---- */
 
 enum { SL_FREE = 0, SL_RESERVED, SL_LIVE };

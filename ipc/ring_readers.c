@@ -198,11 +198,20 @@ int ipc_ring_group_vacant(const struct ipc_ring *r, unsigned gid, uint32_t *ret_
 	return -ENOENT;
 }
 
-int ipc_ring_mark_orphan(struct ipc_ring *r, unsigned id)
+int ipc_ring_mark_orphan(struct ipc_ring *r, unsigned id, const char *why)
 {
+	struct reader *rd;
+	uint64_t off;
+
 	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
 		return -ENOENT;
-	r->rd[id].orphan = true;
+	rd = &r->rd[id];
+	rd->orphan = true;
+	off = ipc_ring_cb_msg_off(r->n_slots);
+	if (why && off + IPC_RING_CB_MSG_MAX <= rd->cb_size) {
+		/* plain bytes: ordered for the client by the removal's release of ORPHAN */
+		snprintf((char *)rd->cb + off, IPC_RING_CB_MSG_MAX, "%s", why);
+	}
 	return 0;
 }
 

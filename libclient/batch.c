@@ -177,6 +177,8 @@ const char *sluice_strerror(int code)
 		return "sluiced removed this reader";
 	case ETIME:
 		return "sluiced removed this reader: it held a batch past the lease";
+	case ENOLINK:
+		return "sluiced removed this reader: a rank of its group was gone past the lease";
 	case EIDRM:
 		return "the pipeline was removed (sluicectl rm)";
 	case EPROTONOSUPPORT:

@@ -680,7 +680,15 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 				       what);
 		}
 		if (rc == -ENOLINK) {
+			char why[sizeof(err->msg)];
+
 			reader_what(r, "next", what, sizeof(what));
+			ring_lock(r->ring);
+			ipc_ring_client_why(r->ring->rc, why, sizeof(why));
+			ring_unlock(r->ring);
+			if (why[0]) /* which rank, for how long: the daemon's words */
+				return lc_fail(err, rc, "%s: sluiced removed this reader: %s", what,
+					       why);
 			return lc_fail(err, rc,
 				       "%s: sluiced removed this reader: a rank of its group has "
 				       "had "
