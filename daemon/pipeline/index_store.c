@@ -9,11 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/ioerr.h"
 
 #define MAX_ENTRIES (1u << 20) /* files remembered at most (new ones are not, beyond) */
+/*
+ * The writer rewrites a directory's index at most once a second (and once more at the end):
+ * a directory of many small files framed quickly is rewritten (and fsync'ed) a few times an
+ * epoch, not once per file.
+ */
+#define WRITE_PACE_S 1
 
 /* A data directory: its index file's name and whether the file lags behind the table. */
 struct own_dir {
@@ -37,13 +44,16 @@ struct own_ent {
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	clockid_t clock; /* cond's, for the writer's paced waits */
 	bool on, stop, dirty, writer;
 	char *index_dir; /* STATE/index, or NULL */
 	struct own_ent **b;
 	size_t nb, n;
 	struct own_dir *dirs;
 	pthread_t thread;
-} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+	.clock = CLOCK_REALTIME };
 
 static uint64_t fnv(uint64_t h, const char *s, size_t n)
 {
@@ -212,9 +222,33 @@ static void *writer(void *arg)
 			free(v);
 			pthread_mutex_lock(&S.lock);
 		}
+		/* pace: entries that come meanwhile go in the next write (at once when stopping) */
+		struct timespec until;
+		clock_gettime(S.clock, &until);
+		until.tv_sec += WRITE_PACE_S;
+		while (!S.stop && pthread_cond_timedwait(&S.cond, &S.lock, &until) != ETIMEDOUT)
+			;
 	}
 	pthread_mutex_unlock(&S.lock);
 	return NULL;
+}
+
+/*
+ * Whether an entry read back is worth keeping: not when its data file is gone or changed
+ * since (stat with sluiced's own rights: it only tells what to drop; an entry is used only
+ * against fstat of the file opened with the requester's rights, pl_own_index_records).
+ */
+static bool still_there(const char *dir, const struct tfr_index_entry *e)
+{
+	char path[4096];
+	struct stat st;
+	if (snprintf(path, sizeof(path), "%s/%s", dir, e->name) >= (int)sizeof(path))
+		return false;
+	if (stat(path, &st) < 0)
+		return errno != ENOENT && errno != ENOTDIR; /* EACCES: kept, its user may read it */
+	struct io_error err;
+	err.msg[0] = 0;
+	return tfr_index_entry_check(e, &st, &err) == 0;
 }
 
 /* Read back every index file of STATE/index (entries stale by now are never used). */
@@ -227,6 +261,10 @@ static void load(void)
 	size_t sl = strlen(TFR_INDEX_NAME);
 	while ((de = readdir(dp)) != NULL) {
 		size_t nl = strlen(de->d_name);
+		if (strstr(de->d_name, TFR_INDEX_NAME ".tmp.")) { /* tfr_index_write's, cut short */
+			unlinkat(dirfd(dp), de->d_name, 0);
+			continue;
+		}
 		if (nl <= sl || strcmp(de->d_name + nl - sl, TFR_INDEX_NAME) != 0)
 			continue;
 		char path[4096];
@@ -239,10 +277,17 @@ static void load(void)
 		if (tfr_index_open(path, &ix, &err) < 0)
 			continue; /* damaged: rewritten when its directory's files are read again */
 		const char *dir = tfr_index_data_dir(ix);
+		char want[32];
+		snprintf(want, sizeof(want), "%016llx%s",
+			 (unsigned long long)fnv(FNV0, dir, strlen(dir)), TFR_INDEX_NAME);
+		if (dir[0] != '/' || strcmp(de->d_name, want) != 0) {
+			tfr_index_destroy(ix); /* not the index of the directory its header names */
+			continue;
+		}
 		for (size_t i = 0; i < tfr_index_count(ix); i++) {
 			const char *name;
 			const struct tfr_index_entry *e;
-			if (tfr_index_entry_at(ix, i, &name, &e, &err) < 0)
+			if (tfr_index_entry_at(ix, i, &name, &e, &err) < 0 || !still_there(dir, e))
 				continue;
 			struct tfr_index_entry *c = entry_copy(e);
 			if (c)
@@ -276,6 +321,20 @@ int pl_own_index_init(const char *state_dir)
 	if (S.index_dir) {
 		load();
 		S.stop = false;
+		/* the writer's paced waits on the monotonic clock (no waiter yet: re-made here) */
+		pthread_condattr_t ca;
+		if (pthread_condattr_init(&ca) == 0) {
+			if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0) {
+				pthread_cond_destroy(&S.cond);
+				if (pthread_cond_init(&S.cond, &ca) == 0) {
+					S.clock = CLOCK_MONOTONIC;
+				} else { /* not on Linux; kept usable if it did */
+					pthread_cond_init(&S.cond, NULL);
+					S.clock = CLOCK_REALTIME;
+				}
+			}
+			pthread_condattr_destroy(&ca);
+		}
 		if (pthread_create(&S.thread, NULL, writer, NULL) == 0)
 			S.writer = true;
 	}

@@ -18,8 +18,10 @@
  * off until pl_own_index_init() (sluicectl run and the unit tests never call it). With a state
  * directory, the entries of each data directory are also kept in
  * STATE/index/<16 hex of the directory's hash>.sluice-index (tfr_index_update, by a thread of
- * the store's: never on a pipeline's thread), and read back by the next start. Nothing is
- * ever written beside the data. Every function is thread-safe.
+ * the store's: never on a pipeline's thread; at most once a second, and last at fini), and read
+ * back by the next start (not a file whose name is not the hash of the directory its header
+ * names, nor an entry whose data file is gone or changed since). Nothing is ever written
+ * beside the data. Every function is thread-safe.
  */
 
 /* Turn the store on; state_dir (may be NULL: memory only) is read back. Once, before pipelines. */

@@ -3,9 +3,10 @@
 whole once by one pipeline gives a later pipeline (another spec, another batch size) an exact
 epoch_batches before its first epoch, without a file written beside the data; an entry whose
 file changed since (same size, mtime put back: only ctime moved) is never used; with a state
-directory the entries outlive a restart."""
+directory the entries outlive a restart; a file not framed whole gives no entry."""
 
 import os
+import struct
 import time
 
 import pytest
@@ -131,3 +132,71 @@ def test_own_index_outlives_a_restart(tmp_path, records, files):
     finally:
         assert d.stop() == 0
     assert sorted(os.listdir(gz)) == listing
+
+
+def own_index_names(sd):
+    """The data files named in sluiced's own index files under STATE/index (the SLIDX001 table:
+    docs/index.md), by index file."""
+    out = {}
+    ix = os.path.join(sd, "index")
+    for f in sorted(os.listdir(ix)):
+        if not f.endswith(".sluice-index"):
+            continue
+        with open(os.path.join(ix, f), "rb") as fh:
+            b = fh.read()
+        assert b[:8] == b"SLIDX001", f
+        n, = struct.unpack_from("<Q", b, 16)
+        dl, = struct.unpack_from("<I", b, 24)
+        pos = 28 + dl
+        names = []
+        for _ in range(n):
+            nl, = struct.unpack_from("<I", b, pos + 16)
+            names.append(b[pos + 20:pos + 20 + nl].decode())
+            pos += 20 + nl
+        out[f] = (b[28:28 + dl].decode(), names)
+    return out
+
+
+def data_files(d):
+    return sorted(x for x in os.listdir(d) if not x.startswith((".", "__")))
+
+
+def test_a_file_not_framed_whole_gives_no_entry(tmp_path, gz):
+    """skip_file over a gzip file cut short: the two intact files get entries, the cut one none
+    (so the count stays unknown); a shard's pipeline enters only the files it read."""
+    files = data_files(gz)
+    cut = os.path.join(gz, files[1])
+    size = os.path.getsize(cut)
+    os.truncate(cut, size // 2)  # the gzip stream ends early: a framing error midway
+    listing = sorted(os.listdir(gz))
+    sd = str(tmp_path / "state")
+    d = start(tmp_path, ["--state-dir", sd])
+    try:
+        s = spec(gz, "skip", 4)
+        s["args"]["on_corrupt"] = "skip_file"
+        n = read_epoch(d, s)
+        assert 0 < n < batches(4)  # the cut file's records (some) are not there
+        assert sluice.stats("skip", socket=d.sock)["skipped_files"] == 1
+        assert ahead(d, spec(gz, "b", 8)) == (0, 0)  # one file has no entry: unknown
+    finally:
+        assert d.stop() == 0  # writes what is not written yet
+    got = own_index_names(sd)
+    assert list(got.values()) == [(gz, [files[0], files[2]])], got
+    assert sorted(os.listdir(gz)) == listing
+
+
+def test_a_shard_enters_only_its_files(tmp_path):
+    gz = gen(tmp_path, RECORDS, 3)
+    files = data_files(gz)
+    sd = str(tmp_path / "state")
+    d = start(tmp_path, ["--state-dir", sd])
+    try:
+        s = spec(gz, "shard", 4)
+        s["args"]["shard"] = {"index": 0, "count": 3}
+        assert read_epoch(d, s) > 0
+        assert ahead(d, spec(gz, "b", 8)) == (0, 0)  # the other files were not read
+    finally:
+        assert d.stop() == 0
+    got = list(own_index_names(sd).values())
+    assert len(got) == 1 and got[0][0] == gz and len(got[0][1]) == 1, got
+    assert got[0][1][0] in files
