@@ -221,11 +221,9 @@ int sluice_state_at(struct sluice_client *c, const char *name, uint64_t epoch,
 	struct ipc_ctl_reader_ref ref = {
 		.at = true, .at_epoch = epoch, .at_index = index_in_epoch, .at_seq = seq
 	};
-	struct ipc_ctl_state st;
-	struct ipc_ctl_msg m;
-	size_t len, nfds = 0;
-	char emsg[256], what[300];
-	uint32_t req;
+	char what[300];
+	uint64_t id;
+	size_t len;
 	int rc;
 
 	if (!c || !name || !buf || !ret_len)
@@ -239,31 +237,8 @@ int sluice_state_at(struct sluice_client *c, const char *name, uint64_t epoch,
 	memcpy(ref.name, name, len + 1);
 	pthread_mutex_lock(&c->lock);
 	rc = lc_ensure_locked(c, err);
-	if (rc < 0)
-		goto out;
-	req = lc_req_id_locked(c);
-	rc = ipc_ctl_encode_reader_ref(c->sbuf, IPC_CTL_MAX_MSG, IPC_CTL_SAVE_STATE, req, &ref,
-				       &len);
-	if (rc < 0) {
-		rc = lc_fail(err, rc, "%s: encoding: %s", what, strerror(-rc));
-		goto out;
-	}
-	rc = lc_call_locked(c, len, req, IPC_CTL_STATE, &m, NULL, 0, &nfds, what, err);
-	if (rc < 0)
-		goto out;
-	rc = ipc_ctl_decode_state(&m, &st, emsg, sizeof(emsg));
-	if (rc < 0) {
-		rc = lc_fail(err, rc, "%s: %s", what, emsg);
-		goto out;
-	}
-	if (st.state_len > cap) {
-		rc = lc_fail(err, -ENOBUFS, "%s: the state has %u bytes, the buffer %zu", what,
-			     st.state_len, cap);
-		goto out;
-	}
-	memcpy(buf, st.state, st.state_len);
-	*ret_len = st.state_len;
-out:
+	if (rc == 0)
+		rc = lc_save_state_locked(c, &ref, what, buf, cap, ret_len, &id, err);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

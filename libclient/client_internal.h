@@ -176,6 +176,14 @@ int lc_call_locked(struct sluice_client *c, size_t len, uint32_t req_id, uint16_
 		   struct ipc_ctl_msg *ret_msg, int *fds, size_t max_fds, size_t *ret_nfds,
 		   const char *what, struct sluice_error *err);
 uint32_t lc_req_id_locked(struct sluice_client *c);
+/*
+ * SAVE_STATE ref (a reader's, or a pipeline's by name) and its STATE reply, under c->lock: the
+ * state into buf (cap bytes), its length in *ret_len, the reply's reader id in *ret_reader_id.
+ * what names the call in messages.
+ */
+int lc_save_state_locked(struct sluice_client *c, const struct ipc_ctl_reader_ref *ref,
+			 const char *what, void *buf, size_t cap, size_t *ret_len,
+			 uint64_t *ret_reader_id, struct sluice_error *err);
 
 /*
  * Read what the daemon sent unasked (SHUTDOWN notices, EOF), waiting up to wait_ms for the

@@ -741,11 +741,8 @@ static int save_locked(struct sluice_reader *r, const struct ipc_ctl_reader_ref 
 {
 	struct sluice_client *c = r->c;
 	struct ipc_ctl_reader_ref ref;
-	struct ipc_ctl_state st;
-	struct ipc_ctl_msg m;
-	size_t len, nfds = 0;
-	char what[300], emsg[256];
-	uint32_t req;
+	uint64_t id;
+	char what[300];
 	int rc;
 
 	reader_what(r, "save", what, sizeof(what));
@@ -759,41 +756,50 @@ static int save_locked(struct sluice_reader *r, const struct ipc_ctl_reader_ref 
 	}
 	ref = *at;
 	ref.reader_id = r->reader_id;
-	req = lc_req_id_locked(c);
-	rc = ipc_ctl_encode_reader_ref(c->sbuf, IPC_CTL_MAX_MSG, IPC_CTL_SAVE_STATE, req, &ref,
-				       &len);
-	if (rc < 0) {
-		rc = lc_fail(err, rc, "%s: encoding: %s", what, strerror(-rc));
-		goto out;
-	}
-	rc = lc_call_locked(c, len, req, IPC_CTL_STATE, &m, NULL, 0, &nfds, what, err);
+	rc = lc_save_state_locked(c, &ref, what, buf, cap, ret_len, &id, err);
 	if (rc < 0)
 		goto out;
-	rc = ipc_ctl_decode_state(&m, &st, emsg, sizeof(emsg));
-	if (rc < 0) {
-		rc = lc_fail(err, rc, "%s: %s", what, emsg);
-		goto out;
-	}
-	if (st.reader_id != r->reader_id) {
+	if (id != r->reader_id) {
 		rc = lc_fail(err, -EBADMSG,
-			     "%s: STATE is for reader %" PRIu64 ", expected %" PRIu64, what,
-			     st.reader_id, r->reader_id);
+			     "%s: STATE is for reader %" PRIu64 ", expected %" PRIu64, what, id,
+			     r->reader_id);
 		goto out;
 	}
-	if (st.state_len > cap) {
-		rc = lc_fail(err, -ENOBUFS, "%s: the state has %u bytes, the buffer %zu", what,
-			     st.state_len, cap);
-		goto out;
-	}
-	memcpy(buf, st.state, st.state_len);
 	if (!at->at) { /* the reader's own position: for re-attaching */
-		memcpy(r->state, st.state, st.state_len);
-		r->state_len = st.state_len;
+		memcpy(r->state, buf, *ret_len);
+		r->state_len = *ret_len;
 	}
-	*ret_len = st.state_len;
-	rc = 0;
 out:
 	return rc;
+}
+
+int lc_save_state_locked(struct sluice_client *c, const struct ipc_ctl_reader_ref *ref,
+			 const char *what, void *buf, size_t cap, size_t *ret_len,
+			 uint64_t *ret_reader_id, struct sluice_error *err)
+{
+	struct ipc_ctl_state st;
+	struct ipc_ctl_msg m;
+	size_t len, nfds = 0;
+	char emsg[256];
+	uint32_t req = lc_req_id_locked(c);
+	int rc = ipc_ctl_encode_reader_ref(c->sbuf, IPC_CTL_MAX_MSG, IPC_CTL_SAVE_STATE, req, ref,
+					   &len);
+
+	if (rc < 0)
+		return lc_fail(err, rc, "%s: encoding: %s", what, strerror(-rc));
+	rc = lc_call_locked(c, len, req, IPC_CTL_STATE, &m, NULL, 0, &nfds, what, err);
+	if (rc < 0)
+		return rc;
+	rc = ipc_ctl_decode_state(&m, &st, emsg, sizeof(emsg));
+	if (rc < 0)
+		return lc_fail(err, rc, "%s: %s", what, emsg);
+	if (st.state_len > cap)
+		return lc_fail(err, -ENOBUFS, "%s: the state has %u bytes, the buffer %zu", what,
+			       st.state_len, cap);
+	memcpy(buf, st.state, st.state_len);
+	*ret_len = st.state_len;
+	*ret_reader_id = st.reader_id;
+	return 0;
 }
 
 int sluice_reader_save(struct sluice_reader *r, void *buf, size_t cap, size_t *ret_len,

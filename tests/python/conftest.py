@@ -9,6 +9,7 @@ SLUICE_BUILD_DIR and SLUICE_LIBRARY.
 
 import json
 import os
+import time
 import subprocess
 import sys
 
@@ -134,3 +135,24 @@ def fresh_daemon(tmp_path, data):
     env = _start(str(tmp_path), data, {})
     yield env
     env.stop()
+
+
+def rewrite_same_size(path, timeout=5):
+    """Other bytes of the same size (the last byte flipped: a gzip file's trailer), mtime put
+    back with os.utime (as touch -r); returns once the ctime moved, which touch -r cannot set
+    back: the file a stale index entry describes."""
+    before = os.stat(path)
+    with open(path, "rb") as fh:
+        data = bytearray(fh.read())
+    data[-1] ^= 0xFF  # the gzip trailer: same size, other bytes
+    deadline = time.monotonic() + timeout
+    while True:  # until the ctime moved (the kernel's coarse clock): the event under test
+        with open(path, "r+b") as fh:
+            fh.write(bytes(data))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        now = os.stat(path)
+        if now.st_ctime_ns != before.st_ctime_ns or time.monotonic() > deadline:
+            break
+        time.sleep(0.002)  # poll: ctime moves with the kernel's coarse clock
+    assert now.st_size == before.st_size and now.st_mtime_ns == before.st_mtime_ns
+    assert now.st_ctime_ns != before.st_ctime_ns

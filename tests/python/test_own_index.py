@@ -7,11 +7,10 @@ directory the entries outlive a restart; a file not framed whole gives no entry.
 
 import os
 import struct
-import time
 
 import pytest
 
-from conftest import ctl, test_daemon, wait_for
+from conftest import ctl, rewrite_same_size, test_daemon, wait_for
 
 import sluice
 
@@ -71,25 +70,6 @@ def ahead(d, s):
     name = sluice.register(s, socket=d.sock)
     st = sluice.stats(name, socket=d.sock)
     return st["epoch_batches"], st["epoch_batches_ahead"]
-
-
-def rewrite_same_size(path):
-    """Other bytes of the same size, mtime put back; returns once ctime moved."""
-    before = os.stat(path)
-    with open(path, "rb") as fh:
-        data = bytearray(fh.read())
-    data[-1] ^= 0xFF  # the gzip trailer: same size, other bytes
-    deadline = time.monotonic() + 5
-    while True:  # until the ctime moved (the kernel's coarse clock): the event under test
-        with open(path, "r+b") as fh:
-            fh.write(bytes(data))
-        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-        now = os.stat(path)
-        if now.st_ctime_ns != before.st_ctime_ns or time.monotonic() > deadline:
-            break
-        time.sleep(0.002)  # poll: ctime moves with the kernel's coarse clock
-    assert now.st_size == before.st_size and now.st_mtime_ns == before.st_mtime_ns
-    assert now.st_ctime_ns != before.st_ctime_ns
 
 
 def test_gzip_count_from_a_pipeline_read_before(tmp_path, gz):

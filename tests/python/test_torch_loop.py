@@ -9,7 +9,6 @@ batches per epoch, the last one of 2, so that 2 ranks are one batch apart (40 an
 
 import json
 import os
-import time
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import pytest
 
 import sluice
 import test_daemon
-from conftest import ctl, run_reference, shuffled
+from conftest import ctl, rewrite_same_size, run_reference, shuffled
 
 try:
     import torch
@@ -364,22 +363,7 @@ def test_len_before_the_first_epoch_from_the_index(fresh_daemon, tmp_path, no_jo
     assert fresh_len(2) == N
     # rewrite a data file with other bytes of the same size, its mtime restored
     f = sorted(x for x in os.listdir(gz) if not x.startswith((".", "__")))[0]
-    path = os.path.join(gz, f)
-    st_before = os.stat(path)
-    deadline = time.monotonic() + scaled(5)
-    with open(path, "rb") as fh:
-        data = bytearray(fh.read())
-    data[-1] ^= 0xFF  # the gzip trailer: same size, other bytes
-    while True:  # until the ctime moved (the kernel's coarse clock): the event under test
-        with open(path, "r+b") as fh:
-            fh.write(bytes(data))
-        os.utime(path, ns=(st_before.st_atime_ns, st_before.st_mtime_ns))
-        now = os.stat(path)
-        if now.st_ctime_ns != st_before.st_ctime_ns or time.monotonic() > deadline:
-            break
-        time.sleep(0.002)  # poll: ctime moves with the kernel's coarse clock
-    assert now.st_size == st_before.st_size and now.st_mtime_ns == st_before.st_mtime_ns
-    assert now.st_ctime_ns != st_before.st_ctime_ns
+    rewrite_same_size(os.path.join(gz, f), scaled(5))
     got = fresh_len(3)
     assert isinstance(got, str) and "sluicectl index" in got, got
 
