@@ -151,19 +151,27 @@ static double frame_all(char **paths, int n, uint8_t **bufs, size_t *lens, enum 
 	return t;
 }
 
+/* ROUNDS: 1..64, else 0 */
+static int rounds_arg(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	return errno || *end || v < 1 || v > 64 ? 0 : (int)v;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc < 4 || atoi(argv[3]) < 1 || atoi(argv[3]) > 64) {
+	int rounds = argc < 4 ? 0 : rounds_arg(argv[3]);
+	if (!rounds) {
 		fprintf(stderr, "usage: bench_own_index epoch SPEC ROUNDS | frame none|gzip|zlib "
 				"ROUNDS FILE... (ROUNDS 1..64)\n");
 		return 2;
 	}
 	double on[64], off[64];
-	int rounds;
 	bool aa = getenv("SLUICE_BENCH_AA") != NULL;
 	const char *only = getenv("SLUICE_BENCH_ONLY");
 	if (!strcmp(argv[1], "epoch")) {
-		rounds = atoi(argv[3]);
 		epoch(argv[2]); /* warm */
 		for (int i = 0; i < rounds; i++) {
 			for (int j = 0; j < 2; j++) {
@@ -189,7 +197,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_own_index: %s: not none, gzip or zlib\n", argv[2]);
 		return 2;
 	}
-	rounds = atoi(argv[3]);
 	int n = argc - 4;
 	uint8_t **bufs = calloc(n, sizeof(*bufs));
 	size_t *lens = calloc(n, sizeof(*lens));
