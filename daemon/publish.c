@@ -58,10 +58,17 @@ static void grow_report(struct dmn_pipeline *pl)
 	}
 }
 
-/* One try of waiting for want releases, under pl->lock: how many tries in a row timed out. */
+/*
+ * One try of waiting for want releases, called under pl->lock, which is released while it
+ * sleeps (a reader's SAVE_STATE, stats or attach must not wait for the allocator's sleep):
+ * how many tries in a row timed out.
+ */
 static unsigned wait_room(struct dmn_pipeline *pl, uint32_t want, unsigned quiet)
 {
-	return ipc_ring_wait_releases(pl->ring, DMN_WAIT_NS, want) == -ETIMEDOUT ? quiet + 1 : 0;
+	return ipc_ring_wait_releases_unlocking(pl->ring, DMN_WAIT_NS, want, &pl->lock) ==
+			       -ETIMEDOUT
+		       ? quiet + 1
+		       : 0;
 }
 
 static void *ring_alloc(void *ctx, size_t len)

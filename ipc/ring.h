@@ -3,6 +3,7 @@
 #ifndef SLUICE_IPC_RING_H
 #define SLUICE_IPC_RING_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -268,6 +269,13 @@ int ipc_ring_wait(struct ipc_ring *ring, int64_t timeout_ns);
  * batches and makes them at once, instead of being woken for each release of a full ring.
  */
 int ipc_ring_wait_releases(struct ipc_ring *ring, int64_t timeout_ns, uint32_t want);
+/*
+ * ipc_ring_wait_releases called under lock (the caller's lock on the ring, held: NULL for
+ * none), which it releases while it sleeps and takes again before it returns, as
+ * pthread_cond_wait does: the ring's state may change meanwhile (readers attach, go).
+ */
+int ipc_ring_wait_releases_unlocking(struct ipc_ring *ring, int64_t timeout_ns, uint32_t want,
+				     pthread_mutex_t *lock);
 
 struct ipc_ring_info {
 	uint64_t head;	    /* the next seq to publish */

@@ -740,7 +740,14 @@ int ipc_ring_wait(struct ipc_ring *r, int64_t timeout_ns)
 
 int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want)
 {
+	return ipc_ring_wait_releases_unlocking(r, timeout_ns, want, NULL);
+}
+
+int ipc_ring_wait_releases_unlocking(struct ipc_ring *r, int64_t timeout_ns, uint32_t want,
+				     pthread_mutex_t *lock)
+{
 	struct futex_waitv w[IPC_RING_MAX_READERS];
+	struct ipc_ring_cb *cbs[IPC_RING_MAX_READERS];
 	struct timespec deadline = { 0, 0 };
 	uint64_t good = good_readers(r);
 	unsigned n = 0;
@@ -754,7 +761,11 @@ int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want
 		/* Nothing can change until the caller adds a reader. */
 		if (timeout_ns < 0)
 			return -EDEADLK;
+		if (lock)
+			pthread_mutex_unlock(lock);
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL);
+		if (lock)
+			pthread_mutex_lock(lock);
 		return -ETIMEDOUT;
 	}
 	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
@@ -762,6 +773,7 @@ int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want
 
 		if (!(good >> i & 1))
 			continue;
+		cbs[i] = cb;
 		memset(&w[n], 0, sizeof(w[n]));
 		w[n].uaddr = (uintptr_t)&cb->doorbell;
 		w[n].val = atomic_load_explicit(&cb->doorbell, memory_order_relaxed);
@@ -783,8 +795,17 @@ int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want
 	if (progress_possible(r, want)) {
 		rc = 0;
 	} else {
+		/*
+		 * The caller's lock is not held while asleep: whoever needs it meanwhile (the
+		 * server answering a reader's SAVE_STATE, a stats call, an attach) would otherwise
+		 * wait for this sleep, and a reader that asks before it releases would hold the
+		 * very release waited for. A reader removed meanwhile rings its doorbell before its
+		 * control block is unmapped (ipc_ring_remove_reader): the wait returns.
+		 */
+		if (lock)
+			pthread_mutex_unlock(lock);
 		rc = ipc_futex_waitv(w, n, timeout_ns < 0 ? NULL : &deadline);
-		if (rc == -EAGAIN)
+		if (rc == -EAGAIN || rc == -EFAULT) /* EFAULT: a block unmapped meanwhile */
 			rc = 0;
 		if (rc == -ENOSYS) {
 			/* Before Linux 5.16: poll every millisecond. */
@@ -793,9 +814,12 @@ int ipc_ring_wait_releases(struct ipc_ring *r, int64_t timeout_ns, uint32_t want
 			nanosleep(&ms, NULL);
 			rc = 0;
 		}
+		if (lock)
+			pthread_mutex_lock(lock);
 	}
+	/* only the readers still there with the block they had (the others are gone) */
 	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)
-		if (good >> i & 1)
+		if ((good >> i & 1) && (r->attached >> i & 1) && r->rd[i].cb == cbs[i])
 			atomic_store_explicit(&r->rd[i].cb->daemon_waiting, 0,
 					      memory_order_relaxed);
 	return rc;

@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import resource
+import select
 import signal
 import socket
 import struct
@@ -239,7 +240,11 @@ def test_groups(d, tmp, data):
              for i in range(2)]
     # the victim reads a few batches and is killed (its batches go to the other member)
     victim = drain("--mode", "split", "--group", "w")
-    first = victim.stdout.readline()  # a line per batch, as it takes them
+    # a line per batch, as it takes them (bounded: a daemon that stalls fails here, not at
+    # meson's timeout with nothing said)
+    ready, _, _ = select.select([victim.stdout], [], [], common.scaled(60))
+    check(bool(ready), "groups: the split member takes a batch within 60 s")
+    first = victim.stdout.readline() if ready else ""
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     vout = [json.loads(x) for x in (first + victim.stdout.read()).splitlines() if x.strip()]

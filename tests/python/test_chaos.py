@@ -29,6 +29,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +53,7 @@ LEASE_LOG = "longer than the lease"
 
 
 READERS = {}  # name -> Reader, for what a timeout says
+DAEMON = []  # the sluiced running now, for its stacks when a wait timed out
 
 
 def wait_for(cond, what, timeout=60, step=0.02):
@@ -78,7 +80,22 @@ def where():
     for x in READERS.values():
         out.append("%s (pid %d, %s): %s\n%s" % (x.name, x.p.pid, x.state(),
                                                 x.events()[-2:], x.stderr()[-1500:]))
+    out.append(daemon_stacks())
     return "\n".join(out)
+
+
+def daemon_stacks():
+    """Where sluiced's threads are (gdb, when there is one): what a stalled daemon waits for."""
+    if not DAEMON or DAEMON[0].p.poll() is not None or not shutil.which("gdb"):
+        return "sluiced's stacks: not taken (no gdb, or sluiced is gone)"
+    try:
+        r = subprocess.run(["gdb", "-p", str(DAEMON[0].p.pid), "-batch", "-nx", "-ex",
+                            "thread apply all bt 12"], capture_output=True, text=True,
+                           timeout=60)
+    except subprocess.TimeoutExpired:
+        return "sluiced's stacks: gdb did not answer within 60 s"
+    lines = [x for x in r.stdout.splitlines() if x.startswith(("Thread", "#"))]
+    return "sluiced's stacks:\n" + "\n".join(lines)[-6000:]
 
 
 class Reader:
@@ -253,6 +270,7 @@ def test_chaos(tmp_path):
     os.makedirs(conf)
     opts = OPTS + ["--state-dir", sd]
     d = test_daemon.Daemon(tmp, conf, opts)
+    DAEMON[:] = [d]
     assert d.ready
     with open(os.path.join(tmp, "pace"), "w"):
         pass
@@ -320,6 +338,7 @@ def test_chaos(tmp_path):
                 rc = d.stop(sig)
                 assert rc == (0 if sig == signal.SIGTERM else -signal.SIGKILL), (seed, kills, rc)
                 d = test_daemon.Daemon(tmp, conf, opts)
+                DAEMON[:] = [d]
                 assert d.ready, "seed %d: sluiced did not start again (kill %d)" % (seed, kills)
                 if ev == "final":  # once it closed the socket that said READY=1
                     base_fds = wait_for(lambda: only_listening(d.p.pid), lambda: "seed %d: "

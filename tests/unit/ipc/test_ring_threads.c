@@ -473,6 +473,72 @@ static void test_wait_releases(void **state)
 	ipc_ring_destroy(r);
 }
 
+/* ---- the caller's lock is free while the daemon sleeps ---- */
+
+struct locked_wait {
+	struct ipc_ring *r;
+	pthread_mutex_t lock;
+	atomic_int rc; /* 1 while it waits */
+};
+
+static void *locked_waiter(void *arg)
+{
+	struct locked_wait *f = arg;
+
+	pthread_mutex_lock(&f->lock);
+	int rc = ipc_ring_wait_releases_unlocking(f->r, 10000 * MS, 1, &f->lock);
+	/* it holds the lock again when it returns */
+	assert_int_equal(pthread_mutex_trylock(&f->lock), EBUSY);
+	pthread_mutex_unlock(&f->lock);
+	atomic_store(&f->rc, rc);
+	return NULL;
+}
+
+/*
+ * ipc_ring_wait_releases_unlocking: while it sleeps on a full ring, another thread takes the
+ * lock (the server answering the reader's SAVE_STATE under pl->lock before that reader
+ * releases) and, holding it, the reader releases: the sleep ends by the release, not by its
+ * 10 s timeout. Waiting with the lock held, the trylock would fail for as long as it sleeps.
+ */
+static void test_wait_releases_unlocks(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	unsigned id;
+	struct ipc_ring_client *c = add(r, 0, &id);
+	struct ipc_ring_cb *cb = r->rd[id].cb;
+	struct ipc_ring_batch b[8];
+	struct ipc_ring_extent e;
+	struct locked_wait f = { .r = r, .rc = 1 };
+	pthread_t t;
+
+	(void)state;
+	pthread_mutex_init(&f.lock, NULL);
+	for (uint64_t s = 0; s < 8; s++) {
+		put(r, 500);
+		b[s] = take(c, s);
+	}
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_reserve(r, 500, &e), -EAGAIN);
+	assert_int_equal(pthread_create(&t, NULL, locked_waiter, &f), 0);
+	while (!atomic_load(&cb->daemon_waiting) && atomic_load(&f.rc) == 1)
+		sched_yield(); /* polls: until it sleeps on the doorbell */
+	assert_int_equal(atomic_load(&f.rc), 1);
+	int got = EBUSY;
+	while (atomic_load(&f.rc) == 1 && (got = pthread_mutex_trylock(&f.lock)) == EBUSY)
+		sched_yield(); /* polls: the waiter releases the lock once it sleeps */
+	assert_int_equal(got, 0);
+	assert_int_equal(atomic_load(&f.rc), 1); /* still asleep, and the lock is ours */
+	assert_int_equal(ipc_ring_client_release(c, &b[0]), 0);
+	pthread_mutex_unlock(&f.lock);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&f.rc), 0); /* woken by the release */
+	for (uint64_t s = 1; s < 8; s++)
+		assert_int_equal(ipc_ring_client_release(c, &b[s]), 0);
+	ipc_ring_client_detach(c);
+	ipc_ring_destroy(r);
+	pthread_mutex_destroy(&f.lock);
+}
+
 /* ---- broadcast lag policy ---- */
 
 static void test_lag_policy(void **state)
@@ -684,6 +750,7 @@ int main(void)
 		cmocka_unit_test(test_futex_on_readonly_mapping),
 		cmocka_unit_test(test_next_sleeps_and_wakes),
 		cmocka_unit_test(test_wait_releases),
+		cmocka_unit_test(test_wait_releases_unlocks),
 		cmocka_unit_test(test_threads_broadcast),
 		cmocka_unit_test(test_threads_split),
 		cmocka_unit_test(test_threads_groups),
