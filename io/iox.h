@@ -16,7 +16,9 @@
  * to max_open_files files open and queue_depth reads in flight, into a fixed pool of
  * num_buffers buffers of chunk_len bytes (registered with io_uring as fixed buffers). A chunk
  * belongs to the consumer until iox_release(); when the consumer holds every buffer and nothing
- * is in flight, iox_next() returns -ENOBUFS rather than wait forever.
+ * is in flight, iox_next() returns -ENOBUFS rather than wait forever. Beside whole files it
+ * reads single (fd, offset, length) ranges into buffers of the same pool (iox_read_at), which
+ * come back from iox_next() as they complete, mixed with the files' chunks.
  *
  * Engine choice: IOX_ENGINE_AUTO uses io_uring unless the SLUICE_IO_ENGINE environment
  * variable says "pread", or io_uring_queue_init is refused (EPERM under a seccomp profile,
@@ -78,6 +80,28 @@ const char *iox_fallback_reason(const struct iox *iox);
  */
 int iox_add_file(struct iox *iox, const char *path, void *user);
 
+/* file_id of a chunk that came from iox_read_at */
+#define IOX_AT_FILE UINT32_MAX
+
+/*
+ * Read len bytes (1 .. chunk_len) of fd at off into a buffer of the pool. The read comes back
+ * from iox_next as a chunk with user, data, len (less than asked only where the file ended
+ * first), offset = off, last = true, file_id = IOX_AT_FILE, in the order reads complete (not the
+ * order asked), mixed with the chunks of added files. fd is the caller's: opened with its
+ * rights, without O_DIRECT, never closed by the iox, open until its read came back. path (the
+ * caller's, kept until the read came back) names the file in the error of a failed read: such
+ * a read comes back as a chunk with error set (-errno), len 0, and iox_next fills err
+ * ("PATH: read at offset N: <strerror>").
+ * Returns 0; -EINVAL (fd < 0, len 0 or over chunk_len); -ENOBUFS when no buffer is free (each
+ * read in flight, done and not yet taken, or held by the consumer, has one): take or release
+ * chunks first; or, once the engine failed, the error iox_next returns.
+ */
+int iox_read_at(struct iox *iox, int fd, const char *path, uint64_t off, size_t len, void *user);
+/* Reads of iox_read_at in flight or done and not yet taken by iox_next. */
+unsigned iox_at_pending(const struct iox *iox);
+/* Buffers free now (for iox_read_at). */
+unsigned iox_free_buffers(const struct iox *iox);
+
 struct iox_chunk {
 	void *user;
 	uint32_t file_id;
@@ -92,7 +116,8 @@ struct iox_chunk {
 
 /*
  * Wait up to timeout_ms (-1: forever) for the next chunk. Returns 1 and *ret_chunk; 0 when every
- * added file has been delivered to its last chunk; -ETIMEDOUT; -ENOBUFS when the consumer holds
+ * added file has been delivered to its last chunk and no read of iox_read_at is pending;
+ * -ETIMEDOUT; -ENOBUFS when the consumer holds
  * every buffer; or a negative errno for an engine failure. A chunk with error set also fills err
  * ("path: open: No such file or directory").
  */

@@ -64,18 +64,25 @@ struct iox_backend_ops {
 enum iox_buf_state {
 	IOX_BUF_FREE = 0,
 	IOX_BUF_INFLIGHT, /* a read into it is queued or running */
-	IOX_BUF_PENDING,  /* read complete, waiting for its turn in the file's order */
+	IOX_BUF_PENDING,  /* read complete, waiting for its turn in the file's order (or, an
+			     at-read, on the done list) */
 	IOX_BUF_HELD,	  /* delivered; the consumer has it until iox_release() */
+	IOX_BUF_QUEUED,	  /* an iox_read_at read waiting for a slot in queue_depth */
 };
 
 struct iox_buf {
 	uint64_t off; /* the chunk's offset in its file */
 	uint32_t file_id;
-	uint32_t next;	 /* free list or the file's pending list */
+	uint32_t next;	 /* free list, the file's pending list, or an at-read list */
 	uint32_t want;	 /* bytes the chunk should hold */
 	uint32_t filled; /* bytes read so far */
 	uint32_t gen_;	 /* bumped at each delivery; part of the chunk's buf_ */
 	uint8_t state;	 /* enum iox_buf_state */
+	/* reads of iox_read_at only (file_id IOX_AT_FILE): the caller's fd, path and user */
+	int at_fd;
+	int at_err; /* 0 or -errno of the read that failed */
+	const char *at_path;
+	void *at_user;
 };
 
 struct iox_file {
@@ -131,6 +138,14 @@ struct iox {
 
 	uint32_t ready_head; /* files with a chunk ready to deliver, FIFO */
 	uint32_t ready_tail;
+
+	/* iox_read_at: buffer lists through iox_buf.next, FIFO */
+	uint32_t at_wait_head; /* IOX_BUF_QUEUED: waiting for a slot in queue_depth */
+	uint32_t at_wait_tail;
+	uint32_t at_done_head; /* IOX_BUF_PENDING: complete, waiting for iox_next */
+	uint32_t at_done_tail;
+	uint32_t at_pending; /* waiting + in flight + done, not yet delivered */
+	bool at_turn;	     /* both lists ready: deliver an at-read next (alternates) */
 
 	struct iox_cqe *cqes; /* scratch for reap, num_buffers entries */
 	struct iox_stats stats;

@@ -10,6 +10,7 @@
 #include "cepoch.h"
 #include "files.h"
 #include "frame.h"
+#include "gshuffle.h"
 #include "interleave.h"
 #include "rowparse.h"
 #include "shuffle.h"
@@ -44,6 +45,9 @@ struct pl_chain {
 	 * shuffle over its compact rows. sh_c exists when the plan may run such epochs.
 	 */
 	struct pl_shuffle *sh_c;
+	/* shuffle "global": in place of files, slots, interleave and shuffle (gshuffle.h) */
+	struct pl_gshuffle *gs;
+	uint64_t skip_next;   /* pl_chain_skip: where the next epoch begun starts */
 	struct pl_cepoch *cx; /* this epoch's, or NULL: it runs on records */
 	uint64_t cached_epochs;
 	struct pl_store store;
@@ -434,8 +438,9 @@ static uint64_t dataset_bytes(const struct pl_plan *plan)
  */
 static bool use_cache(const struct pl_chain *c)
 {
-	return c->o.cache && (c->o.cache_uncompressed ||
-			      c->plan->ds->manifest->compression != TFR_COMPRESSION_NONE);
+	return c->o.cache && !c->gs &&
+	       (c->o.cache_uncompressed ||
+		c->plan->ds->manifest->compression != TFR_COMPRESSION_NONE);
 }
 
 /*
@@ -536,6 +541,36 @@ int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, str
 	atomic_init(&c->read_chunk, plan->read_chunk);
 	atomic_init(&c->read_depth, plan->read_depth ? plan->read_depth : PL_READ_QUEUE_DEPTH);
 	atomic_init(&c->stop, false);
+	if (cfg->global_shuffle) {
+		/*
+		 * Reads of one record each, at random: as many in flight as the cycle's readers
+		 * would have, four times over (a disk's queue wants many), within the buffers
+		 * those readers would hold.
+		 */
+		unsigned per = plan->read_depth ? plan->read_depth : PL_READ_QUEUE_DEPTH;
+		struct pl_gshuffle_opts go = {
+			.plan = plan,
+			.engine = opts->engine,
+			.depth = 4 * plan->cycle * per,
+			.read_bytes =
+				(uint64_t)plan->cycle * pl_read_buffers(per) * plan->read_chunk,
+			.store = &c->store,
+			.stop = &c->stop,
+			.st_read = &c->st[PL_STAGE_READ],
+			.st_frame = &c->st[PL_STAGE_FRAME],
+			.st_shuffle = &c->st[PL_STAGE_SHUFFLE],
+			.read_tot = &c->read_tot,
+			.skipped_files = &c->frame_tot.skipped_files,
+			.prof = opts->prof,
+		};
+		int r = pl_gshuffle_create(&go, &c->gs, err);
+		if (r < 0) {
+			pl_chain_destroy(c);
+			return r;
+		}
+		*ret = c;
+		return 0;
+	}
 	struct pl_files_opts fo = {
 		.files = plan->files,
 		.n_files = plan->n_files,
@@ -603,6 +638,7 @@ void pl_chain_destroy(struct pl_chain *c)
 {
 	if (!c)
 		return;
+	pl_gshuffle_destroy(c->gs);
 	pl_shuffle_destroy(c->sh);
 	pl_shuffle_destroy(c->sh_c);
 	for (unsigned i = 0; c->slots && i < c->n_slots; i++) {
@@ -624,8 +660,22 @@ void pl_chain_destroy(struct pl_chain *c)
 	free(c);
 }
 
+uint64_t pl_chain_skip(struct pl_chain *c, uint64_t n)
+{
+	if (!c->gs)
+		return 0;
+	c->skip_next = n;
+	return n;
+}
+
 int pl_chain_begin_epoch(struct pl_chain *c, uint64_t epoch, struct io_error *err)
 {
+	if (c->gs) {
+		uint64_t skip = c->skip_next;
+		c->skip_next = 0;
+		c->epoch = epoch;
+		return pl_gshuffle_begin_epoch(c->gs, epoch, skip, err);
+	}
 	pl_shuffle_begin_epoch(c->sh, epoch);
 	for (unsigned i = 0; i < c->n_slots; i++)
 		if (pl_frame_is_open(c->slots[i].fr)) /* a file left half read: start over clean */
@@ -648,6 +698,8 @@ int pl_chain_begin_epoch(struct pl_chain *c, uint64_t epoch, struct io_error *er
 
 int pl_chain_next(struct pl_chain *c, struct pl_rec *ret, struct io_error *err)
 {
+	if (c->gs)
+		return pl_gshuffle_next(c->gs, ret, err);
 	return pl_shuffle_next(c->sh, ret, err);
 }
 

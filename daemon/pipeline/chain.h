@@ -50,6 +50,12 @@ struct pl_chain;
 
 int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, struct io_error *err);
 void pl_chain_destroy(struct pl_chain *c);
+/*
+ * Before pl_chain_begin_epoch: the epoch begun next starts at its element n without reading
+ * what comes before, where the chain can (a global shuffle): returns n; else 0, and nothing
+ * changes (the driver replays the elements it skips).
+ */
+uint64_t pl_chain_skip(struct pl_chain *c, uint64_t n);
 /* Start epoch e: files left half read are given up, the file order drawn, the slots filled. */
 int pl_chain_begin_epoch(struct pl_chain *c, uint64_t epoch, struct io_error *err);
 /*

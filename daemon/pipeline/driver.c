@@ -221,10 +221,12 @@ static int run_epoch(struct pl_driver *d, uint64_t epoch, uint64_t skip, uint64_
 {
 	const struct pl_spec *c = &d->plan->cfg;
 	size_t b = (size_t)c->target_batch_size;
+	/* a restored position: where the chain can start there, nothing before it is replayed */
+	bool jumped = skip && pl_chain_skip(d->chain, skip * b) != 0;
 	int r = pl_chain_begin_epoch(d->chain, epoch, &d->err);
 	if (r < 0)
 		return r;
-	uint64_t index = 0;
+	uint64_t index = jumped ? skip : 0;
 	struct pl_rows held = {
 		0
 	}; /* a complete batch, held until the next shows it is not last */

@@ -647,6 +647,8 @@ static uint64_t plan_fingerprint(const struct pl_plan *p, uint64_t h)
 			 p->n_out };
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		h = fp_mix(h, v[i]);
+	if (c->global_shuffle) /* only then: every other spec keeps the fingerprint it had */
+		h = fp_mix(h, 0x676c6f62616cull);
 	for (size_t i = 0; i < p->n_out; i++) {
 		const struct pl_out *o = &p->out[i];
 		h = fp_str(h, o->name, strlen(o->name));
@@ -787,6 +789,17 @@ static int compile(const struct pl_spec *spec, struct pl_plan *plan, struct io_e
 	int r = open_dataset(spec, plan, err);
 	if (r < 0)
 		return r;
+	if (spec->global_shuffle && plan->ds->manifest->compression != TFR_COMPRESSION_NONE) {
+		io_error_set(err,
+			     "args.shuffle: \"global\" reads records by offset, and the dataset is "
+			     "compressed (%s): an offset inside a compressed stream needs "
+			     "everything "
+			     "before it inflated. Use the shuffle buffer (shuffle true), or write "
+			     "the "
+			     "files uncompressed",
+			     tfr_compression_name(plan->ds->manifest->compression));
+		return -EINVAL;
+	}
 	/* a record is a row: the batches of an epoch follow from its records */
 	if (spec->type == PL_LOADER_INDEPENDENT && !spec->multi_load)
 		count_ahead(plan);

@@ -155,6 +155,25 @@ static int parse_dataset(const struct jsonmsg_ctx *c, const json_t *ds, struct p
 
 static const char *const shard_keys[] = { "index", "count" };
 
+/* shuffle: true, false, or "global" (a permutation of every record: semantics doc, 4g). */
+static int parse_shuffle(const struct jsonmsg_ctx *c, const json_t *v, const char *path,
+			 struct pl_spec *s)
+{
+	char buf[JSONMSG_DESCRIBE_MAX + 8];
+
+	if (json_is_string(v) && strcmp(json_string_value(v), "global") == 0) {
+		s->shuffle = false;
+		s->global_shuffle = true;
+		return 0;
+	}
+	if (!json_is_boolean(v))
+		return jsonmsg_fail(c, path, "expected true, false or \"global\", got %s",
+				    jsonmsg_describe(v, buf, sizeof(buf)));
+	s->shuffle = json_is_true(v);
+	s->global_shuffle = false;
+	return 0;
+}
+
 static int parse_shard(const struct jsonmsg_ctx *c, const json_t *o, struct pl_spec *s)
 {
 	const char *key, *path = "args.shard";
@@ -414,7 +433,7 @@ static int parse_arg(const struct jsonmsg_ctx *c, enum arg_key k, const json_t *
 	case A_RAM_BUDGET:
 		return parse_ram_budget(c, v, path, s);
 	case A_SHUFFLE:
-		return jsonmsg_get_bool(c, v, path, &s->shuffle);
+		return parse_shuffle(c, v, path, s);
 	case A_NUM_SHUFFLE_BUFFER_ELEMENTS:
 		return pl_spec_get_int(c, v, path, 1, I32_MAX, 0, &s->num_shuffle_buffer_elements);
 	case A_NUM_FILENAMES_SHUFFLE_BUFFER:
@@ -480,6 +499,28 @@ static int check_rules(const struct jsonmsg_ctx *c, const json_t *args, struct p
 		if (arg_keys[i].required && (arg_keys[i].loaders & (1u << s->type)) &&
 		    !json_object_get(args, arg_keys[i].name))
 			return jsonmsg_missing(c, "args", arg_keys[i].name, "");
+	if (s->global_shuffle) {
+		if (s->type != PL_LOADER_INDEPENDENT)
+			return jsonmsg_fail(c, "args.shuffle",
+					    "\"global\" is for the independent loader (records are "
+					    "read by offset; a sequence loader's windows are made "
+					    "of "
+					    "consecutive records)");
+		if (s->cycle_length != PL_CYCLE_UNSET)
+			return jsonmsg_fail(c, "args.cycle_length",
+					    "not allowed when shuffle is \"global\": there is no "
+					    "interleave");
+		if (s->sloppy_interleave)
+			return jsonmsg_fail(c, "args.sloppy_interleave",
+					    "not allowed when shuffle is \"global\": there is no "
+					    "interleave");
+		if (s->on_corrupt == PL_ON_CORRUPT_SKIP_FILE)
+			return jsonmsg_fail(c, "args.on_corrupt",
+					    "\"skip_file\" is not allowed when shuffle is "
+					    "\"global\": a file's records are not read in order "
+					    "(use "
+					    "\"skip_record\")");
+	}
 	if (s->shuffle && s->cycle_length != PL_CYCLE_UNSET)
 		return jsonmsg_fail(c, "args.cycle_length",
 				    "not allowed when shuffle is true: the interleave cycle is "

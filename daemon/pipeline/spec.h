@@ -220,13 +220,15 @@ struct pl_spec {
 
 	int64_t target_batch_size; /* >= 1 */
 	bool drop_remainder;
-	int64_t epochs;				    /* >= 1, or PL_NULL (forever) */
-	int64_t num_parallel_reads;		    /* >= 1 or PL_AUTO; default 1 */
-	int64_t cycle_length;			    /* 1 .. 1024, or PL_CYCLE_UNSET */
-	int64_t num_parallel_parses;		    /* >= 1 or PL_AUTO; default 1 */
-	int64_t num_read_buffer_bytes;		    /* >= 0 or PL_AUTO */
-	int64_t num_prefetch;			    /* >= 0 or PL_AUTO */
-	bool shuffle;				    /* default false */
+	int64_t epochs;		       /* >= 1, or PL_NULL (forever) */
+	int64_t num_parallel_reads;    /* >= 1 or PL_AUTO; default 1 */
+	int64_t cycle_length;	       /* 1 .. 1024, or PL_CYCLE_UNSET */
+	int64_t num_parallel_parses;   /* >= 1 or PL_AUTO; default 1 */
+	int64_t num_read_buffer_bytes; /* >= 0 or PL_AUTO */
+	int64_t num_prefetch;	       /* >= 0 or PL_AUTO */
+	bool shuffle;		       /* default false; false when global */
+	/* shuffle "global" (sluice, issue 36): one permutation of every record per epoch */
+	bool global_shuffle;
 	int64_t num_shuffle_buffer_elements;	    /* >= 1; 1 when shuffle is false */
 	int64_t num_filenames_shuffle_buffer;	    /* >= 1; 1 when shuffle is false */
 	int64_t num_mix_files;			    /* >= 1; 1 when shuffle is false */

@@ -81,7 +81,44 @@ def shuffle_buffer(items, size, rng):
     return out
 
 
+def global_perm(n, seed, epoch):
+    """Step 4g: [perm(0), ..., perm(n - 1)], the global shuffle's permutation of [0, n) in
+    epoch e: a six-round balanced Feistel network on 2h bits (4^h >= n, h >= 1), keyed by the
+    first six outputs of stream (seed, e, 4, 0), walked along its cycle until below n."""
+    h = 1
+    while 4 ** h < n:
+        h += 1
+    mask = (1 << h) - 1
+    rng = Rng(seed, epoch, 4, 0)
+    keys = [rng.next() for _ in range(6)]
+
+    def enc(x):
+        left, right = x >> h, x & mask
+        for kj in keys:
+            left, right = right, left ^ (mix64(right ^ kj) & mask)
+        return (left << h) | right
+
+    out = []
+    for k in range(n):
+        x = enc(k)
+        while x >= n:
+            x = enc(x)
+        out.append(x)
+    return out
+
+
 # ---- the spec ----------------------------------------------------------------------------
+
+def describe(v):
+    """A JSON value as the engine's messages show it (io/jsonmsg.c, jsonmsg_describe)."""
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return "an array"
+    if v is None or isinstance(v, bool):
+        return json.dumps(v)
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
 
 def parse_slice(text):
     """"[3,:,4:,:-2,1:4]" -> a tuple of ints and slices."""
@@ -109,7 +146,30 @@ class Spec:
         self.batch = a["target_batch_size"]
         self.drop_remainder = a.get("drop_remainder", False)
         self.epochs = a.get("epochs", 1)
-        self.shuffle = a.get("shuffle", False)
+        shuffle = a.get("shuffle", False)
+        if shuffle != "global" and not isinstance(shuffle, bool):
+            raise PipelineError('args.shuffle: expected true, false or "global", got %s'
+                                % describe(shuffle))
+        # "global" (step 4g): one permutation of every record, no file shuffle, no interleave,
+        # no buffer; shuffle itself is then false (the buffer knobs are ignored, as without it)
+        self.global_shuffle = shuffle == "global"
+        self.shuffle = shuffle is True
+        self.on_corrupt = a.get("on_corrupt", "fail")
+        if self.global_shuffle:
+            if self.type != "independent":
+                raise PipelineError('args.shuffle: "global" is for the independent loader '
+                                    '(records are read by offset; a sequence loader\'s windows '
+                                    'are made of consecutive records)')
+            if "cycle_length" in a:
+                raise PipelineError('args.cycle_length: not allowed when shuffle is "global": '
+                                    'there is no interleave')
+            if a.get("sloppy_interleave", False) is True:
+                raise PipelineError('args.sloppy_interleave: not allowed when shuffle is '
+                                    '"global": there is no interleave')
+            if self.on_corrupt == "skip_file":
+                raise PipelineError('args.on_corrupt: "skip_file" is not allowed when shuffle '
+                                    'is "global": a file\'s records are not read in order (use '
+                                    '"skip_record")')
         # the interleave cycle: num_mix_files when shuffling (cycle_length is refused then),
         # else cycle_length when given (num_parallel_reads then changes no batch), else
         # num_parallel_reads ("auto": 4)
@@ -127,7 +187,6 @@ class Spec:
         self.shuffle_elems = a.get("num_shuffle_buffer_elements", 1)
         self.shuffle_files = a.get("num_filenames_shuffle_buffer", 1)
         self.seed = a.get("seed", 0)
-        self.on_corrupt = a.get("on_corrupt", "fail")
         self.shard = a.get("shard")
         self.primary = [(p["from_name"], p["to_name"]) for p in a["primary_features"]]
         # {"to_name", "type": "const", "args": {"shape", "dtype", "value"}}, flattened
@@ -775,6 +834,9 @@ class Pipeline:
                           if i % sp.shard["count"] == sp.shard["index"]]
             if not self.files:
                 raise PipelineError("shard %(index)d of %(count)d has no file" % sp.shard)
+        if sp.global_shuffle and self.man["compression"] != "none":
+            raise PipelineError('args.shuffle: "global" reads records by offset, and the '
+                                'dataset is compressed (%s)' % self.man["compression"])
         self.tensors = plan(sp, self.man)
         self.skipped = 0
         self._cache = {}
@@ -841,8 +903,26 @@ class Pipeline:
                     k = rng.uniform(sp.min_window, sp.max_window)
         return elements
 
+    def _global_elements(self, epoch):
+        """Step 4g: the records of the (sharded) files in their order, numbered across the
+        files, element k being record perm(k). Every file is framed first (the engine scans
+        them all before an epoch's first record), so a broken frame under "fail" stops the
+        pipeline before the epoch's first batch; under skip_record the file's records before it
+        stay (the semantics doc's on_corrupt paragraph: a broken frame ends that file)."""
+        recs = []
+        for path in self.files:
+            if path not in self._cache:
+                self._cache[path] = file_records(path, self.man["compression"])
+            rs, err = self._cache[path]
+            if err and self.sp.on_corrupt == "fail":
+                raise PipelineError(err)
+            recs += [(path,) + r for r in rs]
+        return [recs[r] for r in global_perm(len(recs), self.sp.seed, epoch)]
+
     def epoch_elements(self, epoch):
         sp = self.sp
+        if sp.global_shuffle:
+            return self._global_elements(epoch)
         files = self.files
         if sp.shuffle:
             files = shuffle_buffer(files, sp.shuffle_files, Rng(sp.seed, epoch, 1, 0))

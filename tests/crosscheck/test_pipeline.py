@@ -309,7 +309,7 @@ def spec(data, primary, loader="independent", **args):
          "num_read_buffer_bytes": 65536, "num_prefetch": 2,
          "primary_features": [{"from_name": p, "to_name": p} for p in primary]}
     a.update(args)
-    if a.get("shuffle"):
+    if a.get("shuffle") is True:  # "global" needs no buffer knobs
         a.setdefault("num_shuffle_buffer_elements", 8)
         a.setdefault("num_filenames_shuffle_buffer", 2)
         a.setdefault("num_mix_files", 2)
@@ -463,7 +463,8 @@ def case(tmp, name, s, values=None, limit=None):
         plain["args"].update(shuffle=False, epochs=1)
         want = sorted(ids_per_epoch(plref.batches(plain)).get(0, []))
         per = ids_per_epoch([b for b in got if "tensors" in b])
-        check(len(per) == a.get("epochs", 1) and all(sorted(v) == want for v in per.values()),
+        check((len(per) == a.get("epochs", 1) or not want) and  # (no record: no batch)
+              all(sorted(v) == want for v in per.values()),
               "%s: each epoch holds every record once" % name)
     return exp, got
 
@@ -558,6 +559,139 @@ def _replay(seed, n):
         s = (s + 0x9E3779B97F4A7C15) % 2**64
         out.append(mix(s) % 10)
     return out
+
+
+def _np_global_perm(n, seed, epoch):
+    """Step 4g written again, apart from plref: numpy uint64 arrays (every element of the epoch
+    at once, wrapping multiplications), h from a bit length, the keys from a SplitMix64 of its
+    own; the cycle walk as a masked loop over the elements still at or above n."""
+    u = np.uint64
+
+    def mix(z):
+        z = z ^ (z >> u(30))
+        z = z * u(0xBF58476D1CE4E5B9)
+        z = z ^ (z >> u(27))
+        z = z * u(0x94D049BB133111EB)
+        return z ^ (z >> u(31))
+    h = max(1, ((n - 1).bit_length() + 1) // 2) if n > 1 else 1
+    mask = u((1 << h) - 1)
+    with np.errstate(over="ignore"):
+        st = mix(np.array([seed ^ 0x736C756963650000], dtype=u))
+        st = mix(st ^ u(epoch))
+        st = mix(st ^ u(4))  # the stream
+        st = mix(st ^ u(0))  # its index
+        keys = []
+        for _ in range(6):
+            st = st + u(0x9E3779B97F4A7C15)
+            keys.append(mix(st)[0])
+
+        def enc(x):
+            lo, hi = x & mask, x >> u(h)
+            for kj in keys:
+                lo, hi = hi ^ (mix(lo ^ kj) & mask), lo
+            return (hi << u(h)) | lo
+        x = enc(np.arange(n, dtype=u))
+        out_of_range = x >= u(n)
+        while out_of_range.any():
+            x[out_of_range] = enc(x[out_of_range])
+            out_of_range = x >= u(n)
+    return [int(v) for v in x]
+
+
+GLOBAL_ERRORS = [
+    # (what, loader, args, the engine's message: the model raises it too, verbatim)
+    ("continuous_sequence", "continuous_sequence", {"min_window": 2, "max_window": 2},
+     'args.shuffle: "global" is for the independent loader (records are read by offset; a '
+     "sequence loader's windows are made of consecutive records)"),
+    ("discrete_sequence", "discrete_sequence", {"min_window": 1, "max_window": 2},
+     'args.shuffle: "global" is for the independent loader (records are read by offset; a '
+     "sequence loader's windows are made of consecutive records)"),
+    ("cycle_length", "independent", {"cycle_length": 2},
+     'args.cycle_length: not allowed when shuffle is "global": there is no interleave'),
+    ("sloppy_interleave true", "independent", {"sloppy_interleave": True},
+     'args.sloppy_interleave: not allowed when shuffle is "global": there is no interleave'),
+    ("on_corrupt skip_file", "independent", {"on_corrupt": "skip_file"},
+     'args.on_corrupt: "skip_file" is not allowed when shuffle is "global": a file\'s records '
+     'are not read in order (use "skip_record")'),
+]
+SHUFFLE_BAD = [("random", '"random"'), ("Global", '"Global"'), (1, "1"), (0, "0"),
+               (None, "null"), (["global"], "an array"), ({"global": True}, "an object")]
+
+
+def global_error_spec(ds, loader, args, shuffle="global"):
+    data = ds["seq"] if loader != "independent" else ds["main"]
+    return spec(data, ["id"] if loader == "independent" else ["tok"], loader, shuffle=shuffle,
+                **args)
+
+
+def model_global_checks(ds):
+    """shuffle "global" (step 4g) in the model: the permutation against a second implementation,
+    the epochs it makes, the spec errors."""
+    import plref
+    pairs = [(0, 0), (0, 1), (7, 0), (7, 2), ((1 << 63) - 1, 1)]
+    perms = {}
+    bad_perm, bad_np = [], []
+    for seed, epoch in pairs:
+        for n in range(301):
+            p = plref.global_perm(n, seed, epoch)
+            perms[(n, seed, epoch)] = p
+            if sorted(p) != list(range(n)):
+                bad_perm.append((n, seed, epoch))
+            if _np_global_perm(n, seed, epoch) != p:
+                bad_np.append((n, seed, epoch))
+    check(not bad_perm, "model: global_perm(n) is a permutation of range(n), n 0..300, %d seeds "
+          "and epochs (%s)" % (len(pairs), bad_perm[:5]))
+    check(not bad_np, "model: global_perm equals an independent numpy uint64 implementation, "
+          "n 0..300 (%s)" % bad_np[:5])
+    same_epochs = [n for n in range(10, 301)
+                   if perms[(n, 0, 0)] == perms[(n, 0, 1)] or perms[(n, 7, 0)] == perms[(n, 7, 2)]]
+    check(not same_epochs, "model: global_perm: other epochs, other orders, n 10..300 (%s)" %
+          same_epochs[:5])
+    same_seeds = [n for n in range(10, 301) if perms[(n, 0, 0)] == perms[(n, 7, 0)]]
+    identity = [n for n in range(10, 301) if perms[(n, 0, 0)] == list(range(n))]
+    check(not same_seeds and not identity, "model: global_perm: other seeds, other orders; never "
+          "the identity (%s %s)" % (same_seeds[:5], identity[:5]))
+    # enc itself on [0, 4^h) for h = 1..5 (cycle walking relies on it being a bijection)
+    check(all(sorted(_np_global_perm(4 ** h, 3, 0)) == list(range(4 ** h)) for h in range(1, 6)),
+          "model: the Feistel network is a bijection of [0, 4^h), h 1..5")
+    # the epochs: record r (ids are numbered in the dataset's file order) at element perm(k)
+    total = sum(n for _, n in MAIN_FILES)
+    s = spec(ds["main"], ["id"], shuffle="global", epochs=3, seed=5, target_batch_size=5)
+    per = ids_per_epoch(plref.batches(s))
+    check(len(per) == 3 and all(per[e] == plref.global_perm(total, 5, e) for e in range(3)),
+          "model: global: epoch e's ids are global_perm(%d, seed, e)" % total)
+    s = spec(ds["main"], ["id"], shuffle="global", epochs=2, seed=5, target_batch_size=5,
+             num_shuffle_buffer_elements=3, num_filenames_shuffle_buffer=2, num_mix_files=4,
+             sloppy_interleave=False, num_parallel_reads=3)
+    check(ids_per_epoch(plref.batches(s)) == {e: per[e] for e in range(2)},
+          "model: global: the buffer knobs, sloppy_interleave false and num_parallel_reads change "
+          "nothing")
+    # a shard numbers the records of its files only, in their order
+    s = spec(ds["main"], ["id"], shuffle="global", shard={"index": 1, "count": 2}, seed=3)
+    # (MAIN_FILES is in the dataset's path order, its ids numbered in that order)
+    firsts = [sum(n for _, n in MAIN_FILES[:i]) for i in range(len(MAIN_FILES))]
+    ids = [firsts[i] + j for i in range(1, len(MAIN_FILES), 2) for j in range(MAIN_FILES[i][1])]
+    check(ids_per_epoch(plref.batches(s))[0] == [ids[r] for r in plref.global_perm(len(ids), 3, 0)],
+          "model: global, shard 1 of 2: the shard's records, numbered in file order")
+    for what, loader, args, want in GLOBAL_ERRORS:
+        try:
+            plref.batches(global_error_spec(ds, loader, args))
+            check(False, "model: global with %s raises" % what)
+        except plref.PipelineError as e:
+            check(str(e) == want, "model: global with %s: %s" % (what, e))
+    for val, shown in SHUFFLE_BAD:
+        try:
+            plref.batches(spec(ds["main"], ["id"], shuffle=val))
+            check(False, "model: shuffle %s raises" % shown)
+        except plref.PipelineError as e:
+            check(str(e) == 'args.shuffle: expected true, false or "global", got ' + shown,
+                  "model: shuffle %s: %s" % (shown, e))
+    for comp in ("gzip", "zlib"):
+        try:
+            plref.batches(spec(ds[comp], ["id"], shuffle="global"))
+            check(False, "model: global on %s raises" % comp)
+        except plref.PipelineError as e:
+            check("reads records by offset" in str(e), "model: global on %s: %s" % (comp, e))
 
 
 # ---- the cases ---------------------------------------------------------------------------
@@ -811,6 +945,188 @@ def test_corrupt(tmp, ds):
     case(tmp, "on_corrupt skip_file, shuffled (the file ends at the bad record)", s)
 
 
+def model_until_error(s):
+    """(the model's batches before the pipeline stops, its error or None)."""
+    import plref
+    out = []
+    try:
+        for b in plref.Pipeline(s).batches():
+            out.append(b)
+    except plref.PipelineError as e:
+        return out, str(e)
+    return out, None
+
+
+def gspec(data, primary, **args):
+    return spec(data, primary, shuffle="global", **args)
+
+
+def test_global(tmp, ds):
+    """shuffle "global" (step 4g, issue 36): one permutation of every record per epoch, read by
+    offset. main has files of 17, 5, 0, 11, 3 and 8 records (N = 44)."""
+    import plref
+    main = ds["main"]
+    f = ["id", "f32", "name", "rawinf"]
+    runs = {}
+    for name, args in [
+            ("batch 4 (divides 44), 3 epochs", {"target_batch_size": 4, "epochs": 3}),
+            ("batch 5, drop_remainder false, 3 epochs", {"target_batch_size": 5, "epochs": 3}),
+            ("batch 5, drop_remainder true, 3 epochs",
+             {"target_batch_size": 5, "epochs": 3, "drop_remainder": True}),
+            ("batch 44 (= N), drop_remainder true, 2 epochs",
+             {"target_batch_size": 44, "epochs": 2, "drop_remainder": True}),
+            ("batch 100 (> N), 2 epochs", {"target_batch_size": 100, "epochs": 2}),
+            ("batch 100 (> N), drop_remainder true: no batch",
+             {"target_batch_size": 100, "epochs": 2, "drop_remainder": True}),
+            ("batch 7, seed 1, 3 epochs", {"target_batch_size": 7, "epochs": 3, "seed": 1}),
+            ("batch 7, seed 2, 3 epochs", {"target_batch_size": 7, "epochs": 3, "seed": 2}),
+            ("batch 7, seed 2^63-1, 3 epochs",
+             {"target_batch_size": 7, "epochs": 3, "seed": (1 << 63) - 1})]:
+        r = case(tmp, "global: " + name, gspec(main, f, **args))
+        runs[name] = r[1] if r else None
+    r = runs["batch 4 (divides 44), 3 epochs"]
+    if r:
+        per = ids_per_epoch(r)
+        check(len(per) == 3 and per[0] != per[1] and per[1] != per[2] and per[0] != per[2],
+              "global: the 3 epochs are in 3 orders")
+    seeds = [runs["batch 7, seed %s, 3 epochs" % k] for k in ("1", "2", "2^63-1")]
+    if all(seeds):
+        per = [ids_per_epoch(x) for x in seeds]
+        check(per[0] != per[1] and per[1] != per[2] and per[0] != per[2],
+              "global: seeds 1, 2 and 2^63-1 give other orders")
+    case(tmp, "global: batch 1, every feature", gspec(main, MAIN_NAMES, target_batch_size=1))
+    case(tmp, "global: default seed (0), 2 epochs", gspec(main, ["id", "tags"], epochs=2))
+    # what changes only how far ahead the engine reads: the same batches as the model
+    base = gspec(main, ["id", "f32", "name"], epochs=2, seed=4, target_batch_size=6)
+    outs = []
+    for name, args in [("defaults", {}),
+                       ("num_parallel_reads 1", {"num_parallel_reads": 1}),
+                       ("num_parallel_reads 8", {"num_parallel_reads": 8}),
+                       ("num_parallel_reads auto", {"num_parallel_reads": "auto"}),
+                       ("num_parallel_reads 1024, num_read_buffer_bytes 0",
+                        {"num_parallel_reads": 1024, "num_read_buffer_bytes": 0}),
+                       ("num_read_buffer_bytes 100 (under a record)",
+                        {"num_read_buffer_bytes": 100, "num_parallel_reads": 16}),
+                       ("num_parallel_parses 3", {"num_parallel_parses": 3}),
+                       ("num_prefetch 0", {"num_prefetch": 0}),
+                       ("the buffer knobs given (ignored)",
+                        {"num_shuffle_buffer_elements": 8, "num_filenames_shuffle_buffer": 2,
+                         "num_mix_files": 3}),
+                       ("sloppy_interleave false", {"sloppy_interleave": False})]:
+        s = json.loads(json.dumps(base))
+        s["args"].update(args)
+        r = case(tmp, "global, %s" % name, s)
+        outs.append(r[1] if r else None)
+    if not MODEL_ONLY:
+        check(outs[0] is not None and all(o == outs[0] for o in outs),
+              "global: reads, read buffer, parses, prefetch, the buffer knobs: identical output")
+    case(tmp, "global: shard 1 of 2", gspec(main, ["id", "f64"], shard={"index": 1, "count": 2},
+                                            epochs=2, seed=3))
+    case(tmp, "global: shard 0 of 3, drop_remainder", gspec(
+        main, ["id"], shard={"index": 0, "count": 3}, epochs=3, target_batch_size=3,
+        drop_remainder=True))
+    case(tmp, "global: list dataset (the list's file order)",
+         gspec((os.path.join(main, "__manifest__.json"), ds["list"]), ["id", "tags"], epochs=2))
+    case(tmp, "global: dir with a pattern", gspec(ds["named"], ["id", "name"], dataset={
+        "type": "dir", "args": {"data_dir": ds["named"], "pattern": "b-*-of-*"}}))
+    case(tmp, "global: epochs null (forever), 30 batches",
+         gspec(main, ["id"], epochs=None, target_batch_size=4, seed=2), limit=30)
+    case(tmp, "global: padding", gspec(main, ["id", "f32", "name", "rawinf"], padding=True))
+    case(tmp, "global: variable-length features and defaults",
+         gspec(ds["vl"], VL_NAMES, target_batch_size=5, epochs=2, seed=7))
+    case(tmp, "global: SequenceExamples, ragged var_len",
+         gspec(ds["seq"], ["id", "tok", "vec", "word", "rawv"], target_batch_size=3, epochs=2))
+    case(tmp, "global: slices and const", gspec(
+        main, ["id", "f32", "rawle"], secondary_features=[const("lit", [2], "int16", 7)],
+        processing_steps=[slice_step("f32", "[-1]"), slice_step("rawle", "[1, 0:3:2]")]))
+    # N around the Feistel widths (4^h): cycle walking or none; empty files among them
+    for n in (0, 1, 2, 4, 5, 16, 17, 65):
+        sizes = [n // 2, 0, n - n // 2 - n // 3, n // 3] if n > 1 else [0, n]
+        d = write_dataset(os.path.join(tmp, "global-n%d" % n),
+                          [("g%d.tfrecords" % i, k) for i, k in enumerate(sizes)],
+                          main_record, MAIN_FEATURES)
+        case(tmp, "global: N = %d in files of %s, 3 epochs" % (n, sizes),
+             gspec(d, ["id", "name"], epochs=3, target_batch_size=3, seed=n))
+    # a record whose data CRC is broken: d.tfrecords record 4 (id 17 + 5 + 4)
+    path, idx, off = ds["corrupt_at"]
+    bad_id = 17 + 5 + idx
+    s = gspec(ds["corrupt"], ["id", "f32"], target_batch_size=5, epochs=2, seed=8,
+              on_corrupt="skip_record")
+    r = case(tmp, "global: on_corrupt skip_record", s)
+    if r:
+        clean = plref.batches(dict(s, args=dict(s["args"], dataset={
+            "type": "dir", "args": {"data_dir": main}})))
+        want = {e: [x for x in v if x != bad_id] for e, v in ids_per_epoch(clean).items()}
+        short_by_one = [(b["seq"], b["rows"]) for b, c in zip(r[1], clean)
+                        if b["rows"] != c["rows"]]
+        check(ids_per_epoch(r[1]) == want and len(r[1]) == len(clean) and
+              len(short_by_one) == 2,
+              "global: skip_record: the clean epochs minus record %d, in the same batches, one "
+              "row short in one batch an epoch (%s)" % (bad_id, short_by_one))
+    if MODEL_ONLY:
+        return
+    s["args"]["on_corrupt"] = "fail"
+    exp, why = model_until_error(s)
+    rc, got, err = run_cli(tmp, s, ["id"])
+    check(rc == 1 and why and os.path.basename(path) in err and ("record %d" % idx) in err,
+          "global: on_corrupt fail: exit 1 naming d.tfrecords and record %d (exit %d: %s)" % (
+              idx, rc, brief(err)))
+    check(len(got) <= len(exp) and compare("global, fail", exp[:len(got)], got, ["id"]) == 0,
+          "global: on_corrupt fail: only the good batches before the error (%d of %d)" % (
+              len(got), len(exp)))
+    # spec errors, the engine's message being the model's
+    for what, loader, args, want in GLOBAL_ERRORS:
+        rc, got, err = run_cli(tmp, global_error_spec(ds, loader, args))
+        check(rc != 0 and not got and want in err,
+              "global with %s: refused: %s (%s)" % (what, want, brief(err)))
+    for val, shown in SHUFFLE_BAD:
+        rc, got, err = run_cli(tmp, spec(main, ["id"], shuffle=val))
+        want = 'args.shuffle: expected true, false or "global", got ' + shown
+        check(rc != 0 and not got and want in err, "shuffle %s: refused: %s (%s)" % (
+            shown, want, brief(err)))
+    for comp in ("gzip", "zlib"):
+        _, why = model_until_error(spec(ds[comp], ["id"], shuffle="global"))
+        rc, got, err = run_cli(tmp, spec(ds[comp], ["id"], shuffle="global"))
+        check(rc != 0 and not got and why and 'args.shuffle: "global" reads records by offset' in
+              err, "global on a %s dataset: refused at pipeline creation (%s)" % (comp, brief(err)))
+
+
+def test_global_checkpoints(tmp, ds):
+    """A global shuffle resumes at (batches done) x target_batch_size of the epoch's permutation:
+    the batches of the uninterrupted run from there on."""
+    import plref
+    st = os.path.join(tmp, "state")
+    for name, s in [
+            ("batch 5", gspec(ds["main"], ["id", "name", "rawinf"], epochs=3, seed=6,
+                              target_batch_size=5)),
+            ("batch 6, drop_remainder", gspec(ds["main"], ["id", "f32"], epochs=2, seed=9,
+                                              target_batch_size=6, drop_remainder=True)),
+            ("skip_record", gspec(ds["corrupt"], ["id"], epochs=2, seed=8, target_batch_size=5,
+                                  on_corrupt="skip_record"))]:
+        exp = plref.batches(s)
+        per_epoch = sum(1 for b in exp if b["epoch"] == 0)
+        rc, full, err = run_cli(tmp, s, ["id"])
+        if not check(rc == 0 and compare("global checkpoint base, " + name, exp, full,
+                                         ["id"]) == 0,
+                     "global, %s: checkpoint base run equals the reference (%s)" % (
+                         name, brief(err))):
+            continue
+        for k in sorted({0, 1, per_epoch // 2, per_epoch - 1, per_epoch, per_epoch + 3,
+                         len(exp) - 1, len(exp)}):
+            if os.path.exists(st):
+                os.unlink(st)
+            rc, head, err = run_cli(tmp, s, ["id"], ["--batches", str(k), "--state-out", st])
+            if not check(rc == 0 and head == full[:k] and os.path.exists(st),
+                         "global, %s: checkpoint at %d: the first %d batches, state written "
+                         "(%s)" % (name, k, k, brief(err))):
+                continue
+            rc, tail, err = run_cli(tmp, s, ["id"], ["--state-in", st])
+            n = compare("global, %s, resume at %d" % (name, k), exp[k:], tail, ["id"],
+                        start=k) if rc == 0 else -1
+            check(rc == 0 and n == 0, "global, %s: resume at %d: batches %d.. of the "
+                  "uninterrupted run (%s)" % (name, k, k, brief(err)))
+
+
 def test_sequences(tmp, ds):
     seq = ds["seq"]
     f = ["tok", "vec", "word"]
@@ -967,10 +1283,13 @@ def main():
     with tempfile.TemporaryDirectory(prefix="sluice-pipeline-") as tmp:
         ds = make_datasets(tmp)
         model_checks(ds)
+        model_global_checks(ds)
         test_cases(tmp, ds)
         test_cycle_length(tmp, ds)
         test_sequences(tmp, ds)
+        test_global(tmp, ds)
         if not MODEL_ONLY:
+            test_global_checkpoints(tmp, ds)
             test_sequence_checkpoints(tmp, ds)
             test_seed_and_threads(tmp, ds)
             test_checkpoints(tmp, ds)

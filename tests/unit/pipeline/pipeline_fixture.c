@@ -183,7 +183,9 @@ struct pl_spec *make_spec(const struct spec_args *a)
 	struct io_error err = { { 0 } };
 	int n;
 
-	if (a->shuffle)
+	if (a->global)
+		snprintf(shuffle, sizeof(shuffle), "\"shuffle\": \"global\", ");
+	else if (a->shuffle)
 		snprintf(shuffle, sizeof(shuffle),
 			 "\"shuffle\": true, \"num_shuffle_buffer_elements\": "
 			 "%d, \"num_filenames_shuffle_buffer\": 4, \"num_mix_files\": 2, ",

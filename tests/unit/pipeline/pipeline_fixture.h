@@ -71,6 +71,7 @@ struct spec_args {
 	int reads;	  /* num_parallel_reads (-1: "auto") */
 	int cycle_length; /* 0: not given */
 	bool shuffle;
+	bool global; /* shuffle "global" (shuffle is then ignored) */
 	uint64_t seed;
 	const char *on_corrupt;
 	bool no_tag;	      /* only "id" and "vec" (a plan without the measuring pass) */
