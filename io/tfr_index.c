@@ -80,6 +80,42 @@ static int64_t ts_ns(const struct timespec *ts)
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
+int tfr_index_splits(const struct tfr_index_entry *e, uint64_t records,
+		     struct tfr_index_split **ret, size_t *ret_n)
+{
+	if (!e || !records || !ret || !ret_n || !e->stride ||
+	    e->n_offsets != (e->records + e->stride - 1) / e->stride)
+		return -EINVAL;
+	bool whole = e->compression != TFR_COMPRESSION_NONE || e->records == 0;
+	/* a multiple of the stride, the nearest to what was asked (at least one stride) */
+	uint64_t step = (records + e->stride / 2) / e->stride * e->stride;
+	if (step < e->stride)
+		step = e->stride;
+	size_t n = whole ? 1 : (size_t)((e->records + step - 1) / step);
+	struct tfr_index_split *v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	if (whole) {
+		v[0] = (struct tfr_index_split){ 0, e->records, 0, e->size };
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			uint64_t first = (uint64_t)i * step;
+			uint64_t end = first + step < e->records ? first + step : e->records;
+			uint64_t from = e->offsets[first / e->stride];
+			uint64_t to =
+				end < e->records ? e->offsets[end / e->stride] : e->stream_bytes;
+			if (to < from) {
+				free(v);
+				return -EINVAL;
+			}
+			v[i] = (struct tfr_index_split){ first, end - first, from, to - from };
+		}
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
 void tfr_index_entry_destroy(struct tfr_index_entry *e)
 {
 	if (!e)

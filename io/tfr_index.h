@@ -56,6 +56,25 @@ struct tfr_index_entry {
 
 void tfr_index_entry_destroy(struct tfr_index_entry *e);
 
+/* A part of one data file: records [first, first + count), at bytes [offset, offset + bytes). */
+struct tfr_index_split {
+	uint64_t first, count;
+	uint64_t offset, bytes;
+};
+
+/*
+ * Cut e's file into record ranges of about `records` records each, at its indexed offsets: a
+ * split starts at a multiple of the entry's stride k (so a reader starts there reading nothing
+ * before) and holds a multiple of k records, the last the rest; together they cover every
+ * record and byte of the file once, in order (what a dispatcher hands to workers: DESIGN.md
+ * §9). An uncompressed file is cut so; a compressed one is one split of the whole file (an
+ * offset inside its stream needs everything before it inflated), and so is an empty file (count
+ * 0). *ret (malloc'ed: the caller frees it) and *ret_n. -EINVAL (records 0, or an entry whose
+ * offsets do not fit its counts), -ENOMEM.
+ */
+int tfr_index_splits(const struct tfr_index_entry *e, uint64_t records,
+		     struct tfr_index_split **ret, size_t *ret_n);
+
 struct tfr_index_build_opts {
 	size_t size;			  /* sizeof(struct tfr_index_build_opts), set by _init */
 	enum tfr_compression compression; /* of the whole file (default none) */

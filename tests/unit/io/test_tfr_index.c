@@ -998,6 +998,123 @@ static void test_testdata(void **state)
 	assert_true(n > 20);
 }
 
+/* ---- record-range splits ---- */
+
+/* The records framed out of bytes [from, from + n) of b alone: their count; each payload's
+   first byte checked against write_file's pattern for record first + i. */
+static uint64_t frame_range(const uint8_t *b, uint64_t from, uint64_t n, uint64_t first,
+			    unsigned seed)
+{
+	struct tfr_reader_opts o;
+	struct tfr_record rec;
+	struct io_error err;
+	uint64_t got = 0;
+	bool fed = false;
+
+	tfr_reader_opts_init(&o);
+	struct tfr_reader *r = tfr_reader_create(&o);
+	assert_non_null(r);
+	for (;;) {
+		int rc = tfr_reader_next(r, &rec, &err);
+		if (rc == TFR_NEED_INPUT) {
+			if (fed)
+				tfr_reader_finish(r);
+			else
+				tfr_reader_feed(r, b + from, (size_t)n);
+			fed = true;
+			continue;
+		}
+		if (rc == TFR_END)
+			break;
+		if (rc != TFR_RECORD)
+			fail_msg("range at %llu: %s", (unsigned long long)from, err.msg);
+		unsigned i = (unsigned)(first + got);
+		assert_int_equal(rec.len, payload_len(i, seed));
+		if (rec.len)
+			assert_int_equal(rec.data[0], (uint8_t)(i * 31 + seed));
+		got++;
+	}
+	tfr_reader_destroy(r);
+	return got;
+}
+
+/*
+ * Splits of an uncompressed file at strides 1, 3 and 8 for several sizes asked: each starts at
+ * a multiple of the stride, their byte ranges tile the file, and each range framed alone gives
+ * exactly its records (the right ones, in order). A compressed file and an empty one are one
+ * split; 0 records asked is refused.
+ */
+static void test_splits(void **state)
+{
+	struct tfr_index_build_opts o;
+	struct io_error err;
+	(void)state;
+	char *path = write_file("splits", TFR_COMPRESSION_NONE, 100, 5);
+	size_t len;
+	uint8_t *b = read_all(path, &len);
+	static const uint64_t maxo[] = { 100, 34, 13 };
+	static const uint64_t asks[] = { 1, 2, 7, 10, 33, 99, 100, 1000 };
+	for (size_t m = 0; m < 3; m++) {
+		struct tfr_index_entry *e;
+		tfr_index_build_opts_init(&o);
+		o.max_offsets = maxo[m];
+		assert_int_equal(build(path, &o, &e, &err), 0);
+		for (size_t a = 0; a < sizeof(asks) / sizeof(asks[0]); a++) {
+			struct tfr_index_split *v;
+			size_t n;
+			assert_int_equal(tfr_index_splits(e, asks[a], &v, &n), 0);
+			uint64_t rec = 0, off = 0;
+			for (size_t i = 0; i < n; i++) {
+				assert_int_equal(v[i].first, rec);
+				assert_int_equal(v[i].offset, off);
+				assert_int_equal(v[i].first % e->stride, 0);
+				assert_true(v[i].count > 0);
+				if (i + 1 < n)
+					assert_int_equal(v[i].count % e->stride, 0);
+				assert_int_equal(frame_range(b, v[i].offset, v[i].bytes, v[i].first,
+							     5),
+						 v[i].count);
+				rec += v[i].count;
+				off += v[i].bytes;
+			}
+			assert_int_equal(rec, 100);
+			assert_int_equal(off, len);
+			free(v);
+		}
+		assert_int_equal(tfr_index_splits(e, 0, &(struct tfr_index_split *){ NULL },
+						  &(size_t){ 0 }),
+				 -EINVAL);
+		tfr_index_entry_destroy(e);
+	}
+	free(b);
+	free(path);
+
+	/* compressed, empty: one split, the whole file */
+	static const enum tfr_compression cs[] = { TFR_COMPRESSION_GZIP, TFR_COMPRESSION_NONE };
+	static const unsigned ns[] = { 50, 0 };
+	for (size_t i = 0; i < 2; i++) {
+		struct tfr_index_entry *e;
+		struct tfr_index_split *v;
+		size_t n;
+		struct stat st;
+		path = write_file(i ? "splits-empty" : "splits-gz", cs[i], ns[i], 2);
+		tfr_index_build_opts_init(&o);
+		o.compression = cs[i];
+		o.max_offsets = 4;
+		assert_int_equal(build(path, &o, &e, &err), 0);
+		assert_int_equal(tfr_index_splits(e, 3, &v, &n), 0);
+		stat_of(path, &st);
+		assert_int_equal(n, 1);
+		assert_int_equal(v[0].first, 0);
+		assert_int_equal(v[0].count, ns[i]);
+		assert_int_equal(v[0].offset, 0);
+		assert_int_equal(v[0].bytes, (uint64_t)st.st_size);
+		free(v);
+		tfr_index_entry_destroy(e);
+		free(path);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1017,6 +1134,7 @@ int main(void)
 		cmocka_unit_test(test_index_every_byte),
 		cmocka_unit_test(test_truncated_index),
 		cmocka_unit_test(test_offset_leaves_no_room),
+		cmocka_unit_test(test_splits),
 		cmocka_unit_test(test_stale_ctime),
 		cmocka_unit_test(test_merge_on_rewrite),
 		cmocka_unit_test(test_testdata),
