@@ -78,6 +78,19 @@ try:
     tot = [x["total"] for x in lines if "total" in x]
     ck.check(tot and tot[0]["records"] == total and tot[0]["files"] == len(good),
              "total line: %r" % (tot,))
+    # the files are scanned on several threads (default: the CPUs): one thread says the same,
+    # line for line, and writes the same index
+    with open(os.path.join(tmp, ".sluice-index"), "rb") as f:
+        many = f.read()
+    p1 = common.run(["index", "--json", "--offsets", "--threads", "1"] +
+                    [paths[n] for n, _, _ in good])
+    with open(os.path.join(tmp, ".sluice-index"), "rb") as f:
+        one = f.read()
+    p4 = common.run(["index", "--json", "--offsets", "--threads", "4"] +
+                    [paths[n] for n, _, _ in good])
+    ck.check(p1.returncode == 0 and p1.stdout == p.stdout and p4.stdout == p.stdout,
+             "index --threads 1 and 4 print what the default printed")
+    ck.check(one == many, "index --threads 1 writes the index the threads wrote")
 
     p = common.run(["index", "--check", "--json"] + [paths[n] for n, _, _ in good])
     st = [x.get("status") for x in json_lines(p.stdout) if "path" in x]

@@ -7,6 +7,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@
 
 static const char index_usage[] =
 	"usage: sluicectl index [--check] [--json] [--offsets] "
-	"[--compression auto|none|gzip|zlib] PATH...\n"
+	"[--compression auto|none|gzip|zlib] [--threads N] PATH...\n"
 	"\n"
 	"Index the records of TFRecord files: per file its record count and the offsets of its\n"
 	"records, in DIR/.sluice-index for each directory DIR holding one of the files (the\n"
@@ -38,6 +40,7 @@ static const char index_usage[] =
 	"  --offsets      with --json: the indexed offsets and their stride too\n"
 	"  --compression  of data files named as PATH; auto (default) looks at their first\n"
 	"                 bytes\n"
+	"  --threads N    files scanned at once (default: the CPUs online, at most the files)\n"
 	"\n"
 	"exit status: 0 done, 1 a file could not be indexed (or, with --check, is not fresh),\n"
 	"2 usage.\n";
@@ -52,7 +55,8 @@ struct job {
 struct index_cmd {
 	bool check, json, offsets;
 	bool comp_auto;
-	bool serial; /* hidden --serial: one cursor per file (benchmarks) */
+	bool serial;	  /* hidden --serial: one cursor per file (benchmarks) */
+	unsigned threads; /* files scanned at once (0: the CPUs online) */
 	enum tfr_compression comp;
 	struct job *jobs;
 	size_t n, cap;
@@ -235,49 +239,99 @@ static void print_entry(struct index_cmd *ic, const struct job *j, const struct 
 }
 
 /* Index the files jobs[from, to) (one directory) and update its index. */
+/* The scans of one directory's files, shared by the threads that run them. */
+struct scans {
+	const struct index_cmd *ic;
+	const struct job *jobs;
+	size_t n;
+	atomic_size_t next;
+	struct tfr_index_entry **es; /* per job: its entry, or NULL and rets/errs say why */
+	int *rets;
+	struct io_error *errs;
+};
+
+static void scan_one(struct scans *sc, size_t i)
+{
+	const struct job *j = &sc->jobs[i];
+	int fd = open(j->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		sc->rets[i] = -errno;
+		io_error_set(&sc->errs[i], "%s: %s", j->path, strerror(-sc->rets[i]));
+		return;
+	}
+	struct tfr_index_build_opts o;
+	tfr_index_build_opts_init(&o);
+	o.compression = j->c;
+	o.serial = sc->ic->serial;
+	sc->rets[i] = tfr_index_build_fd(fd, j->path, &o, &sc->es[i], &sc->errs[i]);
+	close(fd);
+}
+
+static void *scan_thread(void *arg)
+{
+	struct scans *sc = arg;
+	for (size_t i; (i = atomic_fetch_add(&sc->next, 1)) < sc->n;)
+		scan_one(sc, i);
+	return NULL;
+}
+
+/*
+ * Scan jobs[0, n) on up to threads threads (files are independent: a dataset of several files
+ * is indexed in the time of its largest share, not of their sum). Returns 0 or -ENOMEM.
+ */
+static int scan_all(struct scans *sc, unsigned threads)
+{
+	pthread_t t[64];
+	unsigned nt = threads < 64 ? threads : 64;
+
+	if (nt > sc->n)
+		nt = (unsigned)sc->n;
+	unsigned started = 0;
+	for (; nt > 1 && started < nt - 1; started++) /* the caller is one of them */
+		if (pthread_create(&t[started], NULL, scan_thread, sc) != 0)
+			break;
+	scan_thread(sc);
+	for (unsigned k = 0; k < started; k++)
+		pthread_join(t[k], NULL);
+	return 0;
+}
+
 static void index_group(struct index_cmd *ic, size_t from, size_t to)
 {
 	const char *dir = ic->jobs[from].dir;
+	struct scans sc = { .ic = ic, .jobs = ic->jobs + from, .n = to - from };
 	struct tfr_index_entry **es = calloc(to - from, sizeof(*es));
 	struct io_error err;
 	char ipath[PATH_MAX];
 	size_t n = 0;
 	int ret;
 
-	if (!es) {
+	atomic_init(&sc.next, 0);
+	sc.es = calloc(sc.n, sizeof(*sc.es));
+	sc.rets = calloc(sc.n, sizeof(*sc.rets));
+	sc.errs = calloc(sc.n, sizeof(*sc.errs));
+	if (!es || !sc.es || !sc.rets || !sc.errs) {
 		fprintf(stderr, "sluicectl index: out of memory\n");
 		ic->failed++;
-		return;
+		goto out;
 	}
-	for (size_t i = from; i < to; i++) {
-		const struct job *j = &ic->jobs[i];
-		struct tfr_index_build_opts o;
-		int fd = open(j->path, O_RDONLY | O_CLOEXEC);
-
-		if (fd < 0) {
-			ret = -errno;
-			io_error_set(&err, "%s: %s", j->path, strerror(-ret));
-		} else {
-			tfr_index_build_opts_init(&o);
-			o.compression = j->c;
-			o.serial = ic->serial;
-			ret = tfr_index_build_fd(fd, j->path, &o, &es[n], &err);
-			close(fd);
-		}
-		if (ret) {
-			fprintf(stderr, "sluicectl index: %s\n", err.msg);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	scan_all(&sc, ic->threads ? ic->threads : cpus > 0 ? (unsigned)cpus : 1);
+	for (size_t i = 0; i < sc.n; i++) { /* in the jobs' order, as one thread would */
+		const struct job *j = &sc.jobs[i];
+		if (sc.rets[i]) {
+			fprintf(stderr, "sluicectl index: %s\n", sc.errs[i].msg);
 			if (ic->json)
-				print_entry(ic, j, NULL, "error", err.msg);
+				print_entry(ic, j, NULL, "error", sc.errs[i].msg);
 			ic->failed++;
 			continue;
 		}
-		print_entry(ic, j, es[n], NULL, NULL);
-		n++;
+		print_entry(ic, j, sc.es[i], NULL, NULL);
+		es[n++] = sc.es[i];
 	}
-	if (n == 0) { /* nothing new: the index is left as it is */
-		free(es);
-		return;
-	}
+	if (n == 0) /* nothing new: the index is left as it is */
+		goto out;
 	snprintf(ipath, sizeof(ipath), "%s/%s", dir, TFR_INDEX_NAME);
 	ret = tfr_index_update(ipath, dir, (const struct tfr_index_entry *const *)es, n, NULL,
 			       &err);
@@ -285,8 +339,12 @@ static void index_group(struct index_cmd *ic, size_t from, size_t to)
 		fprintf(stderr, "sluicectl index: %s\n", err.msg);
 		ic->failed++;
 	}
-	for (size_t i = 0; i < n; i++)
-		tfr_index_entry_destroy(es[i]);
+out:
+	for (size_t i = 0; sc.es && i < sc.n; i++)
+		tfr_index_entry_destroy(sc.es[i]);
+	free(sc.es);
+	free(sc.rets);
+	free(sc.errs);
 	free(es);
 }
 
@@ -346,7 +404,7 @@ static void check_group(struct index_cmd *ic, size_t from, size_t to)
 
 int cmd_index(int argc, char **argv)
 {
-	enum { OPT_COMPRESSION = 256, OPT_CHECK, OPT_JSON, OPT_OFFSETS, OPT_SERIAL };
+	enum { OPT_COMPRESSION = 256, OPT_CHECK, OPT_JSON, OPT_OFFSETS, OPT_SERIAL, OPT_THREADS };
 	static const struct option longopts[] = {
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "json", no_argument, NULL, OPT_JSON },
@@ -354,6 +412,7 @@ int cmd_index(int argc, char **argv)
 		/* hidden: the serial header scan only, to measure the interleaved one against */
 		{ "serial", no_argument, NULL, OPT_SERIAL },
 		{ "compression", required_argument, NULL, OPT_COMPRESSION },
+		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -382,6 +441,16 @@ int cmd_index(int argc, char **argv)
 		case OPT_SERIAL:
 			ic.serial = true;
 			break;
+		case OPT_THREADS: {
+			char *end;
+			errno = 0;
+			long t = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || t < 1 || t > 64)
+				return ctl_usage_error("index", "--threads: expected 1 to 64",
+						       index_usage);
+			ic.threads = (unsigned)t;
+			break;
+		}
 		case OPT_COMPRESSION:
 			if (!strcmp(optarg, "auto")) {
 				ic.comp_auto = true;
