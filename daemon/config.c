@@ -38,7 +38,8 @@ const struct dmn_opt dmn_opts[] = {
 	  "it lists several; empty: none, readers get ESTALE)" },
 	{ "cpus", DMN_OPT_CPUS, OFF(cpus_limit), 0, false, "N", NULL,
 	  "the cores sluiced may use, decimals allowed (default\n"
-	  "its CPU affinity, bounded by its cgroup's cpu.max):\n"
+	  "its CPU affinity, bounded by its cgroup's quota: v2\n"
+	  "cpu.max or v1 cpu.cfs_quota_us/cpu.cfs_period_us):\n"
 	  "the parse pool's size and the resource model's budget" },
 	{ "workers", DMN_OPT_UINT, OFF(workers), UINT32_MAX, false, "N", "0",
 	  "parse pool workers (default 0: one per core of --cpus,\n"
@@ -54,8 +55,9 @@ const struct dmn_opt dmn_opts[] = {
 	  "it: num_prefetch + 2 of them, within --memory)" },
 	{ "memory", DMN_OPT_BYTES, OFF(total_bytes), 0, false, "B", NULL,
 	  "the record cache and all rings' --pipeline-memory\n"
-	  "together (default half the memory.max of sluiced's\n"
-	  "cgroup, else of the host's memory)" },
+	  "together (default half the tightest of sluiced's\n"
+	  "cgroup limits, v2 memory.max or v1\n"
+	  "memory.limit_in_bytes, else of the host's memory)" },
 	{ "user-pipelines", DMN_OPT_UINT, OFF(user_pipelines), UINT32_MAX, false, "N", "16",
 	  "pipelines one uid may run, root's not counted\n"
 	  "(default 16; 0: no cap)" },

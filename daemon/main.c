@@ -58,49 +58,63 @@ static void usage(FILE *f)
 		   "--opt alone (true) or --opt=BOOL (true/false, yes/no, 1/0).\n");
 }
 
-/* The number in a cgroup v2 file (read by parse) on sluiced's own cgroup path (service.c). */
-static uint64_t cgroup_min(const char *file, uint64_t (*parse)(const char *text))
+/* sluiced's /proc/self/cgroup into text (cap bytes), and the root the hierarchies are under. */
+static const char *proc_cgroup(char *text, size_t cap)
 {
+	text[0] = '\0';
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (f) {
+		size_t n = fread(text, 1, cap - 1, f);
+		fclose(f);
+		text[n] = '\0';
+	}
 	/* SLUICED_TEST_CGROUP_ROOT stands for /sys/fs/cgroup (tests) */
 	const char *root = getenv("SLUICED_TEST_CGROUP_ROOT");
-	if (!root || !*root)
-		root = "/sys/fs/cgroup";
-	char text[4096];
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	if (!f)
-		return UINT64_MAX;
-	size_t n = fread(text, 1, sizeof(text) - 1, f);
-	fclose(f);
-	text[n] = '\0';
-	return dmn_cgroup_min(text, root, file, parse);
+	return root && *root ? root : "/sys/fs/cgroup";
 }
 
-/* The cores sluiced may use: its CPU affinity, bounded by its cgroup's cpu.max. */
+/*
+ * The cores sluiced may use: its CPU affinity, bounded by its cgroup's quota (v2 cpu.max, or
+ * v1 cpu.cfs_quota_us / cpu.cfs_period_us).
+ */
 static double host_cpus_allowed(void)
 {
 	cpu_set_t set;
+	char text[4096];
+	const char *root = proc_cgroup(text, sizeof(text));
 	double n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-	uint64_t milli = cgroup_min("cpu.max", dmn_cgroup_parse_cpu_max);
+	uint64_t milli = dmn_cgroup_min(text, root, "cpu.max", dmn_cgroup_parse_cpu_max);
+	uint64_t v1 = dmn_cgroup_v1_cpu(text, root);
+	if (v1 < milli)
+		milli = v1;
 	if (milli != UINT64_MAX && (double)milli / 1000 < n)
 		n = (double)milli / 1000;
 	return n > 0 ? n : 1;
 }
 
 /*
- * The default of --memory: half of the smallest memory.max on sluiced's cgroup v2 path (what
- * it may use before the kernel's OOM killer ends it), else half of the host's memory; from
- * says which.
+ * The default of --memory: half of the tightest limit on sluiced's cgroup path, v2's
+ * memory.max or v1's memory.limit_in_bytes (what it may use before the kernel's OOM killer
+ * ends it), else half of the host's memory; from says which.
  */
 static uint64_t default_memory(char *from, size_t cap)
 {
-	uint64_t lim = cgroup_min("memory.max", dmn_cgroup_parse_max);
-	if (lim != UINT64_MAX) {
-		snprintf(from, cap, "half of the cgroup's memory.max, %llu KiB",
-			 (unsigned long long)(lim >> 10));
-		return lim / 2;
-	}
+	char text[4096];
+	const char *root = proc_cgroup(text, sizeof(text));
+	uint64_t v2 = dmn_cgroup_min(text, root, "memory.max", dmn_cgroup_parse_max);
+	uint64_t v1 = dmn_cgroup_v1_memory(text, root);
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	uint64_t host = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 8ull << 30;
+	if (v2 != UINT64_MAX && v2 <= v1 && v2 < host) {
+		snprintf(from, cap, "half of the cgroup's memory.max, %llu KiB",
+			 (unsigned long long)(v2 >> 10));
+		return v2 / 2;
+	}
+	if (v1 != UINT64_MAX && v1 < host) {
+		snprintf(from, cap, "half of the cgroup's memory.limit_in_bytes (v1), %llu KiB",
+			 (unsigned long long)(v1 >> 10));
+		return v1 / 2;
+	}
 	snprintf(from, cap, "half of the host's %llu KiB", (unsigned long long)(host >> 10));
 	return host / 2;
 }

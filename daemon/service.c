@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static bool set(const char *v)
 {
@@ -128,33 +129,144 @@ static char *first_line(const char *path, char *buf, size_t cap)
 	return r;
 }
 
+/* What one cgroup directory says: its limit, or UINT64_MAX. */
+typedef uint64_t (*dir_reader)(const char *dir, const void *ctx);
+
+struct file_parse {
+	const char *file;
+	uint64_t (*parse)(const char *text);
+};
+
+static uint64_t read_file_in(const char *dir, const void *ctx)
+{
+	const struct file_parse *fp = ctx;
+	char path[2200], text[128];
+	int w = snprintf(path, sizeof(path), "%s/%s", dir, fp->file);
+	if (w <= 0 || (size_t)w >= sizeof(path) || !first_line(path, text, sizeof(text)))
+		return UINT64_MAX;
+	return fp->parse(text);
+}
+
+/*
+ * The smallest of what read says of base + cg and of each parent below the first level ("/a/b":
+ * /a/b and /a; "/" itself, a cgroup namespace's own, is read too).
+ */
+static uint64_t walk_min(const char *base, const char *cg_path, size_t cg_len, dir_reader read,
+			 const void *ctx)
+{
+	uint64_t lim = UINT64_MAX;
+	char cg[1024], dir[2048];
+	if (cg_len >= sizeof(cg))
+		return lim;
+	memcpy(cg, cg_path, cg_len);
+	cg[cg_len] = '\0';
+	for (char *slash;; *slash = '\0') { /* it, then each parent */
+		int w = snprintf(dir, sizeof(dir), "%s%s", base, strcmp(cg, "/") ? cg : "");
+		if (w > 0 && (size_t)w < sizeof(dir)) {
+			uint64_t v = read(dir, ctx);
+			if (v < lim)
+				lim = v;
+		}
+		slash = strrchr(cg, '/');
+		/* up to the first level: the host's root cgroup has no limits */
+		if (!slash || slash == cg)
+			break;
+	}
+	return lim;
+}
+
 uint64_t dmn_cgroup_min(const char *proc_cgroup, const char *root, const char *file,
 			uint64_t (*parse)(const char *text))
 {
 	uint64_t lim = UINT64_MAX;
-	char cg[1024], path[2048], text[128];
+	struct file_parse fp = { file, parse };
 	for (const char *line = proc_cgroup; line && *line;) {
 		size_t n = strcspn(line, "\n");
 		/* "0::/system.slice/sluiced.service": v2; v1 controllers' lines are not read */
-		if (n > 3 && strncmp(line, "0::", 3) == 0 && n - 3 < sizeof(cg)) {
-			memcpy(cg, line + 3, n - 3);
-			cg[n - 3] = '\0';
-			for (char *slash;; *slash = '\0') { /* it, then each parent */
-				int w = snprintf(path, sizeof(path), "%s%s/%s", root, cg, file);
-				if (w > 0 && (size_t)w < sizeof(path) &&
-				    first_line(path, text, sizeof(text))) {
-					uint64_t v = parse(text);
-					if (v < lim)
-						lim = v;
-				}
-				slash = strrchr(cg, '/');
-				/* up to the first level: the host's root cgroup has no limits; "/"
-				   itself is read (in a cgroup namespace, the container's own) */
-				if (!slash || slash == cg)
-					break;
+		if (n > 3 && strncmp(line, "0::", 3) == 0) {
+			uint64_t v = walk_min(root, line + 3, n - 3, read_file_in, &fp);
+			if (v < lim)
+				lim = v;
+		}
+		line += n + (line[n] == '\n');
+	}
+	return lim;
+}
+
+/*
+ * Each v1 hierarchy of proc_cgroup that holds controller ("4:memory:/a" or "2:cpu,cpuacct:/a"):
+ * the smallest of what read says over its path, under root/<its controllers> (as mounted:
+ * "cpu,cpuacct"), or root/<controller> (the usual symlink) when that does not exist.
+ */
+static uint64_t v1_min(const char *proc_cgroup, const char *root, const char *controller,
+		       dir_reader read, const void *ctx)
+{
+	uint64_t lim = UINT64_MAX;
+	size_t cl = strlen(controller);
+	for (const char *line = proc_cgroup; line && *line;) {
+		size_t n = strcspn(line, "\n");
+		const char *c1 = memchr(line, ':', n);
+		const char *c2 = c1 ? memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - line)) : NULL;
+		bool has = false;
+		if (c2 &&
+		    c2 > c1 + 1) { /* "hierarchy-id:controllers:path", controllers not empty */
+			for (const char *c = c1 + 1; c < c2;) {
+				size_t k = strcspn(c, ",:");
+				if (k == cl && strncmp(c, controller, cl) == 0)
+					has = true;
+				c += k + (c[k] == ',');
+			}
+		}
+		if (has) {
+			char base[1024];
+			struct stat st;
+			int w = snprintf(base, sizeof(base), "%s/%.*s", root, (int)(c2 - c1 - 1),
+					 c1 + 1);
+			if (w > 0 && (size_t)w < sizeof(base) && stat(base, &st) != 0)
+				w = snprintf(base, sizeof(base), "%s/%s", root, controller);
+			if (w > 0 && (size_t)w < sizeof(base)) {
+				const char *path = c2 + 1;
+				uint64_t v =
+					walk_min(base, path, n - (size_t)(path - line), read, ctx);
+				if (v < lim)
+					lim = v;
 			}
 		}
 		line += n + (line[n] == '\n');
 	}
 	return lim;
+}
+
+uint64_t dmn_cgroup_parse_v1_limit(const char *text)
+{
+	uint64_t v = dmn_cgroup_parse_max(text);
+	/* "no limit" reads as the page counter's maximum, 2^63 rounded down to a page */
+	return v >= (1ull << 62) ? UINT64_MAX : v;
+}
+
+uint64_t dmn_cgroup_v1_memory(const char *proc_cgroup, const char *root)
+{
+	struct file_parse fp = { "memory.limit_in_bytes", dmn_cgroup_parse_v1_limit };
+	return v1_min(proc_cgroup, root, "memory", read_file_in, &fp);
+}
+
+/* cpu.cfs_quota_us over cpu.cfs_period_us in dir: thousandths of a core (-1: no limit). */
+static uint64_t read_cfs(const char *dir, const void *ctx)
+{
+	char path[2200], q[64], p[64];
+	(void)ctx;
+	snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", dir);
+	if (!first_line(path, q, sizeof(q)))
+		return UINT64_MAX;
+	snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", dir);
+	if (!first_line(path, p, sizeof(p)))
+		return UINT64_MAX;
+	char both[130];
+	snprintf(both, sizeof(both), "%s %s", q, p); /* "QUOTA PERIOD", as v2's cpu.max */
+	return q[0] == '-' ? UINT64_MAX : dmn_cgroup_parse_cpu_max(both);
+}
+
+uint64_t dmn_cgroup_v1_cpu(const char *proc_cgroup, const char *root)
+{
+	return v1_min(proc_cgroup, root, "cpu", read_cfs, NULL);
 }

@@ -84,4 +84,19 @@ uint64_t dmn_cgroup_parse_cpu_max(const char *text);
 uint64_t dmn_cgroup_min(const char *proc_cgroup, const char *root, const char *file,
 			uint64_t (*parse)(const char *text));
 
+/*
+ * cgroup v1 (issue 37: many hosts mount only v1 controllers): the smallest
+ * memory.limit_in_bytes over the memory hierarchy's path that proc_cgroup names, under root
+ * (/sys/fs/cgroup, where each hierarchy is mounted by its controllers' names), read as
+ * dmn_cgroup_min reads v2's; UINT64_MAX for none or "no limit" (the kernel's 2^63 - 4096).
+ */
+uint64_t dmn_cgroup_v1_memory(const char *proc_cgroup, const char *root);
+/* memory.limit_in_bytes's text: its number, UINT64_MAX for none or no limit. */
+uint64_t dmn_cgroup_parse_v1_limit(const char *text);
+/*
+ * The same for the cpu hierarchy: cpu.cfs_quota_us / cpu.cfs_period_us in thousandths of a
+ * core, the smallest over the path; UINT64_MAX for none or no quota (-1).
+ */
+uint64_t dmn_cgroup_v1_cpu(const char *proc_cgroup, const char *root);
+
 #endif

@@ -444,6 +444,110 @@ def test_memory_and_quotas(tmp, data):
         d.stop()
 
 
+def v1_dir(controller, probe):
+    """sluiced-test's own directory in the cgroup v1 hierarchy of controller (made here), or
+    None and why (no such v1 hierarchy, not writable: not root)."""
+    with open("/proc/self/cgroup") as f:
+        own = [x.strip().split(":", 2) for x in f]
+    paths = [path for _, ctrls, path in own if controller in ctrls.split(",")]
+    base = "/sys/fs/cgroup/" + controller
+    if not paths or not os.path.isfile(os.path.join(base, probe)):
+        return None, "[cgroup] no cgroup v1 %s hierarchy here" % controller
+    d = os.path.join(base + paths[0].rstrip("/"), "sluice-test-%d" % os.getpid())
+    try:
+        os.mkdir(d)
+    except OSError as e:
+        return None, "[cgroup] cannot make a v1 %s cgroup: %s" % (controller, e)
+    return d, None
+
+
+def joiner(cg):
+    """A preexec_fn that puts the child in cgroup cg before it execs: sluiced starts inside."""
+    procs = os.path.join(cg, "cgroup.procs")
+
+    def join():
+        with open(procs, "w") as f:
+            f.write("%d\n" % os.getpid())
+    return join
+
+
+def test_memory_cgroup_v1(tmp, data):
+    """Issue 37 item 4: inside a real cgroup v1 memory cgroup of 64 MiB (made by hand, as a
+    host without systemd has them), sluiced's default --memory is half of its
+    memory.limit_in_bytes, said in the log, and a fifth 8 MiB ring is refused with the figures."""
+    cg, why = v1_dir("memory", "memory.limit_in_bytes")
+    if not cg:
+        skip_case("memory (cgroup v1): the default budget from memory.limit_in_bytes", why)
+        return
+    try:
+        with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
+            f.write("67108864\n")
+        procs = os.path.join(cg, "cgroup.procs")
+        conf = os.path.join(tmp, "conf-v1")
+        os.makedirs(conf)
+        mark = log_mark(tmp)
+        d = Daemon(tmp, conf, [], preexec_fn=joiner(cg))
+        try:
+            with open(procs) as f:
+                inside = str(d.p.pid) in f.read().split()
+            outs = []
+            for k in range(5):
+                p = os.path.join(tmp, "v1-%d.json" % k)
+                with open(p, "w") as f:
+                    json.dump(spec(data, name="v1q%d" % k, epochs=None, batch=10 + k), f)
+                outs.append(ctl(d, "register", p))
+        finally:
+            d.stop()
+        said = "\n".join(log_since(mark))
+        check(inside and "memory: 32768 KiB for rings (half of the cgroup's "
+              "memory.limit_in_bytes (v1), 65536 KiB)" in said,
+              "memory (cgroup v1): half of a 64 MiB memory.limit_in_bytes is the budget, logged "
+              "(%s)" % [x for x in said.splitlines() if "for rings" in x])
+        check([r.returncode for r in outs] == [0, 0, 0, 0, 1] and
+              "memory budget: 33554432 of 33554432 bytes" in outs[4].stderr,
+              "memory (cgroup v1): 4 rings of 8 MiB fit, the fifth is refused (%s)" %
+              outs[4].stderr.strip()[-200:])
+    finally:
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass
+
+
+def test_cpus_cgroup_v1(tmp, data):
+    """Issue 37 item 4: inside a real cgroup v1 cpu cgroup with a quota of half a core
+    (cpu.cfs_quota_us 50000 of cpu.cfs_period_us 100000), sluiced's model budget is 500
+    millicores and, with --workers 0, its pool one worker."""
+    cg, why = v1_dir("cpu", "cpu.cfs_period_us")
+    if not cg:
+        skip_case("cpus (cgroup v1): the budget from cpu.cfs_quota_us", why)
+        return
+    try:
+        with open(os.path.join(cg, "cpu.cfs_period_us"), "w") as f:
+            f.write("100000\n")
+        with open(os.path.join(cg, "cpu.cfs_quota_us"), "w") as f:
+            f.write("50000\n")
+        conf = os.path.join(tmp, "conf-cpu-v1")
+        os.makedirs(conf)
+        with open(os.path.join(conf, "c.json"), "w") as f:
+            json.dump(spec(data, name="c1", epochs=1), f)
+        d = Daemon(tmp, conf, ["--workers", "0"], preexec_fn=joiner(cg))
+        try:
+            r, lines = drain_json(d, "c1")
+            _, flat = stats_of(d, "c1")
+        finally:
+            d.stop()
+        check(r.returncode == 0 and sorted(ids_of(lines)) == list(range(200)) and
+              flat.get("cpus_milli") == 500 and flat.get("workers") == 1,
+              "cpus (cgroup v1): a quota of half a core gives 500 millicores and one worker "
+              "(%s)" % {k: flat.get(k) for k in ("cpus_milli", "workers")})
+    finally:
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass
+
+
 def stats_of(d, name):
     """`sluicectl stats NAME --json`: the finished process and its stats ({} if not JSON)."""
     st = ctl(d, "stats", name, "--json")
@@ -1455,10 +1559,12 @@ def main():
         test_budget(tmp, data)
         test_ended_dropped(tmp, data)
         test_memory_and_quotas(tmp, data)
+        test_memory_cgroup_v1(tmp, data)
         test_state_resume(tmp, data)
         test_resume_by_name(tmp, data)
         test_io_options(tmp, data)
         test_cpus(tmp, data)
+        test_cpus_cgroup_v1(tmp, data)
         test_record_cache(tmp, data)
         test_ring_memory(tmp, data)
         test_errors_reach_readers(tmp, data)

@@ -224,6 +224,48 @@ static void test_cgroup_min(void **state)
 	rmdir(root);
 }
 
+/*
+ * cgroup v1: memory.limit_in_bytes over the memory hierarchy's path (the kernel's "no limit"
+ * is none), cfs quota over period over the cpu hierarchy's, mounted as "cpu,cpuacct" (found
+ * by the line's controllers) or by the controller's own name; v2 lines are not read here.
+ */
+static void test_cgroup_v1(void **state)
+{
+	(void)state;
+	char root[] = "/tmp/sluice-cgroup1-XXXXXX", path[512];
+	static const char *const dirs[] = { "memory", "memory/job", "memory/job/sluiced",
+					    "cpu,cpuacct", "cpu,cpuacct/job" };
+	assert_non_null(mkdtemp(root));
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root, dirs[i]);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	put(root, "memory/memory.limit_in_bytes", "9223372036854771712\n"); /* the host's */
+	put(root, "memory/job/memory.limit_in_bytes", "67108864\n");
+	put(root, "memory/job/sluiced/memory.limit_in_bytes", "9223372036854771712\n");
+	put(root, "cpu,cpuacct/job/cpu.cfs_quota_us", "150000\n");
+	put(root, "cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+	const char *cg = "9:cpu,cpuacct:/job\n4:memory:/job/sluiced\n0::/\n";
+	assert_true(dmn_cgroup_v1_memory(cg, root) == 64ull << 20); /* the parent's */
+	assert_true(dmn_cgroup_v1_cpu(cg, root) == 1500);
+	/* no quota (-1), no hierarchy, the root's "no limit" */
+	put(root, "cpu,cpuacct/job/cpu.cfs_quota_us", "-1\n");
+	assert_true(dmn_cgroup_v1_cpu(cg, root) == UINT64_MAX);
+	assert_true(dmn_cgroup_v1_memory("0::/job\n", root) == UINT64_MAX);
+	assert_true(dmn_cgroup_v1_memory("4:memory:/\n", root) == UINT64_MAX);
+	assert_true(dmn_cgroup_parse_v1_limit("9223372036854771712") == UINT64_MAX);
+	assert_true(dmn_cgroup_parse_v1_limit("1048576\n") == 1u << 20);
+	/* a hierarchy mounted by the controller's own name ("cpu" beside "cpuacct") */
+	snprintf(path, sizeof(path), "%s/cpu", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	put(root, "cpu/cpu.cfs_quota_us", "50000\n");
+	put(root, "cpu/cpu.cfs_period_us", "100000\n");
+	assert_true(dmn_cgroup_v1_cpu("1:cpu:/\n", root) == 500);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -237,6 +279,7 @@ int main(void)
 		cmocka_unit_test(test_notify_addr),
 		cmocka_unit_test(test_cgroup_parse),
 		cmocka_unit_test(test_cgroup_min),
+		cmocka_unit_test(test_cgroup_v1),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
