@@ -186,6 +186,10 @@ void pl_deliver_fail(struct pl_deliver *dl, int code, const struct io_error *e)
 	if (!dl->error) {
 		dl->error = code;
 		dl->err = *e;
+		/* every failure reaches the readers with text: a stage that said nothing gets
+		   its errno's */
+		if (!dl->err.msg[0])
+			io_error_set(&dl->err, "%s", strerror(code < 0 ? -code : code));
 	}
 	pthread_cond_broadcast(&dl->ready_cond);
 	pthread_mutex_unlock(&dl->lock);

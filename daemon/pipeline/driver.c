@@ -183,6 +183,35 @@ static int dispatch(struct pl_driver *d, struct pl_rows *rows, uint64_t epoch, u
 }
 
 /*
+ * Make room for row n of an array of rows of size sz (*cap of them now, at most b): doubling
+ * from 1024, so that a target_batch_size far above the epoch's records (2^31 - 1 is allowed)
+ * takes what the rows take, not b slots up front. 0, or -ENOMEM with d->err saying so.
+ */
+static int grow_rows(struct pl_driver *d, void **rows, size_t *cap, size_t n, size_t b, size_t sz,
+		     bool aligned)
+{
+	if (n < *cap)
+		return 0;
+	size_t nc = *cap ? *cap * 2 : 1024;
+	if (nc > b)
+		nc = b;
+	void *nr = aligned ? aligned_alloc(PL_REC_ALIGN, nc * sz) : malloc(nc * sz);
+	if (!nr) {
+		io_error_set(&d->err,
+			     "out of memory for a batch of %zu rows (%zu bytes of row slots; "
+			     "target_batch_size %zu)",
+			     nc, nc * sz, b);
+		return -ENOMEM;
+	}
+	if (*rows)
+		memcpy(nr, *rows, n * sz);
+	free(*rows);
+	*rows = nr;
+	*cap = nc;
+	return 0;
+}
+
+/*
  * Up to b elements of the epoch into new arrays: records, or a cached epoch's compact rows
  * (with a reference to it). 0 (ret->n may be less than b at the end of the epoch), or -errno.
  */
@@ -192,22 +221,33 @@ static int collect(struct pl_driver *d, size_t b, struct pl_rows *ret)
 	struct pl_cepoch *cx = pl_chain_cached_epoch(d->chain);
 	*ret = (struct pl_rows){ 0 };
 	int r = 0;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	if (cx) {
-		ret->crow = malloc(b * sizeof(*ret->crow));
-		if (!ret->crow)
-			return -ENOMEM;
 		pl_cepoch_ref(cx);
 		ret->cx = cx;
-		while (n < b && (r = pl_chain_next_row(d->chain, &ret->crow[n], &d->err)) == 1)
+		for (;;) {
+			if (n == b)
+				break;
+			r = grow_rows(d, (void **)&ret->crow, &cap, n, b, sizeof(*ret->crow),
+				      false);
+			if (r < 0 || (r = pl_chain_next_row(d->chain, &ret->crow[n], &d->err)) != 1)
+				break;
 			n++;
+			ret->n = n;
+		}
 	} else {
-		ret->rec = aligned_alloc(PL_REC_ALIGN, b * sizeof(*ret->rec));
-		if (!ret->rec)
-			return -ENOMEM;
-		while (n < b && (r = pl_chain_next(d->chain, &ret->rec[n], &d->err)) == 1)
+		for (;;) {
+			if (n == b)
+				break;
+			r = grow_rows(d, (void **)&ret->rec, &cap, n, b, sizeof(*ret->rec), true);
+			if (r < 0 || (r = pl_chain_next(d->chain, &ret->rec[n], &d->err)) != 1)
+				break;
 			n++;
+			ret->n = n;
+		}
 	}
+	if (r == 1)
+		r = 0;
 	ret->n = n;
 	if (r < 0) {
 		pl_rows_drop(ret);

@@ -185,6 +185,31 @@ static void test_stream_exact_batches(void **state)
 	}
 }
 
+/*
+ * The largest target_batch_size (2^31 - 1, what the spec allows) over a small dataset: each
+ * epoch is one batch of every record (issue 37 item 5: the driver took b row slots up front,
+ * 128 GiB, and the reader got an empty message), and the same with a cached-free shuffle.
+ */
+static void test_stream_largest_batch(void **state)
+{
+	(void)state;
+	struct spec_args a = spec_default();
+	a.batch = INT32_MAX;
+	a.epochs = "2";
+	for (int shuf = 0; shuf < 2; shuf++) {
+		a.shuffle = shuf;
+		struct stream *s = run_all(&a, NULL, false);
+		assert_stream_ok(s);
+		assert_int_equal(s->n, 2);
+		for (size_t i = 0; i < 2; i++) {
+			assert_int_equal(s->b[i].rows, N_RECS);
+			assert_int_equal(s->b[i].epoch, i);
+			assert_permutation(s->ids + i * N_RECS, N_RECS, NULL, 0);
+		}
+		stream_free(s);
+	}
+}
+
 /* sloppy_interleave: any order among the open files, but every record once per epoch. */
 static void test_stream_sloppy(void **state)
 {
@@ -373,6 +398,7 @@ int main(void)
 		cmocka_unit_test(test_stream_evacuations),
 		cmocka_unit_test(test_stream_file_order),
 		cmocka_unit_test(test_stream_exact_batches),
+		cmocka_unit_test(test_stream_largest_batch),
 		cmocka_unit_test(test_stream_sloppy),
 		cmocka_unit_test(test_cycle_length),
 		cmocka_unit_test(test_stream_endless_empty_epoch),
