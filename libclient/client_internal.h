@@ -48,7 +48,14 @@
 #define LC_HOLD_SLICE_MS    1	  /* ... and lets queued releases through this often */
 #define LC_RETRY_MS	    100	  /* between reconnect attempts */
 #define LC_ABORT_GRACE_MS   100	  /* after -ECONNABORTED: how long to wait for EOF/SHUTDOWN */
-#define LC_DEFAULT_TRIES    50
+/*
+ * The re-attach window after the daemon went away, by default (SLUICE_REATTACH_S overrides it):
+ * systemd restarts sluiced RestartSec=1s after a crash (tools/systemd/sluiced.service.in) and it
+ * is READY within ~10 ms (30 ms at most, measured: docs/python.md); an administrator's restart
+ * takes its SIGTERM stop too. A minute covers both with room, where a job would otherwise die.
+ */
+#define LC_DEFAULT_REATTACH_S 60
+#define LC_DEFAULT_TRIES      (LC_DEFAULT_REATTACH_S * 1000 / LC_RETRY_MS)
 
 struct sluice_client {
 	pthread_mutex_t lock;

@@ -158,6 +158,15 @@ void sluice_attach_opts_init(struct sluice_attach_opts *o)
 	o->size = sizeof(*o);
 	o->mode = SLUICE_MODE_BROADCAST;
 	o->reconnect_tries = LC_DEFAULT_TRIES;
+	/* $SLUICE_REATTACH_S: the window in seconds (decimals allowed; 0: never re-attach) */
+	const char *w = getenv("SLUICE_REATTACH_S");
+	if (w && *w) {
+		char *end;
+		errno = 0;
+		double s = strtod(w, &end);
+		if (!errno && end != w && !*end && s >= 0 && s <= 86400)
+			o->reconnect_tries = (unsigned)((s * 1000 + LC_RETRY_MS - 1) / LC_RETRY_MS);
+	}
 }
 
 /* "attach \"NAME\"" or "attach by spec", for messages. */

@@ -85,7 +85,11 @@ struct sluice_attach_opts {
 	uint32_t rank_count;
 	const void *state; /* resume where sluice_reader_save() said, or NULL */
 	size_t state_len;
-	unsigned reconnect_tries; /* after the daemon restarts: attempts, 100 ms apart (default 50) */
+	/*
+	 * After the daemon went away (a restart): attempts to re-attach, 100 ms apart. Default
+	 * $SLUICE_REATTACH_S seconds' worth (decimals allowed, 0: none), else 60 s (600).
+	 */
+	unsigned reconnect_tries;
 	/*
 	 * Broadcast: what happens when this reader falls behind the others. SLUICE_LAG_HOLD (the
 	 * default): it holds them back, nothing is skipped. SLUICE_LAG_CATCH_UP: once it is more

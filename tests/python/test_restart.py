@@ -472,3 +472,59 @@ def test_split_member_without_a_token_joins_its_group_where_it_resumed(tmp_path,
     assert all(ref[s] == lab for s, lab, _ in got)
     unmarked = [s for s, _, re in got if not re]
     assert len(unmarked) == len(set(unmarked)), sorted(unmarked)
+
+
+def _restart_later(d, tmp, conf, sd, gap_s, box):
+    """Kill sluiced now; start it again gap_s seconds later (the restart under test)."""
+    d.stop(signal.SIGKILL)
+    time.sleep(gap_s)  # workload: the restart's gap, what the reader must wait out
+    box.append(test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd]))
+
+
+def test_a_10_s_restart_is_waited_out(tmp_path, data):
+    """Issue 37 item 7: a restart longer than the old 5 s window made every reader fail. The
+    default window (60 s, SLUICE_REATTACH_S) waits out a 10 s gap: exactly the batches, in
+    order, none twice."""
+    spec = _spec(data)
+    want = _want(run_reference(tmp_path, spec, "label"))
+    tmp, sd, conf = str(tmp_path), str(tmp_path / "state"), str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
+    box = []
+    try:
+        with sluice.attach(spec=spec, socket=d.sock) as r:
+            head = _read(r, 20)
+            t = threading.Thread(target=_restart_later, args=(d, tmp, conf, sd, 10, box))
+            t.start()
+            tail = _read(r, timeout=120)
+            t.join()
+    finally:
+        rc = box[0].stop() if box else None
+    assert head + tail == want and rc == 0
+
+
+def test_reattach_window_is_a_setting(tmp_path, data):
+    """attach(reattach_s=1): the reader gives up after its window (10 attempts 100 ms apart)
+    when sluiced is not back, and says so; the next call tries again and resumes it."""
+    spec = _spec(data)
+    want = _want(run_reference(tmp_path, spec, "label"))
+    tmp, sd, conf = str(tmp_path), str(tmp_path / "state"), str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
+    d2 = None
+    try:
+        with sluice.attach(spec=spec, socket=d.sock, reattach_s=1) as r:
+            head = _read(r, 20)
+            d.stop(signal.SIGKILL)
+            seen = []
+            with pytest.raises(sluice.SluiceError) as ei:
+                _read(r, out=seen)  # what the killed daemon's ring still held, then the error
+            assert ei.value.errno == errno.ECONNRESET
+            assert "10 attempts to re-attach failed" in ei.value.strerror, ei.value.strerror
+            d2 = test_daemon.Daemon(tmp, conf, OPTS + ["--state-dir", sd])
+            tail = _read(r)
+    finally:
+        rc = d2.stop() if d2 else None
+    assert head + seen + tail == want and rc == 0
+    with pytest.raises(ValueError):
+        sluice.attach(spec=spec, socket=d.sock, reattach_s=-1)

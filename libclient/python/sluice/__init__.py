@@ -213,7 +213,7 @@ def remove(name, *, socket=None):
 
 
 def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, count=None,
-           group=None, state=None, lag="hold", max_lag=None):
+           group=None, state=None, lag="hold", max_lag=None, reattach_s=None):
     """Attach to pipeline `name`, or to the pipeline of `spec` (registered if need be).
 
     mode: "broadcast" (every reader sees every batch), "split" (each batch goes to one
@@ -227,6 +227,8 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
     back) or "catch_up" (past `max_lag` batches behind, default half the daemon's ring, it
     goes on from a pipeline of its own, without a gap, and the others no longer wait).
     socket: sluiced's control socket (default: as sluice.h says, $SLUICE_SOCKET first).
+    reattach_s: how long the reader tries to re-attach after sluiced went away (a restart:
+    it resumes where it was), in seconds; default $SLUICE_REATTACH_S, else 60; 0: never.
     Returns a Reader.
     """
     if (name is None) == (spec is None):
@@ -250,6 +252,8 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
         raise ValueError("attach: lag %r is for broadcast readers" % lag)
     if max_lag is not None and (lag != "catch_up" or max_lag < 1):
         raise ValueError("attach: max_lag (>= 1) goes with lag=\"catch_up\"")
+    if reattach_s is not None and not 0 <= reattach_s <= 86400:
+        raise ValueError("attach: reattach_s %r is not 0 to 86400 seconds" % (reattach_s,))
     L = _lib.lib()
     opts = _lib.AttachOpts()
     L.sluice_attach_opts_init(ctypes.byref(opts))
@@ -262,6 +266,8 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
     opts.mode = _lib.MODES[mode]
     opts.lag_policy = _lib.LAGS[lag]
     opts.max_lag = max_lag or 0
+    if reattach_s is not None:  # attempts 100 ms apart, as the library makes them
+        opts.reconnect_tries = int(math.ceil(reattach_s * 10))
     if mode == "rank":
         opts.rank_index, opts.rank_count = index, count
     if group:

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -121,6 +122,33 @@ static void test_reconnect_gives_up(void **state)
 	sluice_detach(r);
 	sluice_disconnect(c);
 	srv_free(&s);
+}
+
+/*
+ * The re-attach window: 60 s of attempts 100 ms apart by default; $SLUICE_REATTACH_S sets it
+ * in seconds (decimals rounded up to an attempt, 0: none); a value that is not one is ignored.
+ */
+static void test_reattach_window(void **state)
+{
+	static const struct {
+		const char *env;
+		unsigned tries;
+	} cases[] = { { NULL, 600 }, { "2.5", 25 },    { "0", 0 },    { "0.01", 1 }, { "abc", 600 },
+		      { "-1", 600 }, { "90000", 600 }, { "10", 100 }, { "", 600 } };
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sluice_attach_opts o;
+		if (cases[i].env)
+			setenv("SLUICE_REATTACH_S", cases[i].env, 1);
+		else
+			unsetenv("SLUICE_REATTACH_S");
+		sluice_attach_opts_init(&o);
+		if (o.reconnect_tries != cases[i].tries)
+			fail_msg("SLUICE_REATTACH_S %s: %u tries, want %u",
+				 cases[i].env ? cases[i].env : "(unset)", o.reconnect_tries,
+				 cases[i].tries);
+	}
+	unsetenv("SLUICE_REATTACH_S");
 }
 
 /*
@@ -279,6 +307,7 @@ int main(void)
 		cmocka_unit_test(test_reconnect_after_shutdown),
 		cmocka_unit_test(test_reconnect_after_crash),
 		cmocka_unit_test(test_reconnect_gives_up),
+		cmocka_unit_test(test_reattach_window),
 		cmocka_unit_test(test_reader_removed),
 		cmocka_unit_test(test_no_kept_position_is_an_error),
 		cmocka_unit_test(test_threads_two_readers_restart),
