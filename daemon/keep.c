@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "mac.h"
 
 /*
  * One file per pipeline: RUN-FP-NAMEHASH.pos, JSON (keep_to_json below). Written by the
@@ -220,10 +221,41 @@ static struct dmn_kept **find_locked(struct dmn_keep *k, uint64_t run, const uin
 	return pp;
 }
 
+#define MAC_TAG	      "hmac-sha256 "
+#define KEEP_FILE_MAX (1u << 20)
+
+/* The record text's MAC line ("hmac-sha256 HEX\n") under k's key into out (cap >= 80). */
+static void mac_line(const struct dmn_keep *k, const char *text, size_t len, char *out)
+{
+	uint8_t mac[DMN_SHA256_LEN];
+	dmn_hmac_sha256(k->key, sizeof(k->key), text, len, mac);
+	memcpy(out, MAC_TAG, sizeof(MAC_TAG) - 1);
+	char *h = out + sizeof(MAC_TAG) - 1;
+	hex(mac, sizeof(mac), h);
+	h[2 * DMN_SHA256_LEN] = '\n';
+	h[2 * DMN_SHA256_LEN + 1] = '\0';
+}
+
+/*
+ * Whether buf (a record file: its JSON, a newline, its MAC line) carries this directory's MAC;
+ * *ret_len is the JSON's length.
+ */
+static bool mac_ok(const struct dmn_keep *k, const char *buf, size_t len, size_t *ret_len)
+{
+	char want[128];
+	const size_t line = sizeof(MAC_TAG) - 1 + 2 * DMN_SHA256_LEN + 1;
+	if (len < line + 1 || buf[len - line - 1] != '\n')
+		return false;
+	size_t jl = len - line - 1;
+	mac_line(k, buf, jl, want);
+	*ret_len = jl;
+	return dmn_mac_equal((const uint8_t *)want, (const uint8_t *)buf + jl + 1, line);
+}
+
 static void load_one(struct dmn_keep *k, int dfd, const char *fname, time_t now)
 {
 	struct stat st;
-	int fd = openat(dfd, fname, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = openat(dfd, fname, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (uint64_t)(now - st.st_mtime) > DMN_KEEP_MAX_AGE_S) {
 		if (fd >= 0)
@@ -231,9 +263,32 @@ static void load_one(struct dmn_keep *k, int dfd, const char *fname, time_t now)
 		unlinkat(dfd, fname, 0);
 		return;
 	}
-	json_error_t je;
-	json_t *j = json_loadfd(fd, 0, &je);
+	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		dmn_warn("state dir %s: %s: ignored and removed: owned by uid %u with mode %04o, "
+			 "not sluiced's (uid %u) and writable by it alone",
+			 k->dir, fname, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+			 (unsigned)geteuid());
+		close(fd);
+		unlinkat(dfd, fname, 0);
+		return;
+	}
+	char *buf =
+		st.st_size > 0 && st.st_size <= KEEP_FILE_MAX ? malloc((size_t)st.st_size) : NULL;
+	ssize_t got = buf ? read(fd, buf, (size_t)st.st_size) : -1;
 	close(fd);
+	size_t jl = 0;
+	if (got != st.st_size || !mac_ok(k, buf, (size_t)got, &jl)) {
+		dmn_warn("state dir %s: %s: ignored and removed: %s", k->dir, fname,
+			 got != st.st_size ? "cannot be read whole"
+					   : "its MAC does not check (not written by a sluiced "
+					     "of this state directory, or edited since)");
+		free(buf);
+		unlinkat(dfd, fname, 0);
+		return;
+	}
+	json_error_t je;
+	json_t *j = json_loadb(buf, jl, 0, &je);
+	free(buf);
 	struct dmn_kept *r = calloc(1, sizeof(*r));
 	int rc = !r ? -ENOMEM : !j ? -EBADMSG : keep_from_json(j, r);
 	json_decref(j);
@@ -247,6 +302,94 @@ static void load_one(struct dmn_keep *k, int dfd, const char *fname, time_t now)
 	r->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	r->next = k->list;
 	k->list = r;
+}
+
+/*
+ * Whether path and each directory above it are sluiced's user's or root's and writable by no
+ * one else (a sticky directory, /tmp, excepted: nobody can rename what is in it): else why,
+ * into why.
+ */
+static bool dir_safe(const char *path, char *why, size_t cap)
+{
+	char p[4096];
+	if (!realpath(path, p)) {
+		snprintf(why, cap, "%s", strerror(errno));
+		return false;
+	}
+	for (bool first = true;; first = false) {
+		struct stat st;
+		if (lstat(p, &st) < 0) {
+			snprintf(why, cap, "%.400s: %s", p, strerror(errno));
+			return false;
+		}
+		bool owner_ok = st.st_uid == geteuid() || st.st_uid == 0;
+		bool others_w = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+		if (!owner_ok || (others_w && (first || !(st.st_mode & S_ISVTX)))) {
+			snprintf(why, cap,
+				 "%.300s is owned by uid %u with mode %04o: another user could "
+				 "write "
+				 "there and plant positions that grant rights (it must be "
+				 "sluiced's "
+				 "uid %u's or root's, writable by no one else)",
+				 p, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+				 (unsigned)geteuid());
+			return false;
+		}
+		char *slash = strrchr(p, '/');
+		if (!slash || p[1] == '\0')
+			return true;
+		if (slash == p)
+			slash[1] = '\0'; /* "/" */
+		else
+			*slash = '\0';
+	}
+}
+
+/* STATE/key: read, or made (32 random bytes, 0600) when there is none. 0, or -errno and why. */
+static int load_key(struct dmn_keep *k, int dfd, char *why, size_t cap)
+{
+	int fd = openat(dfd, "key", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT) {
+		uint8_t key[sizeof(k->key)];
+		if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key)) {
+			snprintf(why, cap, "getrandom: %s", strerror(errno));
+			return -EIO;
+		}
+		fd = openat(dfd, "key.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			    0600);
+		bool ok = fd >= 0 && write(fd, key, sizeof(key)) == (ssize_t)sizeof(key);
+		if (fd >= 0)
+			ok = close(fd) == 0 && ok;
+		/* linkat, not rename: of two sluiced starting at once, the first key stays */
+		if (ok && linkat(dfd, "key.tmp", dfd, "key", 0) < 0 && errno != EEXIST)
+			ok = false;
+		unlinkat(dfd, "key.tmp", 0);
+		if (!ok) {
+			snprintf(why, cap, "key: cannot write it: %s", strerror(errno));
+			return -EIO;
+		}
+		fd = openat(dfd, "key", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	}
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(why, cap, "key: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -EIO;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) ||
+	    st.st_size != (off_t)sizeof(k->key) ||
+	    read(fd, k->key, sizeof(k->key)) != (ssize_t)sizeof(k->key)) {
+		snprintf(why, cap,
+			 "key: not a file of %zu bytes that sluiced's uid %u alone may read "
+			 "(uid %u, mode %04o, %lld bytes)",
+			 sizeof(k->key), (unsigned)geteuid(), (unsigned)st.st_uid,
+			 (unsigned)(st.st_mode & 07777), (long long)st.st_size);
+		close(fd);
+		return -EPERM;
+	}
+	close(fd);
+	return 0;
 }
 
 /* By pipeline (fingerprint, name), newest first. */
@@ -312,12 +455,24 @@ void dmn_keep_init(struct dmn_keep *k, const char *dir)
 			strerror(errno));
 		return;
 	}
+	char why[600];
+	if (!dir_safe(dir, why, sizeof(why))) {
+		dmn_err("state directory %s: not used: %s: readers cannot resume after a restart",
+			dir, why);
+		return;
+	}
 	DIR *dp = opendir(dir);
 	if (!dp || access(dir, W_OK) < 0) {
 		dmn_log("state directory %s: %s: readers cannot resume after a restart", dir,
 			strerror(errno));
 		if (dp)
 			closedir(dp);
+		return;
+	}
+	if (load_key(k, dirfd(dp), why, sizeof(why)) < 0) {
+		dmn_err("state directory %s: not used: %s: readers cannot resume after a restart",
+			dir, why);
+		closedir(dp);
 		return;
 	}
 	k->dir = strdup(dir);
@@ -363,10 +518,19 @@ static int write_file(struct dmn_keep *k, const struct dmn_kept *rec)
 	file_name(k, rec->run, rec->fp, rec->name, ".pos", path, sizeof(path));
 	file_name(k, rec->run, rec->fp, rec->name, ".tmp", tmp, sizeof(tmp));
 	json_t *j = keep_to_json(rec);
-	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	char *json = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
-	if (!text)
+	size_t jl = json ? strlen(json) : 0;
+	char *text = json ? malloc(jl + 128) : NULL;
+	if (!text) {
+		free(json);
 		return -ENOMEM;
+	}
+	/* the record, then its MAC under the directory's key (load_one checks it) */
+	memcpy(text, json, jl);
+	text[jl] = '\n';
+	mac_line(k, json, jl, text + jl + 1);
+	free(json);
 	int rc = 0;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	size_t len = strlen(text);

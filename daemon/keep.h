@@ -72,6 +72,8 @@ struct dmn_kept {
 struct dmn_keep {
 	char *dir; /* NULL: off */
 	uint64_t run;
+	/* STATE/key (0600, sluiced's): every record file carries an HMAC-SHA256 under it */
+	uint8_t key[32];
 	pthread_mutex_t lock;
 	struct dmn_kept *list; /* this run's pipelines and earlier runs' files */
 };
@@ -79,7 +81,14 @@ struct dmn_keep {
 /*
  * Open the state directory dir (NULL or "": off), load the records earlier runs left (a file
  * that cannot be read is logged and removed; files older than DMN_KEEP_MAX_AGE_S are removed).
- * Never fails: a directory that cannot be used turns the feature off, with a log line.
+ * Never fails: a directory that cannot be used turns the feature off, with a log line. What a
+ * record grants (its owner's rights) must not come from anyone else (issue 37 item 3): the
+ * directory and each of its parents must be sluiced's user's or root's and writable by nobody
+ * else (sticky parents excepted), as sshd asks of a key's directory, else the directory is not
+ * used; a record file that is not sluiced's user's, or that others may write, is ignored; and
+ * each record carries an HMAC-SHA256 under STATE/key (32 random bytes, 0600, made on first
+ * use), so that a record planted or edited, or copied from another state directory, is
+ * ignored. (A reader's state blob is not a record: it grants nothing and stays portable.)
  */
 void dmn_keep_init(struct dmn_keep *k, const char *dir);
 void dmn_keep_fini(struct dmn_keep *k);

@@ -1211,8 +1211,10 @@ def test_restart(tmp, conf):
           "restart: the broadcast reader's 60 batches are exactly the uninterrupted run's (got "
           "seqs %s)" % [b["seq"] for b in lines][:70])
     check(not any(b.get("redelivered") for b in lines), "restart: nothing marked re-delivered")
+    # a reader that waits 2 s for sluiced to come back (SLUICE_REATTACH_S; default 60)
     q = subprocess.Popen([os.environ["SLUICECTL"], "--socket", d2.sock, "drain", "forever"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, SLUICE_REATTACH_S="2"))
     for _ in range(600):  # until the reader has taken a batch (polls the condition itself)
         st, flat = stats_of(d2, "forever")
         taken = [v for k, v in flat.items() if k.startswith("reader.") and k.endswith(".taken")]

@@ -196,7 +196,7 @@ def _rank_seq(sd, n):
         if f.endswith(".pos"):
             try:
                 with open(os.path.join(sd, f)) as fh:
-                    rec = json.load(fh)
+                    rec = json.loads(fh.readline())  # the record; its MAC line follows
             except ValueError:  # being replaced
                 continue
             for k in rec["rank"]:
@@ -281,7 +281,7 @@ def _kept_rank(sd, n):
     got = []
     for f in _records(sd):
         with open(os.path.join(sd, f)) as fh:
-            rec = json.load(fh)
+            rec = json.loads(fh.readline())  # the record; its MAC line follows
         got += [(rec["low_seq"], k["seq"]) for k in rec["rank"] if k["n"] == n]
     return got
 
