@@ -55,22 +55,42 @@ static bool reclaim_idle(struct dmn_registry *d, uint64_t need)
 	return true;
 }
 
+/*
+ * Fair shares (docs/security.md, "Shares"): what users other than root may not take, so that
+ * root and the config dir's pipelines always find room: an eighth of --memory (at least one
+ * pipeline's) and of --max-pipelines (at least one).
+ */
+static uint64_t reserve_bytes(const struct dmn_registry *d)
+{
+	uint64_t r = d->cfg.total_bytes / 8;
+	return r > d->cfg.pipeline_bytes ? r : d->cfg.pipeline_bytes;
+}
+
+static unsigned reserve_pipelines(const struct dmn_registry *d)
+{
+	unsigned r = d->cfg.max_pipelines / 8;
+	return r > 1 ? r : 1;
+}
+
 int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_cap)
 {
+	bool user = owner != 0 && owner != (uid_t)-1; /* root and the config dir's: not */
 	if (d->cfg.max_pipelines && d->n_pipelines >= d->cfg.max_pipelines) {
 		snprintf(msg, msg_cap, "sluiced runs its limit of %u pipelines",
 			 d->cfg.max_pipelines);
 		return -EUSERS;
 	}
-	if (owner != 0 && owner != (uid_t)-1 && (d->cfg.user_pipelines || d->cfg.user_bytes)) {
-		unsigned n = 0;
-		uint64_t bytes = 0;
+	unsigned n = 0;
+	uint64_t bytes = 0;
+	if (user) {
 		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
 			if (pl->owner == owner && !ended_idle(pl)) {
 				n++;
 				bytes += pl->data_bytes;
 			}
 		}
+	}
+	if (user && (d->cfg.user_pipelines || d->cfg.user_bytes)) {
 		if ((d->cfg.user_pipelines && n >= d->cfg.user_pipelines) ||
 		    (d->cfg.user_bytes && bytes + d->cfg.pipeline_bytes > d->cfg.user_bytes)) {
 			snprintf(msg, msg_cap,
@@ -83,6 +103,24 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 			return -EDQUOT;
 		}
 	}
+	if (user && d->cfg.max_pipelines) {
+		/*
+		 * A uid that runs nothing may take what users may have; one that runs some, at
+		 * most half of what is left to them: others who come later find room.
+		 */
+		unsigned left = d->cfg.max_pipelines - d->n_pipelines;
+		unsigned res = reserve_pipelines(d);
+		unsigned avail = left > res ? left - res : 0;
+		if (avail == 0 || (n && 1 > avail / 2)) {
+			snprintf(msg, msg_cap,
+				 "uid %u's fair share: %u of sluiced's %u pipelines are free, %u "
+				 "of "
+				 "them kept for root and the config dir; a uid that runs some (it "
+				 "runs %u) may take at most half of the rest (--max-pipelines)",
+				 (unsigned)owner, left, d->cfg.max_pipelines, res, n);
+			return -EDQUOT;
+		}
+	}
 	if (!reclaim_idle(d, d->cfg.pipeline_bytes)) {
 		snprintf(msg, msg_cap,
 			 "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
@@ -90,6 +128,26 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 			 (unsigned long long)d->bytes_used, (unsigned long long)d->cfg.total_bytes,
 			 (unsigned long long)d->cfg.pipeline_bytes);
 		return -ENOSPC;
+	}
+	if (user) {
+		uint64_t free_ = d->cfg.total_bytes - d->bytes_used, res = reserve_bytes(d);
+		uint64_t avail = free_ > res ? free_ - res : 0;
+		uint64_t need = d->cfg.pipeline_bytes;
+		/* dropping ended pipelines may make the room: try before refusing */
+		if ((need > avail || (n && need > avail / 2)) &&
+		    reclaim_idle(d, need + res + (n ? need : 0)))
+			avail = d->cfg.total_bytes - d->bytes_used - res;
+		if (need > avail || (n && need > avail / 2)) {
+			snprintf(msg, msg_cap,
+				 "uid %u's fair share: %llu of %llu bytes are free, %llu of them "
+				 "kept for root and the config dir; a pipeline takes %llu, and a "
+				 "uid that holds some (it holds %llu) may take at most half of the "
+				 "rest (--memory)",
+				 (unsigned)owner, (unsigned long long)free_,
+				 (unsigned long long)d->cfg.total_bytes, (unsigned long long)res,
+				 (unsigned long long)need, (unsigned long long)bytes);
+			return -EDQUOT;
+		}
 	}
 	return 0;
 }

@@ -444,6 +444,49 @@ def test_memory_and_quotas(tmp, data):
         d.stop()
 
 
+def test_fair_shares(tmp, data):
+    """Issue 37 item 6: two users at their default --user-memory (half each) used to fill
+    --memory, and root's next pipeline was refused. With a 32 MiB budget (a fake cgroup of
+    64 MiB) and rings of 8: nobody gets two (then at most half of what is left to users), uid
+    1 ("daemon"), who has nothing yet, gets one, its second is refused naming the fair share,
+    and root still gets its pipeline (an eighth of --memory is kept for root and the config dir)."""
+    with open("/proc/self/cgroup") as f:
+        own = [x.strip()[3:] for x in f if x.startswith("0::")]
+    if not own or os.geteuid() != 0:
+        skip_case("fair shares: two users and root", "[nonroot] needs root and a cgroup v2 "
+                  "path to fake (setpriv to other users)")
+        return
+    root = os.path.join(tmp, "cgroup-fair")
+    os.makedirs(os.path.join(root, own[0].lstrip("/")), exist_ok=True)
+    with open(os.path.join(root, own[0].lstrip("/"), "memory.max"), "w") as f:
+        f.write("67108864\n")
+    conf = os.path.join(tmp, "conf-fair")
+    os.makedirs(conf)
+    specs = []
+    for k in range(6):
+        p = os.path.join(tmp, "fair-%d.json" % k)
+        with open(p, "w") as f:  # endless: they never end, so nothing is dropped
+            json.dump(spec(data, name="fair%d" % k, epochs=None, batch=20 + k), f)
+        os.chmod(p, 0o644)
+        specs.append(p)
+    d = Daemon(tmp, conf, [], env={"SLUICED_TEST_CGROUP_ROOT": root})
+    try:
+        a = [ctl(d, "register", specs[k], user="nobody") for k in range(3)]
+        b = [ctl(d, "register", specs[3 + k], user="daemon") for k in range(2)]
+        r = ctl(d, "register", specs[5])
+    finally:
+        d.stop()
+    check([x.returncode for x in a] == [0, 0, 1] and ("fair share" in a[2].stderr or
+                                                      "--user-memory" in a[2].stderr),
+          "fair shares: nobody gets two rings (its default --user-memory, half of the "
+          "rings'), the third is refused with the figures (%s)" % a[2].stderr.strip()[-250:])
+    check([x.returncode for x in b] == [0, 1] and "fair share" in b[1].stderr,
+          "fair shares: a uid with nothing yet gets one, then none (%s)" %
+          b[1].stderr.strip()[-250:])
+    check(r.returncode == 0, "fair shares: root's pipeline still fits (%s)" %
+          r.stderr.strip()[-200:])
+
+
 def v1_dir(controller, probe):
     """sluiced-test's own directory in the cgroup v1 hierarchy of controller (made here), or
     None and why (no such v1 hierarchy, not writable: not root)."""
@@ -1562,6 +1605,7 @@ def main():
         test_ended_dropped(tmp, data)
         test_memory_and_quotas(tmp, data)
         test_memory_cgroup_v1(tmp, data)
+        test_fair_shares(tmp, data)
         test_state_resume(tmp, data)
         test_resume_by_name(tmp, data)
         test_io_options(tmp, data)

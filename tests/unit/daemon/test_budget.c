@@ -113,24 +113,89 @@ static void test_memory_drops_idle_lru(void **state)
 	struct dmn_registry d;
 	char msg[256];
 	reg_init(&d);
-	d.cfg.total_bytes = 32 * MB; /* four rings */
+	d.cfg.total_bytes = 32 * MB; /* four rings; root asks (a user's fair share: below) */
 	add(&d, "busy", 1000, DMN_RUNNING, 1, 1);
 	add(&d, "old", 1000, DMN_FINISHED, 0, 2);
 	add(&d, "read", 1000, DMN_FINISHED, 1, 3); /* ended, but read: it stays */
 	add(&d, "new", 1000, DMN_FAILED, 0, 4);
 	assert_true(d.bytes_used == 32 * MB);
-	assert_int_equal(dmn_budget_admit(&d, 1000, msg, sizeof(msg)), 0);
+	assert_int_equal(dmn_budget_admit(&d, 0, msg, sizeof(msg)), 0);
 	assert_false(has(&d, "old")); /* the least recently used idle one made room */
 	assert_true(has(&d, "new") && has(&d, "read") && has(&d, "busy"));
 	assert_true(d.bytes_used == 24 * MB);
 	add(&d, "next", 1000, DMN_RUNNING, 1, 5);
-	assert_int_equal(dmn_budget_admit(&d, 1000, msg, sizeof(msg)), 0);
+	assert_int_equal(dmn_budget_admit(&d, 0, msg, sizeof(msg)), 0);
 	assert_false(has(&d, "new"));
 	add(&d, "last", 1000, DMN_RUNNING, 1, 6);
 	/* nothing idle left: refused with the figures */
-	assert_int_equal(dmn_budget_admit(&d, 1000, msg, sizeof(msg)), -ENOSPC);
+	assert_int_equal(dmn_budget_admit(&d, 0, msg, sizeof(msg)), -ENOSPC);
 	assert_string_equal(msg, "memory budget: 33554432 of 33554432 bytes in use, a pipeline "
 				 "takes 8388608 (--memory, --pipeline-memory)");
+	reg_fini(&d);
+}
+
+/*
+ * Fair shares: users other than root leave an eighth of --memory (at least a ring) and of
+ * --max-pipelines (at least one) to root and the config dir; a uid that holds nothing may take
+ * what users may have, one that holds some at most half of it. Two users at their default
+ * --user-memory (half each) no longer fill --memory: root's next pipeline fits (issue 37
+ * item 6), and a third user who has nothing still gets one while there is room.
+ */
+static void test_fair_shares(void **state)
+{
+	(void)state;
+	struct dmn_registry d;
+	char msg[512];
+	reg_init(&d); /* 64 MiB, rings of 8 */
+	d.cfg.user_bytes = 32 * MB;
+	d.cfg.max_pipelines = 64;
+	char name[16];
+	for (int k = 0; k < 4; k++) { /* uid 1000 up to its --user-memory */
+		assert_int_equal(dmn_budget_admit(&d, 1000, msg, sizeof(msg)), 0);
+		snprintf(name, sizeof(name), "a%d", k);
+		add(&d, name, 1000, DMN_RUNNING, 1, (uint64_t)k);
+	}
+	assert_int_equal(dmn_budget_admit(&d, 1000, msg, sizeof(msg)), -EDQUOT);
+	/* uid 1001: two rings, then at most half of what is left to users (8 of 16) */
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(dmn_budget_admit(&d, 1001, msg, sizeof(msg)), 0);
+		snprintf(name, sizeof(name), "b%d", k);
+		add(&d, name, 1001, DMN_RUNNING, 1, 10 + (uint64_t)k);
+	}
+	assert_int_equal(dmn_budget_admit(&d, 1001, msg, sizeof(msg)), -EDQUOT);
+	assert_non_null(strstr(msg, "uid 1001's fair share: 16777216 of 67108864 bytes are free, "
+				    "8388608 of them kept for root"));
+	assert_non_null(strstr(msg, "it holds 16777216"));
+	/* uid 1002 holds nothing: it gets one of what users may still have */
+	assert_int_equal(dmn_budget_admit(&d, 1002, msg, sizeof(msg)), 0);
+	struct dmn_pipeline *c0 = add(&d, "c0", 1002, DMN_RUNNING, 1, 20);
+	assert_int_equal(dmn_budget_admit(&d, 1003, msg, sizeof(msg)), -EDQUOT); /* none left */
+	/* root and the config dir: the reserve is theirs */
+	assert_int_equal(dmn_budget_admit(&d, 0, msg, sizeof(msg)), 0);
+	assert_int_equal(dmn_budget_admit(&d, (uid_t)-1, msg, sizeof(msg)), 0);
+	/* an ended pipeline without readers makes room for a user too (the reserve stays) */
+	c0->status = DMN_FINISHED;
+	c0->n_readers = 0;
+	assert_int_equal(dmn_budget_admit(&d, 1003, msg, sizeof(msg)), 0);
+	assert_false(has(&d, "c0"));
+	reg_fini(&d);
+
+	/* pipeline counts: of --max-pipelines 16, 2 are root's; half of the rest for a uid that
+	   runs some */
+	reg_init(&d);
+	d.cfg.total_bytes = 1024 * MB;
+	d.cfg.max_pipelines = 16;
+	int got = 0;
+	while (dmn_budget_admit(&d, 1000, msg, sizeof(msg)) == 0) {
+		snprintf(name, sizeof(name), "p%d", got++);
+		add(&d, name, 1000, DMN_RUNNING, 1, (uint64_t)got);
+	}
+	assert_non_null(strstr(msg, "fair share"));
+	assert_int_equal(got, 13); /* 1 + until half of what is left is less than one */
+	assert_int_equal(dmn_budget_admit(&d, 1001, msg, sizeof(msg)), 0); /* nothing yet: one */
+	add(&d, "q0", 1001, DMN_RUNNING, 1, 40);
+	assert_int_equal(dmn_budget_admit(&d, 1002, msg, sizeof(msg)), -EDQUOT);
+	assert_int_equal(dmn_budget_admit(&d, 0, msg, sizeof(msg)), 0);
 	reg_fini(&d);
 }
 
@@ -163,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_cap),
 		cmocka_unit_test(test_user_quota),
 		cmocka_unit_test(test_memory_drops_idle_lru),
+		cmocka_unit_test(test_fair_shares),
 		cmocka_unit_test(test_linger),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
