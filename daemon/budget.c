@@ -111,7 +111,7 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 		unsigned left = d->cfg.max_pipelines - d->n_pipelines;
 		unsigned res = reserve_pipelines(d);
 		unsigned avail = left > res ? left - res : 0;
-		if (avail == 0 || (n && 1 > avail / 2)) {
+		if (avail < (n ? 2u : 1u)) {
 			snprintf(msg, msg_cap,
 				 "uid %u's fair share: %u of sluiced's %u pipelines are free, %u "
 				 "of "
@@ -130,20 +130,19 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 		return -ENOSPC;
 	}
 	if (user) {
-		uint64_t free_ = d->cfg.total_bytes - d->bytes_used, res = reserve_bytes(d);
-		uint64_t avail = free_ > res ? free_ - res : 0;
-		uint64_t need = d->cfg.pipeline_bytes;
-		/* dropping ended pipelines may make the room: try before refusing */
-		if ((need > avail || (n && need > avail / 2)) &&
-		    reclaim_idle(d, need + res + (n ? need : 0)))
-			avail = d->cfg.total_bytes - d->bytes_used - res;
-		if (need > avail || (n && need > avail / 2)) {
+		/*
+		 * What is free past the reserve must hold the pipeline (twice it, for a uid that
+		 * holds some: it takes at most half), dropping ended idle ones if need be.
+		 */
+		uint64_t need = d->cfg.pipeline_bytes, res = reserve_bytes(d);
+		if (!reclaim_idle(d, res + (n ? 2 * need : need))) {
 			snprintf(msg, msg_cap,
 				 "uid %u's fair share: %llu of %llu bytes are free, %llu of them "
 				 "kept for root and the config dir; a pipeline takes %llu, and a "
 				 "uid that holds some (it holds %llu) may take at most half of the "
 				 "rest (--memory)",
-				 (unsigned)owner, (unsigned long long)free_,
+				 (unsigned)owner,
+				 (unsigned long long)(d->cfg.total_bytes - d->bytes_used),
 				 (unsigned long long)d->cfg.total_bytes, (unsigned long long)res,
 				 (unsigned long long)need, (unsigned long long)bytes);
 			return -EDQUOT;

@@ -151,6 +151,25 @@ struct iox {
 	struct iox_stats stats;
 };
 
+/* A buffer index plus a generation in the public chunk's buf_, so that a stale release is
+ * ignored instead of freeing someone else's buffer. IOX_MAX_BUFFERS is 1 << 14. */
+#define IOX_BUF_BITS 14u
+#define IOX_GEN_MAX  ((1u << (32 - IOX_BUF_BITS)) - 2) /* keeps buf_ != IOX_NO_BUF */
+#define IOX_NONE     UINT32_MAX
+
+_Static_assert(IOX_MAX_BUFFERS == (1u << IOX_BUF_BITS), "buf_ encoding");
+
+/* iox.c's, for iox_at.c: a buffer back on the free list; strerror_r's text. */
+void iox_buf_free(struct iox *iox, uint32_t idx);
+const char *iox_strerror(int e, char *buf, size_t len);
+/*
+ * iox_at.c's, for iox.c: issue the waiting at-reads while queue_depth allows; take one's
+ * completion (continue a short read, or on to the done list); deliver the oldest done one.
+ */
+int iox_at_pump(struct iox *iox);
+int iox_at_complete(struct iox *iox, const struct iox_cqe *c);
+void iox_at_deliver(struct iox *iox, struct iox_chunk *ret_chunk, struct io_error *err);
+
 /*
  * Backend constructors: on success set iox->ops and iox->be and return 0. The io_uring one
  * returns -errno when the kernel refuses the ring (the caller decides about the fallback) and

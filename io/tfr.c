@@ -89,6 +89,12 @@ void tfr_frame_header(uint8_t out[TFR_HEADER_LEN], uint64_t len)
 	store_le32(out + 8, crc32c_mask(crc32c(out, 8)));
 }
 
+bool tfr_frame_header_check(const uint8_t h[TFR_HEADER_LEN], uint64_t *ret_len)
+{
+	*ret_len = load_le64(h);
+	return crc32c_mask(crc32c(h, 8)) == load_le32(h + 8);
+}
+
 void tfr_frame_footer(uint8_t out[TFR_FOOTER_LEN], const void *data, size_t len)
 {
 	store_le32(out, crc32c_mask(crc32c(data, len)));

@@ -139,6 +139,8 @@ uint64_t tfr_reader_input_bytes(const struct tfr_reader *r);
 
 /* Frame helpers for writers and tests. */
 void tfr_frame_header(uint8_t out[TFR_HEADER_LEN], uint64_t len);
+/* The reverse, for a header read alone: its payload length, and whether its CRC checks. */
+bool tfr_frame_header_check(const uint8_t h[TFR_HEADER_LEN], uint64_t *ret_len);
 void tfr_frame_footer(uint8_t out[TFR_FOOTER_LEN], const void *data, size_t len);
 
 /*

@@ -225,30 +225,18 @@ static int collect(struct pl_driver *d, size_t b, struct pl_rows *ret)
 	if (cx) {
 		pl_cepoch_ref(cx);
 		ret->cx = cx;
-		for (;;) {
-			if (n == b)
-				break;
-			r = grow_rows(d, (void **)&ret->crow, &cap, n, b, sizeof(*ret->crow),
-				      false);
-			if (r < 0 || (r = pl_chain_next_row(d->chain, &ret->crow[n], &d->err)) != 1)
-				break;
-			n++;
-			ret->n = n;
-		}
+		while (n < b &&
+		       (r = grow_rows(d, (void **)&ret->crow, &cap, n, b, sizeof(*ret->crow),
+				      false)) == 0 &&
+		       (r = pl_chain_next_row(d->chain, &ret->crow[n], &d->err)) == 1)
+			ret->n = ++n;
 	} else {
-		for (;;) {
-			if (n == b)
-				break;
-			r = grow_rows(d, (void **)&ret->rec, &cap, n, b, sizeof(*ret->rec), true);
-			if (r < 0 || (r = pl_chain_next(d->chain, &ret->rec[n], &d->err)) != 1)
-				break;
-			n++;
-			ret->n = n;
-		}
+		while (n < b &&
+		       (r = grow_rows(d, (void **)&ret->rec, &cap, n, b, sizeof(*ret->rec),
+				      true)) == 0 &&
+		       (r = pl_chain_next(d->chain, &ret->rec[n], &d->err)) == 1)
+			ret->n = ++n;
 	}
-	if (r == 1)
-		r = 0;
-	ret->n = n;
 	if (r < 0) {
 		pl_rows_drop(ret);
 		return r;

@@ -2,7 +2,6 @@
 /* Stage "global shuffle": every record of the epoch in a permutation, each read by its offset. */
 #include "gshuffle.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/crc32c.h"
 #include "io/creds.h"
 #include "io/tfr.h"
 #include "io/tfr_index.h"
@@ -176,14 +174,10 @@ static int scan_prefix(int fd, uint64_t size, struct gs_file *f)
 	for (;;) {
 		uint8_t h[TFR_HEADER_LEN];
 		uint64_t len;
-		uint32_t stored;
 		if (size - off < TFR_HEADER_LEN + TFR_FOOTER_LEN ||
 		    pread(fd, h, sizeof(h), (off_t)off) != (ssize_t)sizeof(h))
 			break;
-		memcpy(&len, h, 8);
-		memcpy(&stored, h + 8, 4);
-		len = le64toh(len);
-		if (crc32c_mask(crc32c(h, 8)) != le32toh(stored) ||
+		if (!tfr_frame_header_check(h, &len) ||
 		    len > size - off - TFR_HEADER_LEN - TFR_FOOTER_LEN ||
 		    len > TFR_DEFAULT_MAX_RECORD_LEN)
 			break;
@@ -530,22 +524,17 @@ static int take_head(struct pl_gshuffle *g, struct pl_rec *ret, struct io_error 
 	const uint8_t *p = rd->ch.data;
 	int r = 1;
 	if (rd->ch.len != rd->len) {
-		r = stale((struct gs_file *)f, err);
+		r = stale(f, err);
 	} else {
 		uint64_t len;
-		uint32_t stored, want;
-		memcpy(&len, p, 8);
-		memcpy(&stored, p + 8, 4);
-		len = le64toh(len);
-		stored = le32toh(stored);
-		want = crc32c_mask(crc32c(p, 8));
-		if (want != stored || len + TFR_HEADER_LEN + TFR_FOOTER_LEN != rd->len) {
+		bool crc_ok = tfr_frame_header_check(p, &len);
+		if (!crc_ok || len + TFR_HEADER_LEN + TFR_FOOTER_LEN != rd->len) {
 			io_error_set(err,
 				     "%s: record %llu at offset %llu: %s (the file changed since "
 				     "it was indexed for the global shuffle?)",
 				     f->path, (unsigned long long)rd->index,
 				     (unsigned long long)off,
-				     want != stored ? "header CRC mismatch" : "length differs");
+				     !crc_ok ? "header CRC mismatch" : "length differs");
 			r = -EBADMSG;
 		} else {
 			const uint8_t *data;

@@ -381,20 +381,30 @@ def test_ended_dropped(tmp, data):
         d.stop()
 
 
+def fake_cgroup(tmp, name, memory_max):
+    """A fake /sys/fs/cgroup under tmp/name (sluiced reads it through SLUICED_TEST_CGROUP_ROOT)
+    whose memory.max on this process's cgroup v2 path is memory_max: its root, or None when
+    the process has no v2 path."""
+    with open("/proc/self/cgroup") as f:
+        own = [x.strip()[3:] for x in f if x.startswith("0::")]
+    if not own:
+        return None
+    root = os.path.join(tmp, name)
+    os.makedirs(os.path.join(root, own[0].lstrip("/")), exist_ok=True)
+    with open(os.path.join(root, own[0].lstrip("/"), "memory.max"), "w") as f:
+        f.write("%d\n" % memory_max)
+    return root
+
+
 def test_memory_and_quotas(tmp, data):
     """Memory the daemon may use comes from its cgroup (issue 19): with memory.max 64 MiB on its
     cgroup path (a fake tree: SLUICED_TEST_CGROUP_ROOT), --memory is 32 MiB, said in the log,
     and a fifth 8 MiB ring is refused with the figures instead of the kernel killing the daemon;
     a uid other than root runs at most --user-pipelines pipelines (EDQUOT, with its counts)."""
-    with open("/proc/self/cgroup") as f:
-        own = [x.strip()[3:] for x in f if x.startswith("0::")]
-    if not own:
+    root = fake_cgroup(tmp, "cgroup", 64 << 20)
+    if not root:
         print("ok   memory: no cgroup v2 path here (skipped)")
         return
-    root = os.path.join(tmp, "cgroup")
-    os.makedirs(os.path.join(root, own[0].lstrip("/")), exist_ok=True)
-    with open(os.path.join(root, own[0].lstrip("/"), "memory.max"), "w") as f:
-        f.write("67108864\n")
     conf = os.path.join(tmp, "conf-quota")
     os.makedirs(conf)
     d = Daemon(tmp, conf, ["--user-pipelines", "2"], env={"SLUICED_TEST_CGROUP_ROOT": root})
@@ -450,16 +460,11 @@ def test_fair_shares(tmp, data):
     64 MiB) and rings of 8: nobody gets two (then at most half of what is left to users), uid
     1 ("daemon"), who has nothing yet, gets one, its second is refused naming the fair share,
     and root still gets its pipeline (an eighth of --memory is kept for root and the config dir)."""
-    with open("/proc/self/cgroup") as f:
-        own = [x.strip()[3:] for x in f if x.startswith("0::")]
-    if not own or os.geteuid() != 0:
+    root = fake_cgroup(tmp, "cgroup-fair", 64 << 20) if os.geteuid() == 0 else None
+    if not root:
         skip_case("fair shares: two users and root", "[nonroot] needs root and a cgroup v2 "
                   "path to fake (setpriv to other users)")
         return
-    root = os.path.join(tmp, "cgroup-fair")
-    os.makedirs(os.path.join(root, own[0].lstrip("/")), exist_ok=True)
-    with open(os.path.join(root, own[0].lstrip("/"), "memory.max"), "w") as f:
-        f.write("67108864\n")
     conf = os.path.join(tmp, "conf-fair")
     os.makedirs(conf)
     specs = []

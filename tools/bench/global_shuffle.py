@@ -62,7 +62,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from pyharness import ROOT, child_report, child_wait_go, proc_stat, run_child  # noqa: E402
+from index_cost import data_files, read_loop  # noqa: E402
+from pyharness import (ROOT, attach_when_listening, child_report, child_wait_go,  # noqa: E402
+                       proc_stat, run_child)
 
 CTR_FEATURES = ["dense%d" % i for i in range(13)] + ["sparse%d" % i for i in range(26)] + ["label"]
 SETS = {  # name: (gen kind, features, batch)
@@ -83,19 +85,8 @@ def gen(ctl, data, name, records):
 
 
 def warm(d):
-    """Read every file of d once (the page cache warm); its bytes."""
-    buf = bytearray(1 << 20)
-    total = 0
-    for f in sorted(os.listdir(d)):
-        if f.startswith(".") or f == "__manifest__.json":
-            continue
-        with open(os.path.join(d, f), "rb", buffering=0) as fp:
-            while True:
-                n = fp.readinto(buf)
-                if not n:
-                    break
-                total += n
-    return total
+    """Read every data file of d once (the page cache warm); its bytes."""
+    return read_loop(data_files(d))
 
 
 def disk_stat_path(d):
@@ -144,14 +135,7 @@ def child(socket, name):
     sys.path.insert(0, os.path.join(ROOT, "libclient", "python"))
     import sluice
     t0, c0 = child_wait_go()
-    while not os.path.exists(socket):
-        time.sleep(0.002)
-    while True:
-        try:
-            r = sluice.attach(name, socket=socket)
-            break
-        except sluice.SluiceError:
-            time.sleep(0.002)
+    r = attach_when_listening(sluice, socket, name)
     records = 0
     with r:
         for b in r:

@@ -95,6 +95,18 @@ def run_child(argv, env, when_ready=None, python=None, script=None, what="bench"
     return json.loads(out.strip().splitlines()[-1])
 
 
+def attach_when_listening(sluice, socket, name):
+    """sluice.attach(name) once the daemon being started listens on socket and has loaded its
+    config dir (polled every 2 ms: the wait is part of what a first epoch costs)."""
+    while not os.path.exists(socket):
+        time.sleep(0.002)  # polls the socket's path
+    while True:
+        try:
+            return sluice.attach(name, socket=socket)
+        except sluice.SluiceError:  # not listening yet, or the config dir not loaded yet
+            time.sleep(0.002)  # polls: attach again
+
+
 def child_sluice(socket, name):
     """Attach to pipeline `name` of the daemon about to listen on `socket` and read one epoch,
     taking every tensor of every batch as numpy (strings as Strings, ragged as Ragged)."""
@@ -102,14 +114,7 @@ def child_sluice(socket, name):
     import sluice
     __import__("numpy")  # imported before the clock starts, as the peers import theirs
     t0, c0 = child_wait_go()  # the daemon is being started now: the epoch is timed from here
-    while not os.path.exists(socket):
-        time.sleep(0.002)
-    while True:
-        try:
-            r = sluice.attach(name, socket=socket)
-            break
-        except sluice.SluiceError:  # not listening yet, or the config dir not loaded yet
-            time.sleep(0.002)
+    r = attach_when_listening(sluice, socket, name)
     records = 0
     tensors = {}
     with r:

@@ -23,6 +23,7 @@
 #include "tests/unit/skip.h"
 
 #include "io/iox_internal.h"
+#include "tests/unit/io/iox_fixture.h"
 
 /*
  * The data set: NFILES files whose byte i is byte (i % 8) of mix(seed_j + i / 8), so that any
@@ -50,48 +51,6 @@ static uint8_t *g_expect; /* scratch for expected bytes */
 static const enum iox_engine eng_uring = IOX_ENGINE_URING;
 static const enum iox_engine eng_pread = IOX_ENGINE_PREAD;
 
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void pattern_fill(uint64_t seed, uint64_t off, uint8_t *out, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len;) {
-		uint64_t pos = off + i;
-		uint64_t w = mix64(seed + pos / 8);
-		unsigned b = (unsigned)(pos % 8);
-
-		for (; b < 8 && i < len; b++, i++)
-			out[i] = (uint8_t)(w >> (8 * b));
-	}
-}
-
-static void write_file(const char *path, uint64_t seed, uint64_t size)
-{
-	uint8_t *buf = malloc(1 << 20);
-	uint64_t off = 0;
-	int fd;
-
-	assert_non_null(buf);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	assert_true(fd >= 0);
-	while (off < size) {
-		size_t n = size - off < (1u << 20) ? (size_t)(size - off) : (1u << 20);
-
-		pattern_fill(seed, off, buf, n);
-		assert_int_equal(write(fd, buf, n), (ssize_t)n);
-		off += n;
-	}
-	assert_int_equal(close(fd), 0);
-	free(buf);
-}
-
 static int group_setup(void **state)
 {
 	static const uint64_t edges[] = { 0,	 1,    4096, 65536,    3 * 65536, 65535,
@@ -113,7 +72,7 @@ static int group_setup(void **state)
 		else
 			t->size = mix64(r ^ 7) % (MAX_SIZE + 1);
 		snprintf(t->path, sizeof(t->path), "%s/f%02u.bin", g_dir, i);
-		write_file(t->path, t->seed, t->size);
+		write_pattern(t->path, t->seed, t->size);
 	}
 	g_expect = malloc(1u << 20);
 	return g_expect ? 0 : -1;
@@ -147,25 +106,6 @@ static int group_teardown(void **state)
 	rm_tree(g_dir);
 	free(g_expect);
 	return 0;
-}
-
-/* Create an iox on the test's engine; skips the test when io_uring is refused here. */
-static struct iox *make_iox(void **state, struct iox_opts *o)
-{
-	enum iox_engine e = *(const enum iox_engine *)*state;
-	struct io_error err = { "" };
-	struct iox *iox = NULL;
-	int ret;
-
-	o->engine = e;
-	ret = iox_create(o, &iox, &err);
-	if (ret < 0 && e == IOX_ENGINE_URING && ret != -EINVAL && ret != -ENOMEM) {
-		SL_SKIP("[io_uring] io_uring refused here: %s", err.msg);
-	}
-	assert_int_equal(ret, 0);
-	assert_non_null(iox);
-	assert_int_equal(iox_engine_used(iox), e);
-	return iox;
 }
 
 static void reset_files(void)
@@ -440,73 +380,6 @@ static void test_direct(void **state)
 	iox_destroy(iox);
 }
 
-/*
- * A gate in front of the real backend, for what real files rarely do: it holds reads back
- * (timeouts), or cuts them short (partial reads).
- */
-struct gate {
-	const struct iox_backend_ops *real;
-	struct iox_backend_ops ops;
-	int closed;
-	int shorten;
-	struct iox_rd held[256];
-	unsigned nheld;
-	unsigned cut;
-};
-static struct gate g_gate;
-
-static int gate_queue(struct iox *iox, const struct iox_rd *rd)
-{
-	struct iox_rd r = *rd;
-
-	if (g_gate.closed) {
-		assert_true(g_gate.nheld < 256);
-		g_gate.held[g_gate.nheld++] = r;
-		return 0;
-	}
-	if (g_gate.shorten && r.len > 1) {
-		r.len = r.len / 3 + 1;
-		g_gate.cut++;
-	}
-	return g_gate.real->queue(iox, &r);
-}
-
-static int gate_flush(struct iox *iox)
-{
-	return g_gate.real->flush(iox);
-}
-
-static int gate_reap(struct iox *iox, int timeout_ms, struct iox_cqe *out, unsigned max)
-{
-	return g_gate.real->reap(iox, timeout_ms, out, max);
-}
-
-static void gate_destroy(struct iox *iox)
-{
-	g_gate.real->destroy(iox);
-}
-
-static void gate_install(struct iox *iox)
-{
-	memset(&g_gate, 0, sizeof(g_gate));
-	g_gate.real = iox->ops;
-	g_gate.ops.queue = gate_queue;
-	g_gate.ops.flush = gate_flush;
-	g_gate.ops.reap = gate_reap;
-	g_gate.ops.destroy = gate_destroy;
-	iox->ops = &g_gate.ops;
-}
-
-static void gate_open(struct iox *iox)
-{
-	unsigned i;
-
-	g_gate.closed = 0;
-	for (i = 0; i < g_gate.nheld; i++)
-		assert_int_equal(g_gate.real->queue(iox, &g_gate.held[i]), 0);
-	g_gate.nheld = 0;
-}
-
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -609,7 +482,7 @@ static void test_truncated_after_open(void **state)
 		int ret;
 
 		snprintf(path, sizeof(path), "%s/trunc.bin", g_dir);
-		write_file(path, t.seed, t.size);
+		write_pattern(path, t.seed, t.size);
 		iox_opts_init(&o);
 		o.chunk_len = 16384;
 		o.direct = ci >= 3;
