@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "log.h"
 
@@ -43,7 +44,7 @@ void dmn_pipelines_expire(struct dmn_registry *d)
  */
 static bool reclaim_idle(struct dmn_registry *d, uint64_t need)
 {
-	while (d->bytes_used + need > d->cfg.total_bytes) {
+	while (dmn_budget_used(d) + need > d->cfg.total_bytes) {
 		struct dmn_pipeline *oldest = NULL;
 		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
 			if (ended_idle(pl) && (!oldest || pl->last_used < oldest->last_used))
@@ -86,7 +87,7 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
 			if (pl->owner == owner && !ended_idle(pl)) {
 				n++;
-				bytes += pl->data_bytes;
+				bytes += pl->mem.floor; /* its reservation: server thread's */
 			}
 		}
 	}
@@ -125,7 +126,8 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 		snprintf(msg, msg_cap,
 			 "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
 			 "(--memory, --pipeline-memory)",
-			 (unsigned long long)d->bytes_used, (unsigned long long)d->cfg.total_bytes,
+			 (unsigned long long)dmn_budget_used(d),
+			 (unsigned long long)d->cfg.total_bytes,
 			 (unsigned long long)d->cfg.pipeline_bytes);
 		return -ENOSPC;
 	}
@@ -142,7 +144,7 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 				 "uid that holds some (it holds %llu) may take at most half of the "
 				 "rest (--memory)",
 				 (unsigned)owner,
-				 (unsigned long long)(d->cfg.total_bytes - d->bytes_used),
+				 (unsigned long long)(d->cfg.total_bytes - dmn_budget_used(d)),
 				 (unsigned long long)d->cfg.total_bytes, (unsigned long long)res,
 				 (unsigned long long)need, (unsigned long long)bytes);
 			return -EDQUOT;
@@ -157,14 +159,14 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
  * float32 ImageNet images is 154 MB — as long as --memory has room for it. Memory is committed
  * as batches use it (docs/ring.md), so a larger ring costs only what it holds.
  */
-uint64_t dmn_budget_ring_bytes(const struct dmn_registry *d, const struct dmn_pipeline *pl)
+uint64_t dmn_budget_ring_bytes(struct dmn_registry *d, const struct dmn_pipeline *pl)
 {
 	unsigned prefetch = 0;
 	uint64_t batch = pl_pipeline_batch_bytes(pl->pl, &prefetch);
 	uint64_t want = batch * (prefetch + 2);
 	want = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
 	if (batch == 0 || want <= d->cfg.pipeline_bytes ||
-	    d->bytes_used + want > d->cfg.total_bytes)
+	    dmn_budget_used(d) + want > d->cfg.total_bytes)
 		return d->cfg.pipeline_bytes; /* an unknown size, or no room: the engine will say */
 	dmn_log("pipeline %s: a ring of %llu bytes for %u + 2 batches of %llu bytes (over "
 		"--pipeline-memory %llu)",
@@ -173,12 +175,120 @@ uint64_t dmn_budget_ring_bytes(const struct dmn_registry *d, const struct dmn_pi
 	return want;
 }
 
-void dmn_budget_charge(struct dmn_registry *d, const struct dmn_pipeline *pl)
+void dmn_budget_init(struct dmn_registry *d)
 {
-	d->bytes_used += pl->data_bytes;
+	pl_mem_init(&d->mem, NULL, d->cfg.total_bytes, "sluiced's --memory");
 }
 
-void dmn_budget_release(struct dmn_registry *d, const struct dmn_pipeline *pl)
+void dmn_budget_fini(struct dmn_registry *d)
 {
-	d->bytes_used -= pl->data_bytes;
+	while (d->umems) {
+		struct dmn_umem *u = d->umems;
+		d->umems = u->next;
+		pl_mem_fini(&u->m);
+		free(u);
+	}
+	pl_mem_fini(&d->mem);
+}
+
+uint64_t dmn_budget_used(struct dmn_registry *d)
+{
+	return pl_mem_held(&d->mem);
+}
+
+/* uid's account (made at its first pipeline), or NULL when out of memory. */
+static struct pl_mem *user_account(struct dmn_registry *d, uid_t uid)
+{
+	for (struct dmn_umem *u = d->umems; u; u = u->next)
+		if (u->uid == uid)
+			return &u->m;
+	struct dmn_umem *u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	char what[64];
+	snprintf(what, sizeof(what), "uid %u's --user-memory", (unsigned)uid);
+	u->uid = uid;
+	pl_mem_init(&u->m, &d->mem, d->cfg.user_bytes, what);
+	/* what users leave to root and the config dir (docs/security.md, "Shares") */
+	u->m.leave = reserve_bytes(d);
+	u->next = d->umems;
+	d->umems = u;
+	return &u->m;
+}
+
+int dmn_budget_attach(struct dmn_registry *d, struct dmn_pipeline *pl)
+{
+	bool user = pl->owner != 0 && pl->owner != (uid_t)-1;
+	struct pl_mem *parent = user ? user_account(d, pl->owner) : &d->mem;
+	if (!parent)
+		return -ENOMEM;
+	/* the settings as they are (a test changes them; sluiced's are fixed at its start) */
+	d->mem.limit = d->cfg.total_bytes;
+	if (user) {
+		parent->limit = d->cfg.user_bytes;
+		parent->leave = reserve_bytes(d);
+	}
+	char what[IPC_CTL_NAME_MAX + 48];
+	snprintf(what, sizeof(what), "pipeline %s's args.ram_budget", pl->name);
+	pl_mem_init(&pl->mem, parent, 0, what);
+	pl->mem_open = true;
+	return 0;
+}
+
+int dmn_budget_reserve(struct dmn_registry *d, struct dmn_pipeline *pl, uint64_t *ret_data_bytes,
+		       char *msg, size_t msg_cap)
+{
+	struct pl_mem_need need = { 0 };
+	int64_t budget = 0;
+	if (pl->pl) {
+		pl_pipeline_mem_need(pl->pl, &need);
+		budget = pl_pipeline_ram_budget(pl->pl);
+	}
+	/*
+	 * --pipeline-memory is what a pipeline takes: its engine's fixed needs first, its ring
+	 * the rest, while that leaves the ring at least half (docs/security.md, "Memory"); a
+	 * ring sized for its batches, or an engine that needs more, takes what it needs on top.
+	 */
+	uint64_t data_bytes = *ret_data_bytes;
+	need.total = (need.total + 4095) & ~(uint64_t)4095; /* a ring is whole pages */
+	if (data_bytes == d->cfg.pipeline_bytes && need.total <= data_bytes / 2)
+		data_bytes -= need.total;
+	*ret_data_bytes = data_bytes;
+	/* args.ram_budget bounds what the engine holds; the ring is sluiced's to size */
+	if (budget > 0)
+		pl->mem.limit = data_bytes + (uint64_t)budget;
+	uint64_t floor = data_bytes + need.total;
+	struct pl_mem_full f;
+	int r = pl_mem_set_floor(&pl->mem, floor, &f);
+	if (r < 0 && f.at == &d->mem && reclaim_idle(d, f.ask))
+		r = pl_mem_set_floor(&pl->mem, floor, &f); /* idle ones dropped for it */
+	if (r == 0 && (r = pl_mem_charge(&pl->mem, data_bytes, &f)) == 0) { /* within the floor */
+		pl->mem_need = need.total;
+		pl->data_bytes = data_bytes;
+		return 0;
+	}
+	char fig[256];
+	pl_mem_full_text(&f, fig, sizeof(fig));
+	snprintf(msg, msg_cap,
+		 "pipeline %s needs %llu bytes from its start: a ring of %llu (--pipeline-memory), "
+		 "read buffers of %llu (%u readers x %u buffers x %zu bytes: num_parallel_reads, "
+		 "cycle_length, num_read_buffer_bytes) and shuffle slots of %llu "
+		 "(num_shuffle_buffer_elements); %s",
+		 pl->name, (unsigned long long)floor, (unsigned long long)data_bytes,
+		 (unsigned long long)need.read_bytes, need.cycle, need.buffers, need.chunk,
+		 (unsigned long long)need.slot_bytes, fig);
+	return f.at == &d->mem ? -ENOSPC : f.at == &pl->mem ? -ENOSPC : -EDQUOT;
+}
+
+void dmn_budget_close(struct dmn_pipeline *pl)
+{
+	if (!pl->mem_open)
+		return;
+	pl_mem_uncharge(&pl->mem, pl->data_bytes);
+	uint64_t left = pl_mem_fini(&pl->mem);
+	if (left)
+		dmn_warn("pipeline %s: %llu bytes charged to its memory account were not given "
+			 "back (a leak)",
+			 pl->name, (unsigned long long)left);
+	pl->mem_open = false;
 }

@@ -232,6 +232,7 @@ static int make_engine(struct dmn_registry *d, struct get_ctx *g, struct dmn_pip
 	po.state = q->state;
 	po.state_len = q->state_len;
 	po.defer_start = true;
+	po.mem = &pl->mem;
 	struct io_error e;
 	int r = pl_pipeline_create(g->spec, &po, &pl->pl, &e);
 	if (r < 0)
@@ -255,7 +256,10 @@ static int make_ring(struct dmn_registry *d, struct get_ctx *g, struct dmn_pipel
 	struct ipc_ring_tensor *schema = NULL;
 	struct ipc_ring_opts ro;
 	ipc_ring_opts_init(&ro);
-	int r = make_schema(pl->pl, &schema, &ro.n_schema, g->msg, g->msg_cap);
+	/* what it needs from the start is reserved first: refused here, with the figures */
+	int r = dmn_budget_reserve(d, pl, &data_bytes, g->msg, g->msg_cap);
+	if (r == 0)
+		r = make_schema(pl->pl, &schema, &ro.n_schema, g->msg, g->msg_cap);
 	if (r == 0) {
 		char rname[IPC_CTL_NAME_MAX + 16];
 		snprintf(rname, sizeof(rname), "sluice:%s", pl->name);
@@ -301,6 +305,10 @@ int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
 		pl->keep = d->keep.dir ? &d->keep : NULL;
 		pl->sloppy = g.spec->sloppy_interleave;
 	}
+	if (r == 0 && dmn_budget_attach(d, pl) < 0) {
+		snprintf(msg, msg_cap, "out of memory");
+		r = -ENOMEM;
+	}
 	if (r == 0)
 		r = make_engine(d, &g, pl);
 	pl_spec_destroy(g.spec);
@@ -312,7 +320,6 @@ int dmn_pipeline_get(struct dmn_registry *d, const struct dmn_get_req *req,
 		dmn_pipeline_destroy(NULL, pl);
 		return r;
 	}
-	dmn_budget_charge(d, pl);
 	pl->next = d->pipelines;
 	d->pipelines = pl;
 	d->n_pipelines++;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "pipelines_internal.h"
 #include "daemon/pipeline/cache.h"
 #include "daemon/pipeline/index_store.h"
 #include "log.h"
@@ -388,6 +389,7 @@ int main(int argc, char **argv)
 			 "%s): the cache gets %llu",
 			 (unsigned long long)cache_asked, (unsigned long long)all_bytes, mem_from,
 			 (unsigned long long)d.reg.cfg.cache_bytes);
+	dmn_budget_init(&d.reg);
 	d.reg.cfg.cpus = host_cpus_allowed();
 	if (d.reg.cfg.cpus_limit > 0 && d.reg.cfg.cpus_limit < d.reg.cfg.cpus)
 		d.reg.cfg.cpus = d.reg.cfg.cpus_limit;
@@ -545,8 +547,9 @@ int main(int argc, char **argv)
 	dmn_server_fini(&d);
 	sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
 	pl_cache_destroy(d.reg.cache); /* every pipeline that read it is gone */
-	pl_own_index_fini();	       /* writes what it has not written yet */
-	dmn_keep_fini(&d.reg.keep);    /* its files stay: the restart reads them */
+	dmn_budget_fini(&d.reg);
+	pl_own_index_fini();	    /* writes what it has not written yet */
+	dmn_keep_fini(&d.reg.keep); /* its files stay: the restart reads them */
 	dmn_log("stopped");
 	return 0;
 }

@@ -59,9 +59,26 @@ void dmn_pipeline_engine_opts(struct dmn_pipeline *pl, struct pl_pipeline_opts *
  */
 int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_cap);
 /* The data bytes of pl's ring (its engine made, its ring not yet): see budget.c. */
-uint64_t dmn_budget_ring_bytes(const struct dmn_registry *d, const struct dmn_pipeline *pl);
-/* Count pl's ring bytes (pl->data_bytes) against --memory, or give them back. */
-void dmn_budget_charge(struct dmn_registry *d, const struct dmn_pipeline *pl);
-void dmn_budget_release(struct dmn_registry *d, const struct dmn_pipeline *pl);
+uint64_t dmn_budget_ring_bytes(struct dmn_registry *d, const struct dmn_pipeline *pl);
+/* The accounts' root (--memory: cfg.total_bytes), at the start; and at the end. */
+void dmn_budget_init(struct dmn_registry *d);
+void dmn_budget_fini(struct dmn_registry *d);
+/* What --memory holds now: every pipeline's reservation or use, the record cache's. */
+uint64_t dmn_budget_used(struct dmn_registry *d);
+/* Open pl's account under its owner's (before its engine is made): 0 or -ENOMEM. */
+int dmn_budget_attach(struct dmn_registry *d, struct dmn_pipeline *pl);
+/*
+ * Reserve what pl needs from its start: its ring of *data_bytes (charged; less when its
+ * engine's needs come out of --pipeline-memory: the ring's size is put back) and, with an engine,
+ * what its stages are known to need (pl_pipeline_mem_need). 0, or -ENOSPC (--memory) or -EDQUOT
+ * (--user-memory) with msg naming the parts, the figures and the knobs.
+ */
+int dmn_budget_reserve(struct dmn_registry *d, struct dmn_pipeline *pl, uint64_t *data_bytes,
+		       char *msg, size_t msg_cap);
+/*
+ * Give back all pl holds (its engine destroyed: nothing more is charged). Bytes that were
+ * charged and not given back are logged. Any thread that destroys pipelines.
+ */
+void dmn_budget_close(struct dmn_pipeline *pl);
 
 #endif

@@ -113,8 +113,7 @@ void dmn_pipeline_destroy(struct dmn_registry *d, struct dmn_pipeline *pl)
 	pthread_mutex_unlock(&pl->lock);
 	pl_pipeline_destroy(pl->pl); /* joins the driver, and with it the callbacks */
 	ipc_ring_destroy(pl->ring);
-	if (d)
-		dmn_budget_release(d, pl);
+	dmn_budget_close(pl); /* the engine is gone: nothing more is charged */
 	pthread_cond_destroy(&pl->attach_cond);
 	pthread_mutex_destroy(&pl->lock);
 	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <sys/types.h>
 
+#include "daemon/pipeline/mem.h"
 #include "daemon/pipeline/pipeline.h"
 #include "daemon/pipeline/tune.h"
 #include "ipc/ctl.h"
@@ -108,6 +109,14 @@ struct dmn_pipeline {
 	enum ipc_ring_mode mode; /* the ring's group 0: the mode the pipeline was started for */
 	uint32_t rank_n;
 	uint64_t data_bytes;
+	/*
+	 * Its memory account (budget.c): under its owner's (root's and the config dir's: under
+	 * --memory's), holding its ring and what its engine's stages allocate; reserved at
+	 * register for what it is known to need (mem_floor). Outlives the engine.
+	 */
+	struct pl_mem mem;
+	bool mem_open;
+	uint64_t mem_need; /* its engine's part of the floor (pl_pipeline_mem_need) */
 
 	pthread_mutex_t lock;
 	pthread_cond_t attach_cond; /* a reader attached, or stop: an idle producer goes on */
@@ -213,7 +222,16 @@ struct dmn_registry {
 	struct pl_cache *cache; /* the shared record cache, or NULL */
 	struct dmn_pipeline *pipelines;
 	unsigned n_pipelines;
-	uint64_t bytes_used;
+	/*
+	 * The memory accounts (budget.c, daemon/pipeline/mem.h): --memory at the root, one per uid
+	 * other than root that registered a pipeline (--user-memory, kept until the end)
+	 */
+	struct pl_mem mem;
+	struct dmn_umem {
+		uid_t uid;
+		struct pl_mem m;
+		struct dmn_umem *next;
+	} * umems;
 	uint64_t next_private_id;
 	struct dmn_keep keep; /* the state directory (keep.h) */
 	bool stopping;	      /* sluiced stops: kept records stay for its restart */

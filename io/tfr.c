@@ -20,6 +20,7 @@
  */
 
 #define WINDOW_LEN (256u << 10)
+#define ASM_KEEP   (1u << 20) /* an assembly buffer kept from one file to the next */
 
 struct tfr_reader {
 	struct tfr_reader_opts opts;
@@ -43,6 +44,7 @@ struct tfr_reader {
 	/* assembly of a record that straddles the source's end */
 	uint8_t *asm_buf;
 	size_t asm_cap, asm_len, asm_need;
+	uint64_t asm_reserved; /* room held through opts.reserve for it */
 	bool assembling;
 	uint64_t rec_off; /* stream offset of the header being assembled */
 
@@ -141,6 +143,8 @@ void tfr_reader_destroy(struct tfr_reader *r)
 		inflateEnd(&r->zs);
 	free(r->win);
 	free(r->asm_buf);
+	if (r->asm_reserved && r->opts.unreserve)
+		r->opts.unreserve(r->opts.reserve_ctx, r->asm_reserved);
 	free(r->path);
 	free(r);
 }
@@ -164,6 +168,14 @@ int tfr_reader_reset(struct tfr_reader *r, const char *path)
 	r->zs_any = false;
 	r->win_len = r->win_pos = 0;
 	r->asm_len = r->asm_need = 0;
+	if (r->asm_cap > ASM_KEEP) { /* a big record's buffer: not kept for the next file */
+		free(r->asm_buf);
+		r->asm_buf = NULL;
+		r->asm_cap = 0;
+		if (r->asm_reserved && r->opts.unreserve)
+			r->opts.unreserve(r->opts.reserve_ctx, r->asm_reserved);
+		r->asm_reserved = 0;
+	}
 	r->assembling = false;
 	r->stream_off = 0;
 	r->index = 0;
@@ -436,6 +448,27 @@ static int emit(struct tfr_reader *r, const uint8_t *data, uint64_t len, uint64_
 	return TFR_RECORD;
 }
 
+/*
+ * The record whose header starts at r->rec_off is r->asm_need bytes with header and footer and
+ * is about to be assembled: ask opts.reserve for the room first. 0 or -ENOMEM (refused: said).
+ */
+static int asm_admit(struct tfr_reader *r, struct io_error *err)
+{
+	if (!r->opts.reserve || r->asm_need <= r->asm_reserved)
+		return 0;
+	char why[200] = "";
+	uint64_t more = r->asm_need - r->asm_reserved;
+	if (r->opts.reserve(r->opts.reserve_ctx, more, why, sizeof(why)) < 0)
+		return fail(r, -ENOMEM, true, err,
+			    "%s: record %llu at offset %llu is %llu bytes and is not read: %s",
+			    name_of(r), (unsigned long long)r->index,
+			    (unsigned long long)r->rec_off,
+			    (unsigned long long)(r->asm_need - TFR_HEADER_LEN - TFR_FOOTER_LEN),
+			    why[0] ? why : "no room");
+	r->asm_reserved += more;
+	return 0;
+}
+
 static int asm_reserve(struct tfr_reader *r, size_t need)
 {
 	uint8_t *nb;
@@ -525,6 +558,9 @@ int tfr_reader_next(struct tfr_reader *r, struct tfr_record *ret_rec, struct io_
 			r->assembling = true;
 			r->asm_len = 0;
 			r->rec_off = off;
+			rc = asm_admit(r, err);
+			if (rc < 0)
+				return rc;
 		}
 
 		/* Assemble: copy what is at hand, up to what the record needs. */
@@ -548,6 +584,9 @@ int tfr_reader_next(struct tfr_reader *r, struct tfr_record *ret_rec, struct io_
 			if (rc < 0)
 				return rc;
 			r->asm_need = TFR_HEADER_LEN + len + TFR_FOOTER_LEN;
+			rc = asm_admit(r, err);
+			if (rc < 0)
+				return rc;
 			continue;
 		}
 		r->assembling = false;

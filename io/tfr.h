@@ -72,6 +72,17 @@ struct tfr_reader_opts {
 					   * footer unread: only prefetched, with the next header
 					   * (a caller that frames other files meanwhile then finds
 					   * it in cache) */
+	/*
+	 * Room for a record that has to be assembled (it straddles the chunks it arrives in),
+	 * asked for its whole length when its header is read, before any of its bytes are
+	 * buffered (NULL: none asked). reserve returns 0, or -ENOMEM with why filled: the
+	 * record is then refused (-ENOMEM, sticky) with why in the message, naming the record.
+	 * The room is held while the reader keeps its assembly buffer, given back with
+	 * unreserve (at tfr_reader_destroy, or at a reset after a record over 1 MiB).
+	 */
+	int (*reserve)(void *ctx, uint64_t bytes, char *why, size_t why_cap);
+	void (*unreserve)(void *ctx, uint64_t bytes);
+	void *reserve_ctx;
 };
 
 void tfr_reader_opts_init(struct tfr_reader_opts *opts);

@@ -90,7 +90,8 @@ struct tfr_index_build_opts {
 	/*
 	 * Uncompressed files of 4 MiB or more are scanned by several interleaved cursors (one
 	 * thread; the result is exactly the serial scan's, which decides on any doubt). true:
-	 * the serial scan only (tests, benchmarks).
+	 * the serial scan only (tests, benchmarks, and counts that must not touch the pages of
+	 * huge records: plan.c).
 	 */
 	bool serial;
 };

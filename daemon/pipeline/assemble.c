@@ -10,6 +10,7 @@
 
 #include "decode.h"
 #include "ipc/batch.h"
+#include "mem.h"
 
 static void row_fail(struct pl_bjob *job, size_t row, int code, const struct io_error *e)
 {
@@ -185,6 +186,7 @@ static void bjob_free(struct pl_bjob *job)
 	}
 	pl_cepoch_unref(job->cx);
 	free(job->crows);
+	pl_mem_uncharge(plan->mem, job->rows_charged);
 	if (job->lay)
 		for (size_t i = 0; i < plan->n_out; i++)
 			free(job->lay[i].byte_start);
@@ -334,6 +336,7 @@ void pl_rows_drop(struct pl_rows *rows)
 		pl_rec_unref(&rows->rec[i]);
 	free(rows->rec);
 	free(rows->crow);
+	pl_mem_uncharge(rows->mem, rows->charged);
 	pl_cepoch_unref(rows->cx);
 	*rows = (struct pl_rows){ 0 };
 }
@@ -353,6 +356,7 @@ static int bjob_start(struct pl_asm_ctx *ax, struct pl_rows *rows, uint64_t seq,
 	job->rows = rows->rec;
 	job->crows = rows->crow;
 	job->cx = rows->cx;
+	job->rows_charged = rows->charged;
 	*rows = (struct pl_rows){ 0 };
 	job->n_rows = n_rows;
 	job->seq = seq;

@@ -27,6 +27,9 @@ struct pl_rows {
 	struct pl_crow *crow;
 	struct pl_cepoch *cx;
 	size_t n;
+	/* the arrays' bytes charged to mem (mem.h; NULL: none), given back with them */
+	struct pl_mem *mem;
+	uint64_t charged;
 };
 
 /* Drop rows: their references and array (then all zero). */

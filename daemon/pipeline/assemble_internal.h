@@ -41,6 +41,7 @@ struct pl_task {
 };
 
 struct pl_bjob {
+	uint64_t rows_charged; /* its rows' arrays' bytes, charged to the plan's account */
 	struct pl_asm_ctx *ax;
 	uint64_t seq, epoch, index_in_epoch;
 	uint32_t flags;

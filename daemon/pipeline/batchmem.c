@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ipc/batch.h"
+#include "mem.h"
 
 static size_t size_class(size_t len)
 {
@@ -29,10 +30,14 @@ static size_t size_class(size_t len)
  */
 #define PL_BLOCK_HDR IPC_BATCH_EXTENT_ALIGN
 
-static void block_free(void *mem)
+static void block_free(struct pl_batchmem *c, void *mem)
 {
-	if (mem)
-		free((char *)mem - PL_BLOCK_HDR);
+	if (!mem)
+		return;
+	size_t cls;
+	memcpy(&cls, (char *)mem - PL_BLOCK_HDR, sizeof(cls));
+	pl_mem_uncharge(c->acct, PL_BLOCK_HDR + cls);
+	free((char *)mem - PL_BLOCK_HDR);
 }
 
 /* Take entry i out of the cache, keeping the others in the order they were freed. */
@@ -63,9 +68,13 @@ void *pl_batchmem_alloc(void *ctx, size_t len)
 		return m;
 	}
 	pthread_mutex_unlock(&c->lock);
-	char *base = aligned_alloc(IPC_BATCH_EXTENT_ALIGN, PL_BLOCK_HDR + cls);
-	if (!base)
+	if (pl_mem_take(c->acct, PL_BLOCK_HDR + cls, "a batch of %zu bytes", len) < 0)
 		return NULL;
+	char *base = aligned_alloc(IPC_BATCH_EXTENT_ALIGN, PL_BLOCK_HDR + cls);
+	if (!base) {
+		pl_mem_uncharge(c->acct, PL_BLOCK_HDR + cls);
+		return NULL;
+	}
 	memcpy(base, &cls, sizeof(cls));
 	return base + PL_BLOCK_HDR;
 }
@@ -98,7 +107,7 @@ void pl_batchmem_free(void *ctx, void *mem, size_t len)
 		mem = NULL;
 	}
 	pthread_mutex_unlock(&c->lock);
-	block_free(mem);
+	block_free(c, mem);
 }
 
 void pl_batchmem_init(struct pl_batchmem *c)
@@ -110,7 +119,7 @@ void pl_batchmem_init(struct pl_batchmem *c)
 void pl_batchmem_fini(struct pl_batchmem *c)
 {
 	for (unsigned i = 0; i < c->n; i++)
-		block_free(c->mem[i]);
+		block_free(c, c->mem[i]);
 	c->n = 0;
 	pthread_mutex_destroy(&c->lock);
 }

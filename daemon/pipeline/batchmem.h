@@ -18,6 +18,7 @@ struct pl_batchmem {
 	void *mem[PL_BATCHMEM_SLOTS];
 	size_t cls[PL_BATCHMEM_SLOTS];
 	unsigned n;
+	struct pl_mem *acct; /* blocks are charged to it (mem.h), or NULL */
 };
 
 void pl_batchmem_init(struct pl_batchmem *c);

@@ -496,6 +496,7 @@ static int slot_create(struct pl_chain *c, struct pl_slot *s)
 		.validate = validate,
 		.validate_ctx = c,
 		.store = &c->store,
+		.mem = plan->mem,
 		.cache = use_cache(c) ? c->o.cache : NULL,
 		.cache_user = &c->cache_user,
 		.creds = plan->creds,
@@ -537,6 +538,7 @@ int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, str
 		return -ENOMEM;
 	c->o = *opts;
 	c->plan = plan;
+	c->store.mem = plan->mem;
 	c->data_bytes = dataset_bytes(plan);
 	atomic_init(&c->read_chunk, plan->read_chunk);
 	atomic_init(&c->read_depth, plan->read_depth ? plan->read_depth : PL_READ_QUEUE_DEPTH);
@@ -611,6 +613,7 @@ int pl_chain_create(const struct pl_chain_opts *opts, struct pl_chain **ret, str
 		.store = &c->store,
 		/* what the readers can keep pinned before they evacuate: half their pins */
 		.own_over_bytes = (uint64_t)c->n_slots * (PL_PIN_CHUNKS / 2) * plan->read_chunk,
+		.mem = plan->mem,
 		.st = &c->st[PL_STAGE_SHUFFLE],
 		.prof = opts->prof,
 	};

@@ -11,6 +11,7 @@
 #include "cepoch.h"
 #include "chain.h"
 #include "ipc/batch.h"
+#include "mem.h"
 #include "sched/sched.h"
 
 /*
@@ -188,21 +189,30 @@ static int dispatch(struct pl_driver *d, struct pl_rows *rows, uint64_t epoch, u
  * takes what the rows take, not b slots up front. 0, or -ENOMEM with d->err saying so.
  */
 static int grow_rows(struct pl_driver *d, void **rows, size_t *cap, size_t n, size_t b, size_t sz,
-		     bool aligned)
+		     bool aligned, uint64_t *charged)
 {
 	if (n < *cap)
 		return 0;
 	size_t nc = *cap ? *cap * 2 : 1024;
 	if (nc > b)
 		nc = b;
+	uint64_t more = (uint64_t)(nc - *cap) * sz;
+	if (pl_mem_take(d->plan->mem, more,
+			"%zu row slots of a batch (target_batch_size %zu), %zu bytes", nc, b,
+			nc * sz) < 0) {
+		io_error_set(&d->err, "out of memory");
+		return -ENOMEM;
+	}
 	void *nr = aligned ? aligned_alloc(PL_REC_ALIGN, nc * sz) : malloc(nc * sz);
 	if (!nr) {
+		pl_mem_uncharge(d->plan->mem, more);
 		io_error_set(&d->err,
 			     "out of memory for a batch of %zu rows (%zu bytes of row slots; "
 			     "target_batch_size %zu)",
 			     nc, nc * sz, b);
 		return -ENOMEM;
 	}
+	*charged += more;
 	if (*rows)
 		memcpy(nr, *rows, n * sz);
 	free(*rows);
@@ -219,21 +229,21 @@ static int collect(struct pl_driver *d, size_t b, struct pl_rows *ret)
 {
 	pl_prof_sample(&d->prof, d->rounds++ % PL_PROF_EVERY == 0);
 	struct pl_cepoch *cx = pl_chain_cached_epoch(d->chain);
-	*ret = (struct pl_rows){ 0 };
+	*ret = (struct pl_rows){ .mem = d->plan->mem };
 	int r = 0;
 	size_t n = 0, cap = 0;
 	if (cx) {
 		pl_cepoch_ref(cx);
 		ret->cx = cx;
 		while (n < b &&
-		       (r = grow_rows(d, (void **)&ret->crow, &cap, n, b, sizeof(*ret->crow),
-				      false)) == 0 &&
+		       (r = grow_rows(d, (void **)&ret->crow, &cap, n, b, sizeof(*ret->crow), false,
+				      &ret->charged)) == 0 &&
 		       (r = pl_chain_next_row(d->chain, &ret->crow[n], &d->err)) == 1)
 			ret->n = ++n;
 	} else {
 		while (n < b &&
-		       (r = grow_rows(d, (void **)&ret->rec, &cap, n, b, sizeof(*ret->rec),
-				      true)) == 0 &&
+		       (r = grow_rows(d, (void **)&ret->rec, &cap, n, b, sizeof(*ret->rec), true,
+				      &ret->charged)) == 0 &&
 		       (r = pl_chain_next(d->chain, &ret->rec[n], &d->err)) == 1)
 			ret->n = ++n;
 	}
@@ -312,6 +322,27 @@ static int run_epoch(struct pl_driver *d, uint64_t epoch, uint64_t skip, uint64_
 	return 0;
 }
 
+/*
+ * An -ENOMEM whose cause was a refused charge (the pipeline's memory account, mem.h): say what
+ * it was for, the figures, and the knobs, in place of a bare "out of memory". A stage's own
+ * message with its figures (a record too long to read: io/tfr.c) stays.
+ */
+static void spent_message(struct pl_driver *d, struct io_error *why)
+{
+	char ref[400];
+	if (!pl_mem_refusal(d->plan->mem, ref, sizeof(ref)))
+		return;
+	if (why->msg[0] && strcmp(why->msg, "out of memory") != 0)
+		return;
+	io_error_set(why,
+		     "this pipeline may not hold more memory: %s (what it holds grows with "
+		     "num_shuffle_buffer_elements, num_parallel_reads x num_read_buffer_bytes, "
+		     "target_batch_size and its records' size; what it may have with "
+		     "args.ram_budget, "
+		     "--user-memory and --memory)",
+		     ref);
+}
+
 static void *driver_main(void *arg)
 {
 	struct pl_driver *d = arg;
@@ -337,6 +368,8 @@ static void *driver_main(void *arg)
 	 * them in order (a job's own error comes first, as pl_deliver_fail keeps the first).
 	 */
 	struct io_error why = d->err;
+	if (r == -ENOMEM)
+		spent_message(d, &why);
 	while (r != -ECANCELED && !d->job_failed && d->count > 0)
 		if (finish_oldest(d) < 0)
 			break;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "index_store.h"
+#include "mem.h"
 #include "stage.h"
 
 /* Following a file another pipeline is putting in the cache: how long to wait at a time, and
@@ -41,6 +42,21 @@ struct pl_frame {
 	struct pl_own_collect own;   /* the file's entry in sluiced's own index, as it is framed */
 };
 
+/* tfr_reader_opts.reserve: a record to assemble, charged to the pipeline's account. */
+static int reserve_record(void *ctx, uint64_t bytes, char *why, size_t why_cap)
+{
+	struct pl_mem_full f;
+	if (pl_mem_charge(ctx, bytes, &f) == 0)
+		return 0;
+	pl_mem_full_text(&f, why, why_cap);
+	return -ENOMEM;
+}
+
+static void unreserve_record(void *ctx, uint64_t bytes)
+{
+	pl_mem_uncharge(ctx, bytes);
+}
+
 int pl_frame_create(const struct pl_frame_opts *opts, struct pl_frame **ret)
 {
 	struct pl_frame *fr = calloc(1, sizeof(*fr));
@@ -51,6 +67,11 @@ int pl_frame_create(const struct pl_frame_opts *opts, struct pl_frame **ret)
 	tfr_reader_opts_init(&ro);
 	ro.compression = opts->compression;
 	ro.defer_data_crc = true; /* checked by the parse task that reads the record */
+	if (opts->mem) {
+		ro.reserve = reserve_record;
+		ro.unreserve = unreserve_record;
+		ro.reserve_ctx = opts->mem;
+	}
 	fr->rd = tfr_reader_create(&ro);
 	if (!fr->rd) {
 		free(fr);

@@ -44,6 +44,8 @@ struct pl_frame_opts {
 	int (*validate)(void *ctx, const struct pl_rec *rec);
 	void *validate_ctx;
 	struct pl_store *store; /* records not pinned in their chunk are copied here */
+	/* a record assembled across chunks is charged to it before it is read (mem.h), or NULL */
+	struct pl_mem *mem;
 	/*
 	 * The shared record cache, or NULL: a file it holds is framed from there (no read); a file
 	 * it does not hold is put there as it is framed, when it fits (pl_cache_fill_begin).

@@ -13,6 +13,7 @@
 #include "io/creds.h"
 #include "io/tfr.h"
 #include "io/tfr_index.h"
+#include "mem.h"
 #include "rng.h"
 
 /*
@@ -31,6 +32,7 @@ struct gs_file {
 	uint64_t first;	   /* its first record's number across the files */
 	uint64_t records;  /* offsets[records] is the end of its last record */
 	uint64_t *offsets; /* records + 1 */
+	uint64_t charged;  /* of them, to the pipeline's memory account */
 	struct stat id;	   /* at the scan */
 	int fd;		   /* -1: not open */
 	uint32_t inflight; /* reads of it in flight */
@@ -263,6 +265,15 @@ static int scan(struct pl_gshuffle *g, struct io_error *err)
 		f->offsets[e->records] = e->stream_bytes;
 		tfr_index_entry_destroy(e);
 	keep:
+		/* charged once made: a file's table is at most half its size (16-byte records) */
+		if (pl_mem_take(plan->mem, (f->records + 1) * sizeof(*f->offsets),
+				"the global shuffle's offsets of %s (%llu records)", f->path,
+				(unsigned long long)f->records) < 0) {
+			close(fd);
+			io_error_set(err, "out of memory");
+			return -ENOMEM;
+		}
+		f->charged = (f->records + 1) * sizeof(*f->offsets);
 		for (uint64_t k = 0; k < f->records; k++) {
 			uint64_t len = f->offsets[k + 1] - f->offsets[k];
 			if (len > g->max_len)
@@ -373,6 +384,7 @@ void pl_gshuffle_destroy(struct pl_gshuffle *g)
 		if (g->files[i].fd >= 0)
 			close(g->files[i].fd);
 		free(g->files[i].offsets);
+		pl_mem_uncharge(g->o.plan->mem, g->files[i].charged);
 	}
 	free(g->files);
 	free(g->win);

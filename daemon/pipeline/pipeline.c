@@ -10,6 +10,7 @@
 #include "batchmem.h"
 #include "deliver.h"
 #include "driver.h"
+#include "mem.h"
 #include "plan.h"
 #include "read.h"
 #include "sched/sched.h"
@@ -23,7 +24,8 @@ struct pl_pipeline {
 	struct pl_tensor_info *info;
 	struct pl_pos start; /* where the stream begins (0, or a restored state) */
 	struct pl_batchmem mem;
-	struct pl_tune max; /* what a tuner may move, and how far (pl_pipeline_tunable) */
+	struct pl_tune max;	    /* what a tuner may move, and how far (pl_pipeline_tunable) */
+	struct pl_tune start_reads; /* the knobs it starts with (tune_bounds) */
 };
 
 /*
@@ -65,7 +67,7 @@ static size_t chunk_within(uint64_t bytes, unsigned cycle, unsigned depth)
  * at that depth), the batch jobs in flight within B / 2 where a batch's size is known. A knob
  * whose least value does not fit keeps its least (1 read in flight, 64 KiB reads, 1 job).
  */
-static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_tune *start)
+static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_mem *mem, struct pl_tune *start)
 {
 	const struct pl_plan *plan = p->plan;
 	memset(&p->max, 0, sizeof(p->max));
@@ -77,6 +79,17 @@ static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_tune *start)
 	if (!tune)
 		return;
 	uint64_t half = (uint64_t)plan->cfg.ram_budget / 2; /* 0: no budget */
+	/*
+	 * The read buffers a tuner may give: within half the budget, else PL_TUNE_READ_BYTES;
+	 * under a memory account, within a quarter of the room it has now too (they are reserved
+	 * at register: pl_pipeline_mem_need).
+	 */
+	uint64_t reads = half ? half : PL_TUNE_READ_BYTES;
+	if (mem) {
+		uint64_t room = pl_mem_room(mem) / 4;
+		if (room < reads)
+			reads = room;
+	}
 	if (plan->cfg.num_prefetch == PL_AUTO) {
 		unsigned pf;
 		uint64_t bb = pl_pipeline_batch_bytes(p, &pf), fit = PL_TUNE_PREFETCH_MAX;
@@ -89,17 +102,19 @@ static void tune_bounds(struct pl_pipeline *p, bool tune, struct pl_tune *start)
 	if (chunk_tuned)
 		start->read_chunk = PL_TUNE_CHUNK_MIN;
 	if (plan->cfg.cycle_length != PL_CYCLE_UNSET && plan->cfg.num_parallel_reads == PL_AUTO) {
-		p->max.read_depth = half ? depth_within(half, plan->cycle, start->read_chunk)
-					 : PL_READ_MAX_QUEUE_DEPTH;
+		p->max.read_depth = half || mem
+					    ? depth_within(reads, plan->cycle, start->read_chunk)
+					    : PL_READ_MAX_QUEUE_DEPTH;
 		start->read_depth = 1;
 	}
 	if (chunk_tuned) {
 		/* without a budget as before: PL_TUNE_READ_BYTES at the default depth */
-		p->max.read_chunk =
-			half ? chunk_within(half, plan->cycle,
-					    p->max.read_depth ? p->max.read_depth
-							      : start->read_depth)
-			     : chunk_within(PL_TUNE_READ_BYTES, plan->cycle, PL_READ_QUEUE_DEPTH);
+		p->max.read_chunk = half || mem
+					    ? chunk_within(reads, plan->cycle,
+							   p->max.read_depth ? p->max.read_depth
+									     : start->read_depth)
+					    : chunk_within(PL_TUNE_READ_BYTES, plan->cycle,
+							   PL_READ_QUEUE_DEPTH);
 	}
 }
 
@@ -169,6 +184,9 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	int r = pl_plan_create(spec, o.creds, &p->plan, err);
 	if (r < 0)
 		goto fail;
+	p->plan->mem = o.mem;
+	if (o.alloc_ctx == &p->mem)
+		p->mem.acct = o.mem; /* batches of its own memory: charged too */
 	if (o.state) {
 		r = pl_state_load(p->plan->fingerprint, p->plan->cfg.seed, o.state, o.state_len,
 				  &p->start, err);
@@ -179,7 +197,8 @@ int pl_pipeline_create(const struct pl_spec *spec, const struct pl_pipeline_opts
 	if (r < 0)
 		goto fail;
 	struct pl_tune start;
-	tune_bounds(p, o.tune, &start);
+	tune_bounds(p, o.tune, o.mem, &start);
+	p->start_reads = start;
 	struct pl_deliver_opts dopts = {
 		.prefetch = start.prefetch,
 		.deliver = o.deliver,
@@ -263,6 +282,40 @@ uint64_t pl_pipeline_batch_bytes(const struct pl_pipeline *p, unsigned *ret_pref
 		bytes += rows * n + 4096; /* each tensor's data aligned */
 	}
 	return bytes;
+}
+
+void pl_pipeline_mem_need(const struct pl_pipeline *p, struct pl_mem_need *ret)
+{
+	const struct pl_plan *plan = p->plan;
+	memset(ret, 0, sizeof(*ret));
+	ret->cycle = plan->cycle ? plan->cycle : 1;
+	unsigned depth = p->max.read_depth ? p->max.read_depth : p->start_reads.read_depth;
+	ret->buffers = pl_read_buffers(depth ? depth : PL_READ_QUEUE_DEPTH);
+	ret->chunk = p->max.read_chunk ? p->max.read_chunk : p->start_reads.read_chunk;
+	if (!ret->chunk)
+		ret->chunk = plan->read_chunk;
+	ret->read_bytes = (uint64_t)ret->cycle * ret->buffers * ret->chunk;
+	if (plan->cfg.shuffle && !plan->cfg.global_shuffle) {
+		/* the slots it starts with (shuffle.c; more are charged as it grows) */
+		uint64_t n = (uint64_t)plan->cfg.num_shuffle_buffer_elements;
+		ret->slot_bytes = (n < (1u << 20) ? n : (1u << 20)) * sizeof(struct pl_rec);
+	}
+	/*
+	 * The store's first block (records that straddle reads are copied there) and a slab when
+	 * a shuffle buffer holds records of their own; the row slots of the batches in flight.
+	 */
+	ret->store_bytes = ((uint64_t)1 << 20) + 4096;
+	if (plan->cfg.shuffle)
+		ret->store_bytes += (uint64_t)2 << 20;
+	uint64_t rows = (uint64_t)plan->cfg.target_batch_size;
+	ret->store_bytes +=
+		(rows < 1024 ? rows : 1024) * sizeof(struct pl_rec) * (plan->prefetch + 2);
+	ret->total = ret->read_bytes + ret->slot_bytes + ret->store_bytes;
+}
+
+int64_t pl_pipeline_ram_budget(const struct pl_pipeline *p)
+{
+	return p->plan->cfg.ram_budget > 0 ? p->plan->cfg.ram_budget : 0;
 }
 
 size_t pl_pipeline_n_tensors(const struct pl_pipeline *p)

@@ -89,6 +89,13 @@ struct pl_pipeline_opts {
 	 * and within the spec's ram_budget when it gives one (docs/plumber.md, "Autotuning").
 	 */
 	bool tune;
+	/*
+	 * The pipeline's memory account (mem.h), or NULL (nothing counted): every block its
+	 * stages allocate that grows with the spec or the data is charged to it first, and a
+	 * refused charge fails the pipeline with the figures (never the process). Kept by the
+	 * caller past pl_pipeline_destroy. pl_pipeline_mem_need() says what to reserve in it.
+	 */
+	struct pl_mem *mem;
 };
 
 /*
@@ -142,6 +149,24 @@ struct pl_tensor_info {
 	bool ragged;		    /* axis 1 is ragged (row_splits) */
 };
 
+/*
+ * What the pipeline's stages are known to need before any record is read, for a reservation in
+ * its memory account (opts.mem; pl_mem_set_floor): its read buffers (the cycle's readers, each
+ * with the buffers of its reads in flight, the chunk framed and those records may pin, at the
+ * most a tuner may give) and the shuffle slots it starts with. What grows with the data (record
+ * blocks, more slots, a record assembled across chunks, batches' rows) is charged as it comes.
+ */
+struct pl_mem_need {
+	uint64_t read_bytes; /* cycle x buffers x chunk */
+	unsigned cycle, buffers;
+	size_t chunk;
+	uint64_t slot_bytes;
+	uint64_t store_bytes; /* the record store's first blocks, batches' row slots */
+	uint64_t total;
+};
+void pl_pipeline_mem_need(const struct pl_pipeline *p, struct pl_mem_need *ret);
+/* The spec's args.ram_budget in bytes, or 0 when it gives none. */
+int64_t pl_pipeline_ram_budget(const struct pl_pipeline *p);
 size_t pl_pipeline_n_tensors(const struct pl_pipeline *p);
 /*
  * The most bytes one batch takes, when every tensor's rows have a fixed shape (dense images,

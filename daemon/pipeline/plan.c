@@ -181,7 +181,12 @@ static void count_ahead(struct pl_plan *plan)
 			records += own_records; /* sluiced's own entry, fresh against this fd */
 		} else if (plan->ds->manifest->compression == TFR_COMPRESSION_NONE) {
 			struct tfr_index_entry *own = NULL;
-			if (tfr_index_build_fd(fd, path, NULL, &own, &err) == 0)
+			/* serial: it hops header to header and touches no page between (the
+			   parallel scan looks for headers inside huge records: their pages) */
+			struct tfr_index_build_opts bo;
+			tfr_index_build_opts_init(&bo);
+			bo.serial = true;
+			if (tfr_index_build_fd(fd, path, &bo, &own, &err) == 0)
 				records += own->records;
 			else
 				known = false; /* a bad file: the epoch says where, as it reads it */

@@ -147,6 +147,8 @@ struct pl_plan {
 	   &own_creds, or NULL (the process's) */
 	const struct io_creds *creds;
 	struct io_creds own_creds;
+	/* the pipeline's memory account (pl_pipeline_opts.mem), or NULL: nothing is counted */
+	struct pl_mem *mem;
 };
 
 /*

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "io/tfr.h"
+#include "mem.h"
 
 #define PL_BLOCK_BYTES (1u << 20)
 
@@ -20,6 +21,7 @@ static void block_put(struct pl_block *b)
 		b->next_free = *b->free_list;
 		*b->free_list = b;
 	} else {
+		pl_mem_uncharge(b->owner, sizeof(*b) + b->cap);
 		free(b);
 	}
 }
@@ -55,13 +57,19 @@ static struct pl_block *block_get(struct pl_store *s, size_t need)
 		s->free_blocks = b->next_free;
 	} else {
 		size_t cap = need > PL_BLOCK_BYTES ? need : PL_BLOCK_BYTES;
-		b = malloc(sizeof(*b) + cap);
-		if (!b)
+		if (pl_mem_take(s->mem, sizeof(*b) + cap, "a block of %zu bytes of records", cap) <
+		    0)
 			return NULL;
+		b = malloc(sizeof(*b) + cap);
+		if (!b) {
+			pl_mem_uncharge(s->mem, sizeof(*b) + cap);
+			return NULL;
+		}
 		memset(b, 0, sizeof(*b));
 		b->cap = cap;
 		b->data = (uint8_t *)(b + 1);
 		b->free_list = cap == PL_BLOCK_BYTES ? &s->free_blocks : NULL;
+		b->owner = b->free_list ? NULL : s->mem;
 	}
 	b->refs = 1;
 	b->used = 0;
@@ -104,10 +112,15 @@ static struct pl_block *own_get(struct pl_store *s, size_t len)
 	size_t need = sizeof(struct pl_block) + len;
 	size_t c = (need - 1) / PL_OWN_UNIT;
 	if (c >= PL_OWN_CLASSES) { /* a big record: a malloc is cheap beside its copy */
+		if (pl_mem_take(s->mem, need, "a record of %zu bytes held on its own", len) < 0)
+			return NULL;
 		struct pl_block *b = malloc(need);
 		if (b) {
 			memset(b, 0, sizeof(*b));
 			b->cap = len;
+			b->owner = s->mem;
+		} else {
+			pl_mem_uncharge(s->mem, need);
 		}
 		return b;
 	}
@@ -120,9 +133,13 @@ static struct pl_block *own_get(struct pl_store *s, size_t len)
 	}
 	size_t size = (c + 1) * PL_OWN_UNIT;
 	if (s->slab_left < size) { /* the rest of the slab stays unused */
-		uint8_t *slab = aligned_alloc(PL_OWN_UNIT, PL_SLAB_BYTES);
-		if (!slab)
+		if (pl_mem_take(s->mem, PL_SLAB_BYTES, "a slab of records held on their own") < 0)
 			return NULL;
+		uint8_t *slab = aligned_alloc(PL_OWN_UNIT, PL_SLAB_BYTES);
+		if (!slab) {
+			pl_mem_uncharge(s->mem, PL_SLAB_BYTES);
+			return NULL;
+		}
 		*(void **)(void *)slab = s->slabs;
 		s->slabs = slab;
 		s->slab = slab + PL_OWN_UNIT;
@@ -162,12 +179,14 @@ void pl_store_fini(struct pl_store *s)
 	while (s->free_blocks) {
 		struct pl_block *b = s->free_blocks;
 		s->free_blocks = b->next_free;
+		pl_mem_uncharge(s->mem, sizeof(*b) + b->cap);
 		free(b);
 	}
 	memset(s->own_free, 0, sizeof(s->own_free));
 	while (s->slabs) {
 		void *slab = s->slabs;
 		s->slabs = *(void **)slab;
+		pl_mem_uncharge(s->mem, PL_SLAB_BYTES);
 		free(slab);
 	}
 	s->slab = NULL;

@@ -19,7 +19,8 @@ struct pl_block {
 	uint8_t *data;
 	struct pl_block **free_list;	 /* heap: where a standard-size block goes when unused */
 	void (*put)(struct pl_block *b); /* a read buffer: gives it back (and frees b) */
-	/* a read buffer: its reader's, for pl_read_evacuate; a record cache entry's: the entry */
+	/* a read buffer: its reader's, for pl_read_evacuate; a record cache entry's: the entry;
+	   a big record's block of its own: the memory account it is charged to */
 	void *owner;
 	uint64_t seq; /* a read buffer: its reader's chunk number (age) */
 	bool pin;     /* a read buffer: its records may point into it */
@@ -117,6 +118,12 @@ struct pl_store {
 	size_t slab_left;
 	void *slabs;	       /* every slab, linked through its first word */
 	uint64_t copied_bytes; /* bytes copied in (record bytes, footers not counted) */
+	/*
+	 * The pipeline's memory account (mem.h), or NULL: slabs and blocks are charged to it
+	 * before they are allocated; a big record's block names it in its owner, for the
+	 * uncharge when its last record goes.
+	 */
+	struct pl_mem *mem;
 };
 
 /*

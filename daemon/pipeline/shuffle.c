@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "mem.h"
 #include "rng.h"
 
 /*
@@ -63,20 +64,35 @@ static inline uint32_t elem_len(const void *x, bool compact)
  * where the kernel gives them: its slots are drawn at random, and with 4 KiB pages each draw
  * was a TLB miss (a prefetch of its slot waits for the page walk).
  */
-static uint8_t *slots_alloc(size_t n, size_t esz)
+static size_t slots_bytes(size_t n, size_t esz)
 {
 	const size_t huge = 2u << 20;
 	size_t bytes = (n * esz + PL_REC_ALIGN - 1) & ~(size_t)(PL_REC_ALIGN - 1); /* whole lines */
-	if (bytes < huge) {
-		void *p = aligned_alloc(PL_REC_ALIGN, bytes);
-		return p ? memset(p, 0, bytes) : NULL;
-	}
-	bytes = (bytes + huge - 1) & ~(huge - 1);
-	void *p = aligned_alloc(huge, bytes);
-	if (!p)
+	return bytes < huge ? bytes : (bytes + huge - 1) & ~(huge - 1);
+}
+
+static uint8_t *slots_alloc(struct pl_mem *mem, uint64_t buffer, size_t n, size_t esz)
+{
+	const size_t huge = 2u << 20;
+	size_t bytes = slots_bytes(n, esz);
+	if (pl_mem_take(mem, bytes,
+			"%zu shuffle slots (num_shuffle_buffer_elements %llu), %zu bytes", n,
+			(unsigned long long)buffer, bytes) < 0)
 		return NULL;
-	(void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: fine if refused */
+	void *p = aligned_alloc(bytes < huge ? PL_REC_ALIGN : huge, bytes);
+	if (!p) {
+		pl_mem_uncharge(mem, bytes);
+		return NULL;
+	}
+	if (bytes >= huge)
+		(void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: fine if refused */
 	return memset(p, 0, bytes);
+}
+
+static void slots_free(struct pl_shuffle *sh, uint8_t *buf, size_t n)
+{
+	pl_mem_uncharge(sh->o.mem, slots_bytes(n, sh->esz));
+	free(buf);
 }
 
 int pl_shuffle_create(const struct pl_shuffle_opts *opts, struct pl_shuffle **ret)
@@ -89,7 +105,7 @@ int pl_shuffle_create(const struct pl_shuffle_opts *opts, struct pl_shuffle **re
 	sh->cap = opts->enabled ? (size_t)opts->buffer : 0;
 	if (sh->cap > 1u << 20)
 		sh->cap = 1u << 20; /* grows on demand beyond this */
-	sh->buf = slots_alloc(sh->cap ? sh->cap : 1, sh->esz);
+	sh->buf = slots_alloc(sh->o.mem, opts->buffer, sh->cap ? sh->cap : 1, sh->esz);
 	if (!sh->buf) {
 		free(sh);
 		return -ENOMEM;
@@ -112,7 +128,7 @@ void pl_shuffle_destroy(struct pl_shuffle *sh)
 	if (!sh)
 		return;
 	drop_buffer(sh);
-	free(sh->buf);
+	slots_free(sh, sh->buf, sh->cap ? sh->cap : 1);
 	free(sh);
 }
 
@@ -213,10 +229,11 @@ static inline __attribute__((always_inline)) int shuffle_next(struct pl_shuffle 
 		}
 		if (sh->len == sh->cap) {
 			size_t ncap = sh->cap ? sh->cap * 2 : 64;
-			uint8_t *nb = slots_alloc(ncap, sh->esz); /* aligned: not realloc */
+			uint8_t *nb = slots_alloc(sh->o.mem, sh->o.buffer, ncap,
+						  sh->esz); /* aligned: not realloc */
 			if (nb) {
 				memcpy(nb, sh->buf, sh->len * sh->esz);
-				free(sh->buf);
+				slots_free(sh, sh->buf, sh->cap ? sh->cap : 1);
 			}
 			if (!nb) {
 				if (!compact)

@@ -36,6 +36,7 @@ struct pl_shuffle_opts {
 	 */
 	struct pl_store *store;
 	uint64_t own_over_bytes;
+	struct pl_mem *mem; /* the slots are charged to it (mem.h), or NULL */
 	struct pl_stage_stats *st;
 	struct pl_prof *prof;
 };

@@ -756,7 +756,8 @@ def test_ring_memory(tmp, data):
           "ring memory: a 256 MiB ring serves 3 epochs (%s)" % r.stderr.strip()[-200:])
     shown = {k: flat.get(k) for k in ("ring_bytes", "ring_bytes_committed",
                                       "ring_commit_failures")}
-    check(flat.get("ring_bytes") == 256 << 20 and
+    # --pipeline-memory 256M is the pipeline's: its engine's fixed needs, then its ring
+    check(128 << 20 <= flat.get("ring_bytes", 0) <= 256 << 20 and
           0 < flat.get("ring_bytes_committed", 0) <= 4 << 20 and
           flat.get("ring_commit_failures") == 0,
           "ring memory: its stats show a few MiB committed of 256 MiB: %s" % shown)

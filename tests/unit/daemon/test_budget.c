@@ -26,6 +26,7 @@ static void reg_init(struct dmn_registry *d)
 	d->cfg.pipeline_bytes = 8 * MB;
 	d->cfg.total_bytes = 64 * MB;
 	d->cfg.linger_ns = 60ull * 1000000000;
+	dmn_budget_init(d);
 }
 
 /* A pipeline of owner in status, holding 8 MiB, with readers; last used at tick. */
@@ -45,7 +46,12 @@ static struct dmn_pipeline *add(struct dmn_registry *d, const char *name, uid_t 
 	pl->next = d->pipelines;
 	d->pipelines = pl;
 	d->n_pipelines++;
-	dmn_budget_charge(d, pl);
+	char msg[512];
+	assert_int_equal(dmn_budget_attach(d, pl), 0);
+	uint64_t ring = 8 * MB;
+	int r = dmn_budget_reserve(d, pl, &ring, msg, sizeof(msg));
+	if (r)
+		fail_msg("%s", msg);
 	return pl;
 }
 
@@ -62,7 +68,8 @@ static void reg_fini(struct dmn_registry *d)
 	while (d->pipelines)
 		dmn_pipeline_drop(d, d->pipelines, "the test ends");
 	assert_int_equal(d->n_pipelines, 0);
-	assert_true(d->bytes_used == 0); /* every charge was released */
+	assert_true(dmn_budget_used(d) == 0); /* every charge was released */
+	dmn_budget_fini(d);
 }
 
 static void test_daemon_cap(void **state)
@@ -113,20 +120,20 @@ static void test_memory_drops_idle_lru(void **state)
 	struct dmn_registry d;
 	char msg[256];
 	reg_init(&d);
-	d.cfg.total_bytes = 32 * MB; /* four rings; root asks (a user's fair share: below) */
-	add(&d, "busy", 1000, DMN_RUNNING, 1, 1);
-	add(&d, "old", 1000, DMN_FINISHED, 0, 2);
-	add(&d, "read", 1000, DMN_FINISHED, 1, 3); /* ended, but read: it stays */
-	add(&d, "new", 1000, DMN_FAILED, 0, 4);
-	assert_true(d.bytes_used == 32 * MB);
+	d.cfg.total_bytes = 32 * MB; /* four rings, root's (a user's fair share: below) */
+	add(&d, "busy", 0, DMN_RUNNING, 1, 1);
+	add(&d, "old", 0, DMN_FINISHED, 0, 2);
+	add(&d, "read", 0, DMN_FINISHED, 1, 3); /* ended, but read: it stays */
+	add(&d, "new", 0, DMN_FAILED, 0, 4);
+	assert_true(dmn_budget_used(&d) == 32 * MB);
 	assert_int_equal(dmn_budget_admit(&d, 0, msg, sizeof(msg)), 0);
 	assert_false(has(&d, "old")); /* the least recently used idle one made room */
 	assert_true(has(&d, "new") && has(&d, "read") && has(&d, "busy"));
-	assert_true(d.bytes_used == 24 * MB);
-	add(&d, "next", 1000, DMN_RUNNING, 1, 5);
+	assert_true(dmn_budget_used(&d) == 24 * MB);
+	add(&d, "next", 0, DMN_RUNNING, 1, 5);
 	assert_int_equal(dmn_budget_admit(&d, 0, msg, sizeof(msg)), 0);
 	assert_false(has(&d, "new"));
-	add(&d, "last", 1000, DMN_RUNNING, 1, 6);
+	add(&d, "last", 0, DMN_RUNNING, 1, 6);
 	/* nothing idle left: refused with the figures */
 	assert_int_equal(dmn_budget_admit(&d, 0, msg, sizeof(msg)), -ENOSPC);
 	assert_string_equal(msg, "memory budget: 33554432 of 33554432 bytes in use, a pipeline "
