@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import sluice
-from conftest import BATCH, RECORDS, ctl, image_spec, run_reference, shuffled, wait_for
+from conftest import (BATCH, RECORDS, ctl, image_spec, run_reference, shuffled, test_daemon,
+                      wait_for)
 
 try:
     import torch
@@ -670,7 +671,21 @@ def test_lag_catch_up(fresh_daemon):
     wait_for("the private pipeline to go with its reader", gone, timeout=30)
 
 
-def test_a_paced_reader_gets_the_ring_refilled(fresh_daemon):
+@pytest.fixture
+def roomy_daemon(tmp_path, data):
+    """A daemon of its own whose ring holds 64 of the image batches: --pipeline-memory 16M
+    (the engine's fixed needs come out of --pipeline-memory, docs/security.md "Memory", and
+    the test's 8 MiB leaves the ring fewer than 64 of them)."""
+    conf = str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(str(tmp_path), conf, ["--pipeline-memory", "16M"])
+    assert d.ready, "sluiced did not say READY=1"
+    d.data = data
+    yield d
+    d.stop()
+
+
+def test_a_paced_reader_gets_the_ring_refilled(roomy_daemon):
     """A reader slower than its pipeline, as a training step paces it: once the ring is full
     the daemon waits until a quarter of it was released and makes that many batches in a row
     (ipc_ring_wait_releases), instead of waiting again for room before every batch; and when
@@ -680,7 +695,7 @@ def test_a_paced_reader_gets_the_ring_refilled(fresh_daemon):
     batch comes, in order, once. How many wake-ups the runs save depends on the pace against
     the daemon's patience and the host's load: a performance property (docs/BENCHMARKS.md, "A
     full ring wakes the driver once a quarter of it is released"), not a functional check."""
-    d = fresh_daemon
+    d = roomy_daemon
     name = sluice.register(image_spec(d.data, name="paced", epochs=40), socket=d.sock)
     r = sluice.attach(name, socket=d.sock)
     stats = lambda: sluice.stats(name, socket=d.sock)  # noqa: E731
