@@ -87,7 +87,7 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next) {
 			if (pl->owner == owner && !ended_idle(pl)) {
 				n++;
-				bytes += pl->mem.floor; /* its reservation: server thread's */
+				bytes += pl_mem_floor(&pl->mem); /* its reservation */
 			}
 		}
 	}
@@ -223,11 +223,9 @@ int dmn_budget_attach(struct dmn_registry *d, struct dmn_pipeline *pl)
 	if (!parent)
 		return -ENOMEM;
 	/* the settings as they are (a test changes them; sluiced's are fixed at its start) */
-	d->mem.limit = d->cfg.total_bytes;
-	if (user) {
-		parent->limit = d->cfg.user_bytes;
-		parent->leave = reserve_bytes(d);
-	}
+	pl_mem_set_limit(&d->mem, d->cfg.total_bytes, 0);
+	if (user)
+		pl_mem_set_limit(parent, d->cfg.user_bytes, reserve_bytes(d));
 	char what[IPC_CTL_NAME_MAX + 48];
 	snprintf(what, sizeof(what), "pipeline %s's args.ram_budget", pl->name);
 	pl_mem_init(&pl->mem, parent, 0, what);
@@ -256,7 +254,7 @@ int dmn_budget_reserve(struct dmn_registry *d, struct dmn_pipeline *pl, uint64_t
 	*ret_data_bytes = data_bytes;
 	/* args.ram_budget bounds what the engine holds; the ring is sluiced's to size */
 	if (budget > 0)
-		pl->mem.limit = data_bytes + (uint64_t)budget;
+		pl_mem_set_limit(&pl->mem, data_bytes + (uint64_t)budget, 0);
 	uint64_t floor = data_bytes + need.total;
 	struct pl_mem_full f;
 	int r = pl_mem_set_floor(&pl->mem, floor, &f);

@@ -160,6 +160,15 @@ bool pl_mem_refusal(struct pl_mem *m, char *buf, size_t cap)
 	return true;
 }
 
+void pl_mem_set_limit(struct pl_mem *m, uint64_t limit, uint64_t leave)
+{
+	struct pl_mem *root = root_of(m);
+	pthread_mutex_lock(&root->lock);
+	m->limit = limit;
+	m->leave = leave;
+	pthread_mutex_unlock(&root->lock);
+}
+
 void pl_mem_uncharge(struct pl_mem *m, uint64_t bytes)
 {
 	if (!m || !bytes)
@@ -194,6 +203,15 @@ uint64_t pl_mem_held(struct pl_mem *m)
 	uint64_t h = held_of(m->used, m->floor);
 	pthread_mutex_unlock(&root->lock);
 	return h;
+}
+
+uint64_t pl_mem_floor(struct pl_mem *m)
+{
+	struct pl_mem *root = root_of(m);
+	pthread_mutex_lock(&root->lock);
+	uint64_t f = m->floor;
+	pthread_mutex_unlock(&root->lock);
+	return f;
 }
 
 uint64_t pl_mem_used(struct pl_mem *m)

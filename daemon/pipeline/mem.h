@@ -77,6 +77,8 @@ int pl_mem_take(struct pl_mem *m, uint64_t bytes, const char *fmt, ...)
  * bytes more would pass ...". false when there was none.
  */
 bool pl_mem_refusal(struct pl_mem *m, char *buf, size_t cap);
+/* Set m's limit and what it leaves free in its parent (under the tree's lock). */
+void pl_mem_set_limit(struct pl_mem *m, uint64_t limit, uint64_t leave);
 /* Give back bytes charged to m (NULL m: nothing). */
 void pl_mem_uncharge(struct pl_mem *m, uint64_t bytes);
 /*
@@ -86,6 +88,8 @@ void pl_mem_uncharge(struct pl_mem *m, uint64_t bytes);
 int pl_mem_set_floor(struct pl_mem *m, uint64_t floor, struct pl_mem_full *ret_full);
 /* What m holds against its parent: the larger of its floor and what it uses. */
 uint64_t pl_mem_held(struct pl_mem *m);
+/* m's floor (a locked read). */
+uint64_t pl_mem_floor(struct pl_mem *m);
 /* What m uses now, and its peak (locked reads). */
 uint64_t pl_mem_used(struct pl_mem *m);
 uint64_t pl_mem_peak(struct pl_mem *m);
