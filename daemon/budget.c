@@ -275,7 +275,7 @@ int dmn_budget_reserve(struct dmn_registry *d, struct dmn_pipeline *pl, uint64_t
 		 pl->name, (unsigned long long)floor, (unsigned long long)data_bytes,
 		 (unsigned long long)need.read_bytes, need.cycle, need.buffers, need.chunk,
 		 (unsigned long long)need.slot_bytes, fig);
-	return f.at == &d->mem ? -ENOSPC : f.at == &pl->mem ? -ENOSPC : -EDQUOT;
+	return f.at == &d->mem || f.at == &pl->mem ? -ENOSPC : -EDQUOT; /* else a uid's */
 }
 
 void dmn_budget_close(struct dmn_pipeline *pl)

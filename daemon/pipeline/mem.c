@@ -196,40 +196,34 @@ int pl_mem_set_floor(struct pl_mem *m, uint64_t floor, struct pl_mem_full *ret_f
 	return r;
 }
 
-uint64_t pl_mem_held(struct pl_mem *m)
+/* One of m's figures, read under the tree's lock. */
+static uint64_t read_locked(struct pl_mem *m, const uint64_t *field)
 {
 	struct pl_mem *root = root_of(m);
 	pthread_mutex_lock(&root->lock);
-	uint64_t h = held_of(m->used, m->floor);
+	uint64_t v = field ? *field : held_of(m->used, m->floor);
 	pthread_mutex_unlock(&root->lock);
-	return h;
+	return v;
+}
+
+uint64_t pl_mem_held(struct pl_mem *m)
+{
+	return read_locked(m, NULL);
 }
 
 uint64_t pl_mem_floor(struct pl_mem *m)
 {
-	struct pl_mem *root = root_of(m);
-	pthread_mutex_lock(&root->lock);
-	uint64_t f = m->floor;
-	pthread_mutex_unlock(&root->lock);
-	return f;
+	return read_locked(m, &m->floor);
 }
 
 uint64_t pl_mem_used(struct pl_mem *m)
 {
-	struct pl_mem *root = root_of(m);
-	pthread_mutex_lock(&root->lock);
-	uint64_t u = m->used;
-	pthread_mutex_unlock(&root->lock);
-	return u;
+	return read_locked(m, &m->used);
 }
 
 uint64_t pl_mem_peak(struct pl_mem *m)
 {
-	struct pl_mem *root = root_of(m);
-	pthread_mutex_lock(&root->lock);
-	uint64_t u = m->peak;
-	pthread_mutex_unlock(&root->lock);
-	return u;
+	return read_locked(m, &m->peak);
 }
 
 uint64_t pl_mem_room(struct pl_mem *m)
