@@ -71,6 +71,8 @@ static unsigned wait_room(struct dmn_pipeline *pl, uint32_t want, unsigned quiet
 		       : 0;
 }
 
+static void capture_moved(struct dmn_pipeline *pl);
+
 static void *ring_alloc(void *ctx, size_t len)
 {
 	struct dmn_pipeline *pl = ctx;
@@ -119,6 +121,7 @@ static void *ring_alloc(void *ctx, size_t len)
 			pl->cap_resv = nc;
 		}
 		if (r == 0) {
+			capture_moved(pl); /* a reserve without room may have moved one off */
 			pl->resv[pl->n_resv].mem = ext.mem;
 			pl->resv[pl->n_resv].ext = ext;
 			pl->n_resv++;
@@ -276,9 +279,16 @@ static void capture_moved(struct dmn_pipeline *pl)
 				 ? -ENOENT
 				 : dmn_pipeline_state_at(pl, info.head - lag, m->state,
 							 PL_STATE_MAX);
-		dmn_log("pipeline %s: reader %u is %llu batches behind: moved off the shared "
-			"stream to catch up on its own",
-			pl->name, id, (unsigned long long)lag);
+		if (ipc_ring_reader_moved_why(pl->ring, id) == IPC_RING_MOVED_TIME) {
+			dmn_log("pipeline %s: reader %u held the others back without reading for "
+				"longer than its lag timeout (%llu batches behind): moved off the "
+				"shared stream to catch up on its own",
+				pl->name, id, (unsigned long long)lag);
+		} else {
+			dmn_log("pipeline %s: reader %u is %llu batches behind: moved off the "
+				"shared stream to catch up on its own",
+				pl->name, id, (unsigned long long)lag);
+		}
 	}
 }
 

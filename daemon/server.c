@@ -298,6 +298,36 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	return r;
 }
 
+/*
+ * The lag policy of broadcast reader ring_id (DESIGN.md §5), not HOLD: moved off the shared
+ * stream past max_lag (default half the ring; below the ring's size, or it could never
+ * trigger) behind the leading other reader (CATCH_UP: behind head), or once it held the
+ * others back for lag_timeout_ms (default d->lag_timeout_ms, else DMN_LAG_TIMEOUT_MS). Under
+ * pl->lock, before its fds go out.
+ */
+static void set_lag(struct dmn *d, struct dmn_pipeline *pl, unsigned ring_id,
+		    const struct ipc_ctl_attach *m)
+{
+	struct ipc_ring_info ri;
+	uint64_t ml, ms;
+
+	ipc_ring_get_info(pl->ring, &ri);
+	ml = m->max_lag ? m->max_lag : ri.n_slots / 2;
+	if (ml >= ri.n_slots)
+		ml = ri.n_slots - 1;
+	ms = m->lag_timeout_ms	 ? m->lag_timeout_ms
+	     : d->lag_timeout_ms ? d->lag_timeout_ms
+				 : DMN_LAG_TIMEOUT_MS;
+	if (ms > UINT64_MAX / 1000000)
+		ms = UINT64_MAX / 1000000;
+	ipc_ring_set_lag(pl->ring, ring_id,
+			 &(struct ipc_ring_lag){
+				 .max_lag = ml ? ml : 1,
+				 .behind_others = m->lag_policy != IPC_CTL_LAG_CATCH_UP,
+				 .timeout_ns = ms * 1000000,
+			 });
+}
+
 static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg,
 		     const struct ipc_ctl_attach *am, struct dmn_resume *rs)
 {
@@ -346,7 +376,7 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		pl = dmn_resume_group_home(d, pl, created, &m);
 	if (!may_read(c, pl))
 		return reply_error(c, msg->req_id, -EACCES, "permission denied");
-	if (m.lag_policy != IPC_CTL_LAG_HOLD && mode != IPC_RING_BROADCAST)
+	if (m.lag_policy == IPC_CTL_LAG_CATCH_UP && mode != IPC_RING_BROADCAST)
 		return reply_error(c, msg->req_id, -EINVAL,
 				   "pipeline \"%s\": a lag policy is for "
 				   "broadcast readers; a %s reader never lags the others",
@@ -402,15 +432,8 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	rd->mode = mode;
 	if (r == 0 && rd->group >= 0) /* its group's (an elastic restart may have moved it) */
 		first_epoch = pl->groups[rd->group].first_epoch;
-	if (r == 0 && m.lag_policy == IPC_CTL_LAG_CATCH_UP) {
-		/* moved off past max_lag (default half the ring; it must be below the ring's size) */
-		struct ipc_ring_info ri;
-		ipc_ring_get_info(pl->ring, &ri);
-		uint64_t ml = m.max_lag ? m.max_lag : ri.n_slots / 2;
-		if (ml >= ri.n_slots)
-			ml = ri.n_slots - 1;
-		ipc_ring_set_max_lag(pl->ring, rd->ring_id, ml ? ml : 1);
-	}
+	if (r == 0 && mode == IPC_RING_BROADCAST && m.lag_policy != IPC_CTL_LAG_HOLD)
+		set_lag(d, pl, rd->ring_id, &m);
 	if (r == 0) {
 		pl->n_readers++;
 		pl->last_used = dmn_now_ns();
@@ -717,7 +740,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	enum {
 		N_PIPE = sizeof(s) / sizeof(s[0]),
 		N_STAGE = PL_STAGE_COUNT_ * 16,
-		MAX_RD = 4 * IPC_RING_MAX_READERS
+		MAX_RD = 6 * IPC_RING_MAX_READERS
 	};
 	struct ipc_ctl_stat all[N_PIPE + N_STAGE + MAX_RD];
 	memcpy(all, s, sizeof(s));
@@ -736,14 +759,20 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	size_t n_base = n;
 	for (struct dmn_conn *cc = d->conns; cc; cc = cc->next) {
 		for (struct dmn_reader *rd = cc->readers; rd; rd = rd->next) {
-			uint64_t taken = 0, wait_ns = 0, lag = 0;
-			if (rd->pl != pl || n + 4 > n_base + MAX_RD ||
+			uint64_t taken = 0, wait_ns = 0, lag = 0, holding = 0;
+			if (rd->pl != pl || n + 6 > n_base + MAX_RD ||
 			    ipc_ring_reader_counters(pl->ring, rd->ring_id, &taken, &wait_ns) < 0)
 				continue;
 			ipc_ring_reader_lag(pl->ring, rd->ring_id, &lag);
-			const char *what[4] = { "taken", "wait_ns", "lag", "attached_ns" };
-			uint64_t val[4] = { taken, wait_ns, lag, dmn_now_ns() - rd->attached_ns };
-			for (int k = 0; k < 4; k++) {
+			/* how long it has held the others back; why it was moved off (0: not) */
+			ipc_ring_reader_holding(pl->ring, rd->ring_id, &holding);
+			int why = ipc_ring_reader_moved_why(pl->ring, rd->ring_id);
+			const char *what[6] = { "taken",       "wait_ns",    "lag",
+						"attached_ns", "holding_ns", "moved" };
+			uint64_t val[6] = { taken,   wait_ns,
+					    lag,     dmn_now_ns() - rd->attached_ns,
+					    holding, why > 0 ? (uint64_t)why : 0 };
+			for (int k = 0; k < 6; k++) {
 				snprintf(all[n].key, sizeof(all[n].key), "reader.%llu.%s",
 					 (unsigned long long)rd->id, what[k]);
 				all[n++].value = (int64_t)(val[k] > INT64_MAX ? INT64_MAX : val[k]);

@@ -176,10 +176,18 @@ enum ipc_ctl_mode {
 	IPC_CTL_MODE_COUNT_ = 3,
 };
 
+/*
+ * A broadcast reader's lag policy (docs/protocol.md, ATTACH field 7). DEFAULT (0, what a
+ * client that says nothing gets): the daemon's, which moves a reader off the shared stream
+ * when it is max_lag batches behind the leading other reader or has held the others back for
+ * lag_timeout_ms; CATCH_UP: moved off past max_lag batches behind head (and past the time
+ * bound); HOLD: it holds the others back, however long.
+ */
 enum ipc_ctl_lag {
-	IPC_CTL_LAG_HOLD = 0,	  /* a slow broadcast reader holds the others back (default) */
-	IPC_CTL_LAG_CATCH_UP = 1, /* past max_lag it is moved off the shared stream */
-	IPC_CTL_LAG_COUNT_ = 2,
+	IPC_CTL_LAG_DEFAULT = 0,
+	IPC_CTL_LAG_CATCH_UP = 1,
+	IPC_CTL_LAG_HOLD = 2,
+	IPC_CTL_LAG_COUNT_ = 3,
 };
 
 /* ATTACH: exactly one of name (non-empty) and spec (spec_len >= 1). */
@@ -190,11 +198,12 @@ struct ipc_ctl_attach {
 	uint32_t mode;	     /* enum ipc_ctl_mode */
 	uint32_t rank_index; /* MODE_RANK: < rank_count; otherwise both 0 */
 	uint32_t rank_count;
-	const void *state;    /* optional: a STATE's bytes to resume from */
-	uint32_t state_len;   /* <= IPC_CTL_STATE_MAX */
-	uint32_t lag_policy;  /* enum ipc_ctl_lag */
-	uint64_t max_lag;     /* batches; 0: the pipeline's default */
-	const char *spec_dir; /* with spec: as REGISTER's */
+	const void *state;	 /* optional: a STATE's bytes to resume from */
+	uint32_t state_len;	 /* <= IPC_CTL_STATE_MAX */
+	uint32_t lag_policy;	 /* enum ipc_ctl_lag */
+	uint64_t max_lag;	 /* batches; 0: the pipeline's default */
+	uint64_t lag_timeout_ms; /* DEFAULT, CATCH_UP: the time bound; 0: the daemon's default */
+	const char *spec_dir;	 /* with spec: as REGISTER's */
 	uint32_t spec_dir_len;
 	/* split/rank: the consumer group (DESIGN.md §5); "": the pipeline's default group */
 	char group[IPC_CTL_NAME_MAX + 1];

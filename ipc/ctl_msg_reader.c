@@ -52,8 +52,14 @@ static int check_attach(const void *v, const char *what, char *emsg, size_t cap)
 	}
 	if (m->lag_policy >= IPC_CTL_LAG_COUNT_)
 		return ipc_errmsg(-EBADMSG, emsg, cap,
-				  "%s: lag_policy: expected 0 (hold) or 1 (catch up), got %u", what,
-				  m->lag_policy);
+				  "%s: lag_policy: expected 0 (the daemon's default), 1 (catch up) "
+				  "or 2 (hold), got %u",
+				  what, m->lag_policy);
+	if (m->lag_policy == IPC_CTL_LAG_HOLD && (m->max_lag || m->lag_timeout_ms))
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: max_lag/lag_timeout_ms given with lag_policy 2 (hold): a "
+				  "reader that holds the others back has no bound",
+				  what);
 	if (m->spec_dir_len && !has_spec)
 		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: spec_dir given without a spec", what);
 	return check_spec_dir(m->spec_dir, m->spec_dir_len, what, emsg, cap);
@@ -119,6 +125,7 @@ static const struct fdesc attach_f[] = {
 	STR(10, 0, struct ipc_ctl_attach, group),
 	VIEW(11, K_BYTES, 0, struct ipc_ctl_attach, resume, resume_len, IPC_CTL_TOKEN_MAX),
 	NUM(12, K_U64, 0, struct ipc_ctl_attach, resume_seq),
+	NUM(13, K_U64, 0, struct ipc_ctl_attach, lag_timeout_ms),
 };
 static const struct fdesc tensor_f[] = {
 	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_tensor_info, name),

@@ -567,9 +567,11 @@ int ipc_ring_reserve_flags(struct ipc_ring *r, uint64_t len, unsigned flags,
 		/*
 		 * Full, and a catch-up reader may be what holds it: one that attached late, or
 		 * past its limit when the last publish found none (the pass runs after each), would
-		 * otherwise hold every reader back with no publish to move it off.
+		 * otherwise hold every reader back with no publish to move it off; and the writer
+		 * waits now, which is what the time bounds count.
 		 */
-		if (r->broadcast && !(flags & IPC_RING_RESERVE_NO_RECLAIM) && ipc_ring_lag_pass_(r))
+		if (r->broadcast && !(flags & IPC_RING_RESERVE_NO_RECLAIM) &&
+		    ipc_ring_lag_pass_(r, true))
 			continue;
 		if (!r->n_free || (flags & IPC_RING_RESERVE_NO_GROW) ||
 		    r->committed == r->data_size)
@@ -580,6 +582,7 @@ int ipc_ring_reserve_flags(struct ipc_ring *r, uint64_t len, unsigned flags,
 		if (rc < 0)
 			return room_by_releases(r, cap) ? -EAGAIN : rc;
 	}
+	ipc_ring_lag_room_(r);
 	slot = r->free_slots[--r->n_free];
 	r->sp[slot].state = SL_RESERVED;
 	r->sp[slot].off = off;
@@ -671,7 +674,7 @@ int ipc_ring_publish(struct ipc_ring *r, const struct ipc_ring_extent *ext, uint
 	woken = (r->broadcast & ~r->moved) | ipc_ring_assign_pass_(r);
 	ipc_ring_wake_waiting_(r, woken);
 	if (r->broadcast)
-		ipc_ring_lag_pass_(r);
+		ipc_ring_lag_pass_(r, false);
 	if (ret_seq)
 		*ret_seq = seq;
 	return 0;

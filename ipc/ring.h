@@ -4,6 +4,7 @@
 #define SLUICE_IPC_RING_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -233,13 +234,41 @@ int ipc_ring_oldest(const struct ipc_ring *ring, uint64_t *ret_seq, uint64_t *re
  */
 int ipc_ring_reader_lag(const struct ipc_ring *ring, unsigned id, uint64_t *ret_lag);
 /*
- * Broadcast lag policy (DESIGN.md §5): max_lag 0 (the default) lets reader id hold the others
- * back; otherwise once it is more than max_lag batches behind head it is moved off the shared
- * stream: it holds no batch it has not taken (nor any published later), and its next take
- * after its last one returns -EXDEV to the client (its position: ipc_ring_reader_lag, from
- * head). Set before the reader's fds are handed out. -ENOENT, -EINVAL (not broadcast).
+ * Broadcast lag policy (DESIGN.md §5) of reader id; set before its fds are handed out. Unset
+ * (all zero, the default of a new reader) it holds the others back for as long as it lags.
+ * Otherwise it is moved off the shared stream: it holds no batch it has not taken (nor any
+ * published later), and its next take after its last one returns -EXDEV to the client (its
+ * position: ipc_ring_reader_lag, from head). It is moved, after a publish or when a reserve
+ * finds no room,
+ *   - max_lag (> 0): once it is more than max_lag batches behind head, or, with
+ *     behind_others, behind the cursor of the leading other broadcast reader still on the
+ *     stream (alone it is behind nobody: the writer running ahead is no lag);
+ *   - timeout_ns (> 0): once it has held the others back that long: a reserve found no room
+ *     while it held the oldest batch that another reader still on the stream had released
+ *     (or not been given), and meanwhile neither its cursor nor its releases moved.
+ * -ENOENT, -EINVAL (not broadcast).
  */
+struct ipc_ring_lag {
+	uint64_t max_lag;    /* batches; 0: no limit */
+	bool behind_others;  /* max_lag counts from the leading other reader, not from head */
+	uint64_t timeout_ns; /* 0: no time bound */
+};
+int ipc_ring_set_lag(struct ipc_ring *ring, unsigned id, const struct ipc_ring_lag *lag);
+/* ipc_ring_set_lag with { max_lag } alone: behind head, no time bound (0: it holds). */
 int ipc_ring_set_max_lag(struct ipc_ring *ring, unsigned id, uint64_t max_lag);
+/*
+ * How long reader id has held the others back, as of the last reserve that found no room (0:
+ * it does not, or the writer had room since). Any broadcast reader, whatever its policy: what
+ * explains a writer that waits. 0, or -ENOENT.
+ */
+int ipc_ring_reader_holding(const struct ipc_ring *ring, unsigned id, uint64_t *ret_ns);
+/* Why reader id was moved off: the IPC_RING_MOVED_* that did it (0: it was not), or -ENOENT. */
+enum {
+	IPC_RING_MOVED_CALL = 1, /* ipc_ring_move_reader */
+	IPC_RING_MOVED_LAG = 2,	 /* past its max_lag */
+	IPC_RING_MOVED_TIME = 3, /* it held the others back past its timeout_ns */
+};
+int ipc_ring_reader_moved_why(const struct ipc_ring *ring, unsigned id);
 /* Move reader id off now (what the lag policy does); *ret_end: the seq its stream ends at. */
 int ipc_ring_move_reader(struct ipc_ring *ring, unsigned id, uint64_t *ret_end);
 /* Whether reader id was moved off (1), not (0), or -ENOENT. */

@@ -255,7 +255,13 @@ struct reader {
 	uint64_t rel_tail;	 /* rel[] entries taken in */
 	uint64_t asg_head;	 /* asg[] entries written */
 	uint32_t *asg_slot;	 /* split/rank: the slot of asg[k] (the daemon's own copy) */
-	uint64_t max_lag;   /* broadcast: moved off past this lag; 0: it holds the others back */
+	uint64_t max_lag; /* broadcast: moved off past this lag; 0: it holds the others back */
+	bool lag_behind_others;	 /* ... counted from the leading other reader, not from head */
+	uint8_t moved_why;	 /* IPC_RING_MOVED_*, once moved */
+	uint64_t lag_timeout_ns; /* broadcast: moved off once it held the others back this long */
+	/* since when it holds the others back (0: not, as of the last reserve without room), and
+	   its cursor and releases then: a change of either is progress, and starts it again */
+	uint64_t hold_since_ns, hold_cursor, hold_rel;
 	uint64_t moved_end; /* once moved: where its stream here ended */
 	/* split/rank leases (ipc_ring_lease_check): the oldest batch it held at the last check,
 	   plus 1 (0: none), and since when */
@@ -291,7 +297,9 @@ struct ipc_ring {
 	uint64_t split_groups;		       /* open split and rank groups */
 	uint64_t broadcast;		       /* readers in broadcast groups */
 	uint64_t attached, bad_mask;
-	uint64_t moved; /* broadcast readers moved off: they hold no new batch */
+	uint64_t moved;		     /* broadcast readers moved off: they hold no new batch */
+	uint64_t holding;	     /* broadcast readers whose hold_since_ns is set */
+	uint64_t (*clock_ns_)(void); /* CLOCK_MONOTONIC ns; tests may set their own (NULL: real) */
 	struct reader rd[IPC_RING_MAX_READERS];
 };
 
@@ -306,7 +314,15 @@ int ipc_ring_group_init_(struct ipc_ring *r, unsigned gid, enum ipc_ring_mode mo
 void ipc_ring_group_fini_(struct group *g);
 uint64_t ipc_ring_assign_pass_(struct ipc_ring *r);
 void ipc_ring_eos_pass_(struct ipc_ring *r);
-bool ipc_ring_lag_pass_(struct ipc_ring *r);
+/* full: a reserve found no room (the writer waits: the time bounds are checked then). */
+bool ipc_ring_lag_pass_(struct ipc_ring *r, bool full);
+void ipc_ring_lag_clear_(struct ipc_ring *r);
+/* A reserve found room: nobody holds the writer back now. */
+static inline void ipc_ring_lag_room_(struct ipc_ring *r)
+{
+	if (r->holding)
+		ipc_ring_lag_clear_(r);
+}
 
 /* For tests: the daemon's writable view of the header and of reader id's control block. */
 struct ipc_ring_hdr *ipc_ring_hdr_(struct ipc_ring *ring);

@@ -551,6 +551,7 @@ int ipc_ring_remove_reader(struct ipc_ring *r, unsigned id)
 	r->attached &= ~bit;
 	r->bad_mask &= ~bit;
 	r->moved &= ~bit;
+	r->holding &= ~bit;
 	ipc_ring_wake_waiting_(r, ipc_ring_assign_pass_(r));
 	ipc_ring_eos_pass_(r);
 	return 0;
@@ -837,18 +838,58 @@ int ipc_ring_reader_counters(const struct ipc_ring *r, unsigned id, uint64_t *re
 
 /* ---- broadcast lag policy ---- */
 
-int ipc_ring_set_max_lag(struct ipc_ring *r, unsigned id, uint64_t max_lag)
+static uint64_t lag_clock_ns(const struct ipc_ring *r)
 {
+	struct timespec ts;
+
+	if (r->clock_ns_)
+		return r->clock_ns_();
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int ipc_ring_set_lag(struct ipc_ring *r, unsigned id, const struct ipc_ring_lag *lag)
+{
+	struct reader *rd;
+
 	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
 		return -ENOENT;
-	if (r->rd[id].mode != IPC_RING_BROADCAST)
+	rd = &r->rd[id];
+	if (rd->mode != IPC_RING_BROADCAST || !lag)
 		return -EINVAL;
-	r->rd[id].max_lag = max_lag;
-	r->rd[id].cb->catch_up = max_lag != 0;
+	rd->max_lag = lag->max_lag;
+	rd->lag_behind_others = lag->behind_others;
+	rd->lag_timeout_ns = lag->timeout_ns;
+	rd->cb->catch_up = lag->max_lag != 0 || lag->timeout_ns != 0;
 	return 0;
 }
 
-int ipc_ring_move_reader(struct ipc_ring *r, unsigned id, uint64_t *ret_end)
+int ipc_ring_set_max_lag(struct ipc_ring *r, unsigned id, uint64_t max_lag)
+{
+	return ipc_ring_set_lag(r, id, &(struct ipc_ring_lag){ .max_lag = max_lag });
+}
+
+int ipc_ring_reader_holding(const struct ipc_ring *r, unsigned id, uint64_t *ret_ns)
+{
+	const struct reader *rd;
+	uint64_t now;
+
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	rd = &r->rd[id];
+	now = lag_clock_ns(r);
+	*ret_ns = (r->holding >> id & 1) && now > rd->hold_since_ns ? now - rd->hold_since_ns : 0;
+	return 0;
+}
+
+int ipc_ring_reader_moved_why(const struct ipc_ring *r, unsigned id)
+{
+	if (id >= IPC_RING_MAX_READERS || !(r->attached >> id & 1))
+		return -ENOENT;
+	return (r->moved >> id & 1) ? r->rd[id].moved_why : 0;
+}
+
+static int move_reader(struct ipc_ring *r, unsigned id, uint8_t why, uint64_t *ret_end)
 {
 	struct reader *rd;
 	uint64_t bit, end;
@@ -883,13 +924,20 @@ int ipc_ring_move_reader(struct ipc_ring *r, unsigned id, uint64_t *ret_end)
 			sp->holders &= ~bit;
 	}
 	r->moved |= bit;
+	r->holding &= ~bit;
 	rd->moved_end = end;
+	rd->moved_why = why;
 	atomic_store_explicit(&rd->cb->end, end, memory_order_relaxed);
 	/* Pairs with the client's acquire load of flags (moved_end): end is visible. */
 	atomic_fetch_or_explicit(&rd->cb->flags, IPC_RING_CB_MOVED_END, memory_order_release);
 	ipc_ring_kick_(r, id);
 	*ret_end = end;
 	return 0;
+}
+
+int ipc_ring_move_reader(struct ipc_ring *r, unsigned id, uint64_t *ret_end)
+{
+	return move_reader(r, id, IPC_RING_MOVED_CALL, ret_end);
 }
 
 int ipc_ring_reader_moved(const struct ipc_ring *r, unsigned id)
@@ -899,23 +947,107 @@ int ipc_ring_reader_moved(const struct ipc_ring *r, unsigned id)
 	return (int)(r->moved >> id & 1);
 }
 
-/*
- * After a publish, and when a reserve finds no room: move off every reader with a lag limit
- * that is past it. Whether one was.
- */
-bool ipc_ring_lag_pass_(struct ipc_ring *r)
+void ipc_ring_lag_clear_(struct ipc_ring *r)
 {
-	uint64_t end;
+	for (uint64_t h = r->holding; h; h &= h - 1)
+		r->rd[__builtin_ctzll(h)].hold_since_ns = 0;
+	r->holding = 0;
+}
+
+/*
+ * Whether reader id holds the others back: it holds the oldest batch that something holds, and
+ * another reader still on the stream does not (it released it, or was never given it). The
+ * holders of that batch: *oldest (UINT64_MAX: not looked up yet; 0: none).
+ */
+static bool holds_others(struct ipc_ring *r, unsigned id, uint64_t on_stream, uint64_t *oldest)
+{
+	if (*oldest == UINT64_MAX) {
+		uint64_t seq;
+
+		if (ipc_ring_oldest(r, &seq, oldest) < 0)
+			*oldest = 0;
+	}
+	return (*oldest >> id & 1) && (on_stream & ~*oldest & ~(1ull << id));
+}
+
+/*
+ * Reader i's time bound, at a reserve that found no room: start or restart its clock when it
+ * begins to hold the others back or made progress; whether it has held them past its bound.
+ */
+static bool held_too_long(struct ipc_ring *r, unsigned i, uint64_t now, uint64_t on_stream,
+			  uint64_t *oldest)
+{
+	struct reader *rd = &r->rd[i];
+	uint64_t bit = 1ull << i;
+
+	if (!holds_others(r, i, on_stream, oldest)) {
+		r->holding &= ~bit;
+		rd->hold_since_ns = 0;
+		return false;
+	}
+	if (!(r->holding & bit) || rd->cursor != rd->hold_cursor || rd->rel_tail != rd->hold_rel) {
+		r->holding |= bit;
+		rd->hold_since_ns = now;
+		rd->hold_cursor = rd->cursor;
+		rd->hold_rel = rd->rel_tail;
+		return false;
+	}
+	return rd->lag_timeout_ns && now - rd->hold_since_ns >= rd->lag_timeout_ns;
+}
+
+/*
+ * After a publish (full false), and when a reserve finds no room (full): move off every reader
+ * with a lag policy that is past one of its bounds (ipc_ring_set_lag), and keep the clocks of
+ * the time bounds. Whether one was moved.
+ */
+bool ipc_ring_lag_pass_(struct ipc_ring *r, bool full)
+{
+	uint64_t on = r->broadcast & good_readers(r) & ~r->moved, with_policy = 0;
+	uint64_t top = 0, second = 0, oldest = UINT64_MAX, now = 0, end;
+	unsigned top_id = IPC_RING_MAX_READERS, n = 0;
 	bool moved = false;
 
-	for (unsigned i = 0; i < IPC_RING_MAX_READERS; i++) {
+	/* the cursors, and the two leading ones (the leader of the first is the second) */
+	for (uint64_t m = on; m; m &= m - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(m);
 		struct reader *rd = &r->rd[i];
 
-		if (!(good_readers(r) >> i & 1) || !rd->max_lag || (r->moved >> i & 1))
-			continue;
 		sync_cursor(r, i);
-		if (!rd->bad && r->head - rd->cursor > rd->max_lag)
-			moved |= ipc_ring_move_reader(r, i, &end) == 0;
+		if (rd->bad)
+			continue;
+		if (rd->max_lag || rd->lag_timeout_ns)
+			with_policy |= 1ull << i;
+		if (n == 0 || rd->cursor > top) {
+			second = top;
+			top = rd->cursor;
+			top_id = i;
+		} else if (n == 1 || rd->cursor > second) {
+			second = rd->cursor;
+		}
+		n++;
+	}
+	if (!full && !with_policy)
+		return false;
+	if (full)
+		now = lag_clock_ns(r);
+	on &= good_readers(r); /* without those sync_cursor found bad */
+	for (uint64_t m = full ? on : with_policy; m; m &= m - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(m);
+		struct reader *rd = &r->rd[i];
+		uint8_t why = 0;
+
+		if (full && held_too_long(r, i, now, good_readers(r) & ~r->moved, &oldest))
+			why = IPC_RING_MOVED_TIME;
+		if (rd->max_lag && !why) {
+			uint64_t from = r->head;
+
+			if (rd->lag_behind_others) /* alone: nobody it could hold back */
+				from = n < 2 ? rd->cursor : i == top_id ? second : top;
+			if (from > rd->cursor && from - rd->cursor > rd->max_lag)
+				why = IPC_RING_MOVED_LAG;
+		}
+		if (why && move_reader(r, i, why, &end) == 0)
+			moved = true;
 	}
 	return moved;
 }

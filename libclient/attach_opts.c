@@ -68,13 +68,20 @@ int lc_reader_setup(struct sluice_reader *r, const struct sluice_attach_opts *op
 	r->mode = (uint32_t)o.mode;
 	r->rank_index = o.mode == SLUICE_MODE_RANK ? o.rank_index : 0;
 	r->rank_count = o.mode == SLUICE_MODE_RANK ? o.rank_count : 0;
-	if (o.lag_policy > SLUICE_LAG_CATCH_UP || (o.lag_policy && o.mode != SLUICE_MODE_BROADCAST))
+	if (o.lag_policy > SLUICE_LAG_HOLD ||
+	    (o.lag_policy == SLUICE_LAG_CATCH_UP && o.mode != SLUICE_MODE_BROADCAST))
 		return lc_fail(err, -EINVAL,
-			       "attach: lag_policy %u (0 hold, 1 catch up; broadcast "
-			       "readers only)",
+			       "attach: lag_policy %u (0 the daemon's default, 1 catch up, 2 hold; "
+			       "catch up for broadcast readers only)",
 			       o.lag_policy);
-	r->lag_policy = o.lag_policy;
+	if ((o.max_lag || o.lag_timeout_ms) &&
+	    (o.lag_policy == SLUICE_LAG_HOLD || o.mode != SLUICE_MODE_BROADCAST))
+		return lc_fail(err, -EINVAL,
+			       "attach: max_lag and lag_timeout_ms bound a broadcast reader that "
+			       "does not hold the others back (lag_policy 0 or 1)");
+	r->lag_policy = o.mode == SLUICE_MODE_BROADCAST ? o.lag_policy : SLUICE_LAG_DEFAULT;
 	r->max_lag = o.max_lag;
+	r->lag_timeout_ms = o.lag_timeout_ms;
 	r->tries = o.reconnect_tries;
 	if (o.state_len)
 		memcpy(r->state, o.state, o.state_len);

@@ -101,6 +101,7 @@ struct sluice_reader {
 	size_t state_len;
 	uint32_t lag_policy; /* enum sluice_lag, broadcast */
 	uint64_t max_lag;
+	uint64_t lag_timeout_ms;
 	/* Moved off the shared stream (lag policy): on its own pipeline now; the old reader is
 	 * detached once no batch of it is held any more. */
 	bool moved;

@@ -152,6 +152,11 @@ int lc_schema_find(const struct lc_ring *ring, const char *name)
 
 /* ---- attaching ---- */
 
+_Static_assert((int)SLUICE_LAG_DEFAULT == IPC_CTL_LAG_DEFAULT &&
+		       (int)SLUICE_LAG_CATCH_UP == IPC_CTL_LAG_CATCH_UP &&
+		       (int)SLUICE_LAG_HOLD == IPC_CTL_LAG_HOLD,
+	       "the lag policies are the wire's");
+
 void sluice_attach_opts_init(struct sluice_attach_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -263,7 +268,8 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	}
 	/* once moved off, it is alone on its own pipeline: nobody to hold back */
 	a.lag_policy = r->moved ? IPC_CTL_LAG_HOLD : r->lag_policy;
-	a.max_lag = r->max_lag;
+	a.max_lag = r->moved ? 0 : r->max_lag;
+	a.lag_timeout_ms = r->moved ? 0 : r->lag_timeout_ms;
 	req = lc_req_id_locked(c);
 	rc_ = ipc_ctl_encode_attach(c->sbuf, IPC_CTL_MAX_MSG, req, &a, &len);
 	if (rc_ < 0)
@@ -583,8 +589,12 @@ static int move_off(struct sluice_reader *r, struct sluice_error *err)
 	r->moved = true;
 	r->ring = NULL;
 	size_t token_len = r->token_len;
+	uint64_t first_epoch = r->first_epoch;
 	r->token_len = 0; /* from the state just saved, not a resume */
 	rc = attach_locked(r, err);
+	/* a late reader moved before its first whole epoch still skips what precedes it */
+	if (r->first_epoch < first_epoch)
+		r->first_epoch = first_epoch;
 	if (rc < 0) {
 		r->token_len = token_len;
 		r->ring = old;

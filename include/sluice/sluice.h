@@ -91,11 +91,18 @@ struct sluice_attach_opts {
 	 */
 	unsigned reconnect_tries;
 	/*
-	 * Broadcast: what happens when this reader falls behind the others. SLUICE_LAG_HOLD (the
-	 * default): it holds them back, nothing is skipped. SLUICE_LAG_CATCH_UP: once it is more
-	 * than max_lag batches behind (0: the daemon's default, half its ring) it is moved off
-	 * the shared stream: sluice_next goes on, without a gap, from a pipeline of its own that
-	 * starts right after the last batch it took (the others no longer wait for it).
+	 * Broadcast: what happens when this reader falls behind the others (DESIGN.md §5).
+	 * SLUICE_LAG_DEFAULT (0, the default): the daemon's policy, which does not let a reader
+	 * that stopped stall the others: it is moved off the shared stream once it is more than
+	 * max_lag batches behind the leading other reader (0: the daemon's default, half its
+	 * ring), or once it has held the others back, taking nothing and releasing nothing while
+	 * the daemon waits for it, for lag_timeout_ms (0: the daemon's default, 300 s: longer
+	 * than a checkpoint's save). Moved off, sluice_next goes on, without a gap or a repeat,
+	 * from a pipeline of its own that starts right after the last batch it took.
+	 * SLUICE_LAG_CATCH_UP: the same, with max_lag counted behind the newest batch rather than
+	 * the other readers (an evaluation loop that must never hold the pipeline's prefetch).
+	 * SLUICE_LAG_HOLD: it holds the others back for as long as it lags; nothing is skipped
+	 * (max_lag and lag_timeout_ms must be 0).
 	 */
 	unsigned lag_policy;
 	uint64_t max_lag;
@@ -111,11 +118,14 @@ struct sluice_attach_opts {
 	 * group's first member sets its mode and count. Broadcast readers are groups of their own.
 	 */
 	const char *group;
+	/* Broadcast, SLUICE_LAG_DEFAULT or _CATCH_UP: the time bound above; 0: the daemon's. */
+	uint64_t lag_timeout_ms;
 };
 
 enum sluice_lag {
-	SLUICE_LAG_HOLD = 0,
-	SLUICE_LAG_CATCH_UP = 1,
+	SLUICE_LAG_DEFAULT = 0,	 /* the daemon's policy (above) */
+	SLUICE_LAG_CATCH_UP = 1, /* moved off past max_lag batches behind the newest */
+	SLUICE_LAG_HOLD = 2,	 /* holds the others back: an explicit choice, never the default */
 };
 
 void sluice_attach_opts_init(struct sluice_attach_opts *o);

@@ -15,6 +15,19 @@ rows and release each batch at once. Prints one line per scenario and repeat, th
 
     bench=groups scenario=S daemon_cpu_s=... wall_s=... pipelines=... rank_rows=... job_rows=...
     bench=groups daemon_cpu_ratio=... (without / with groups)
+
+With --sharing N (DESIGN.md §8, "Sharing": four jobs on one identical pipeline cost the daemon
+at most 1.2x the CPU of one): N broadcast readers of one pipeline by name, each paced at --rate
+rows a second as a training step paces it, under the default lag policy (a reader more than
+max_lag behind the leading one, or holding the others back for the time bound, is moved off
+to a pipeline of its own: docs/DECISIONS.md, "Readers that cannot hold others"), against one
+such reader alone, in the same run:
+
+    bench=sharing scenario=one|shared daemon_cpu_s=... wall_s=... moved=... rows=...
+    bench=sharing readers=N rate=... daemon_cpu_ratio=... (shared / one) moved=...
+
+moved counts the readers the daemon moved off the shared stream (its log): each one costs a
+computation of its own.
 """
 
 import argparse
@@ -70,13 +83,14 @@ def ctr_spec(data, name=None, shard=None):
     return s
 
 
-def start_daemon(build, tmp, extra=()):
-    """A fresh sluiced on a socket of its own (tools/bench/cache.py passes --cache-memory)."""
+def start_daemon(build, tmp, extra=(), log=None):
+    """A fresh sluiced on a socket of its own (tools/bench/cache.py passes --cache-memory);
+    log: a file for its stderr (else none)."""
     conf = tempfile.mkdtemp(dir=tmp)
     sock = os.path.join(conf, "s.sock")
     p = subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--no-config", "--socket", sock,
                           "--config-dir", conf, "--workers", "2"] + list(extra),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=log or subprocess.DEVNULL)
     for _ in range(500):
         if os.path.exists(sock):
             break
@@ -141,6 +155,51 @@ def scenario(build, tmp, data, ranks, jobs, grouped):
             "rank_rows": sum(rows[:ranks]), "job_rows": rows[ranks:]}
 
 
+def sharing(build, tmp, data, n, rate, lag=None):
+    """n paced broadcast readers of one pipeline (default lag policy): the daemon's CPU."""
+    log_path = os.path.join(tempfile.mkdtemp(dir=tmp), "sluiced.log")
+    with open(log_path, "w") as log:
+        d, sock = start_daemon(build, tmp, log=log)
+    try:
+        sys.path.insert(0, os.path.join(ROOT, "libclient", "python"))
+        os.environ["SLUICE_LIBRARY"] = os.path.join(build, "libclient", "libsluice.so")
+        import sluice
+        name = sluice.register(ctr_spec(data, name="ctr"), socket=sock)
+        c0, t0 = proc_cpu(d.pid), time.perf_counter()
+        t = {"name": name, "rate": rate}
+        if lag:
+            t["lag"] = lag
+        procs = readers(build, sock, [t for _ in range(n)])
+        rows = finish(procs)
+        wall = time.perf_counter() - t0
+        cpu = proc_cpu(d.pid) - c0
+    finally:
+        d.terminate()
+        d.wait(30)
+    with open(log_path) as f:
+        moved = sum("moved off the shared stream" in line for line in f)
+    return {"daemon_cpu_s": cpu, "wall_s": wall, "moved": moved, "rows": rows}
+
+
+def main_sharing(a, data):
+    res = {1: [], a.sharing: []}
+    for _ in range(a.repeat):
+        for n in (1, a.sharing):
+            r = sharing(a.build, os.path.dirname(data), data, n, a.rate, a.lag)
+            if any(x != a.records for x in r["rows"]):
+                raise SystemExit("groups.py --sharing: %d readers delivered %s" % (n, r))
+            res[n].append(r)
+            print("bench=sharing scenario=%s readers=%d daemon_cpu_s=%.3f wall_s=%.2f moved=%d "
+                  "rows=%s" % ("one" if n == 1 else "shared", n, r["daemon_cpu_s"], r["wall_s"],
+                               r["moved"], ",".join(str(x) for x in r["rows"])), flush=True)
+    med = {n: statistics.median(x["daemon_cpu_s"] for x in res[n]) for n in res}
+    print("bench=sharing readers=%d lag=%s rate=%d records=%d daemon_cpu_s_one=%.3f "
+          "daemon_cpu_s_shared=%.3f daemon_cpu_ratio=%.2f moved=%d" % (
+              a.sharing, a.lag or "default", a.rate, a.records, med[1], med[a.sharing],
+              med[a.sharing] / med[1],
+              sum(x["moved"] for x in res[a.sharing])))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build-rel"))
@@ -149,12 +208,20 @@ def main():
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--sharing", type=int, default=0,
+                    help="N paced broadcast readers of one pipeline against one (DESIGN §8)")
+    ap.add_argument("--lag", choices=("hold", "catch_up"),
+                    help="--sharing: the readers' lag policy (default: the daemon's)")
+    ap.add_argument("--rate", type=int, default=1000000,
+                    help="--sharing: rows a second each reader takes")
     a = ap.parse_args()
     ctl = os.path.join(a.build, "tools", "sluicectl")
     with tempfile.TemporaryDirectory(prefix="sluice-groups-") as tmp:
         data = os.path.join(tmp, "ctr")
         subprocess.run([ctl, "gen", "ctr", data, "--files", str(a.files), "--records",
                         str(a.records), "--seed", "3"], check=True, stdout=subprocess.DEVNULL)
+        if a.sharing:
+            return main_sharing(a, data)
         res = {True: [], False: []}
         for _ in range(a.repeat):
             for grouped in (True, False):

@@ -331,9 +331,13 @@ static const char drain_usage[] =
 	"  --state-out FILE   after the last batch, write the reader's position\n"
 	"  --state-in FILE    attach at that position (exactly: the daemon starts a\n"
 	"                     private pipeline there if the shared one is elsewhere)\n"
-	"  --catch-up [N]     (broadcast) more than N batches behind (default half the\n"
-	"                     daemon's ring), go on from a pipeline of our own instead\n"
-	"                     of holding the other readers back\n"
+	"  (broadcast) by default, more than --max-lag N batches behind the leading\n"
+	"  other reader (default half the daemon's ring), or holding the others back\n"
+	"  for --lag-timeout-ms MS (default the daemon's, 300 s) without reading, the\n"
+	"  reader goes on from a pipeline of its own instead of stalling the others\n"
+	"  --catch-up [N]     (broadcast) the same, N batches behind the newest batch\n"
+	"  --hold             (broadcast) hold the other readers back instead, however\n"
+	"                     long\n"
 	"\n"
 	"Without --json: the rate on stderr every second and a total at the end.\n"
 	"Exit status: 0 done, 1 an error (on stderr), 2 usage.\n";
@@ -364,7 +368,10 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 		OPT_VALUES,
 		OPT_STATE_IN,
 		OPT_STATE_OUT,
-		OPT_PAUSE_AFTER
+		OPT_PAUSE_AFTER,
+		OPT_HOLD,
+		OPT_MAX_LAG,
+		OPT_LAG_TIMEOUT
 	};
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
@@ -378,6 +385,9 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 		{ "state-in", required_argument, NULL, OPT_STATE_IN },
 		{ "state-out", required_argument, NULL, OPT_STATE_OUT },
 		{ "pause-after", required_argument, NULL, OPT_PAUSE_AFTER },
+		{ "hold", no_argument, NULL, OPT_HOLD },
+		{ "max-lag", required_argument, NULL, OPT_MAX_LAG },
+		{ "lag-timeout-ms", required_argument, NULL, OPT_LAG_TIMEOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -446,6 +456,21 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 				o->ao.max_lag = v;
 			}
 			break;
+		case OPT_HOLD:
+			o->ao.lag_policy = SLUICE_LAG_HOLD;
+			break;
+		case OPT_MAX_LAG:
+		case OPT_LAG_TIMEOUT:
+			if (cli_parse_u64(val, UINT32_MAX, &v) || v == 0)
+				return ctl_usage_error("drain",
+						       "--max-lag N and --lag-timeout-ms MS: "
+						       "a number >= 1",
+						       drain_usage);
+			if (opt == OPT_MAX_LAG)
+				o->ao.max_lag = v;
+			else
+				o->ao.lag_timeout_ms = v;
+			break;
 		case OPT_GROUP:
 			if (!val[0])
 				return ctl_usage_error("drain", "--group needs a name",
@@ -481,7 +506,14 @@ static int drain_args(int argc, char **argv, struct drain_opts *o)
 	if (o->ao.mode == SLUICE_MODE_RANK && o->ao.rank_index >= o->ao.rank_count)
 		return ctl_usage_error("drain", "--index must be below --count", drain_usage);
 	if (o->ao.lag_policy && o->ao.mode != SLUICE_MODE_BROADCAST)
-		return ctl_usage_error("drain", "--catch-up is for broadcast readers", drain_usage);
+		return ctl_usage_error("drain", "--catch-up and --hold are for broadcast readers",
+				       drain_usage);
+	if ((o->ao.max_lag || o->ao.lag_timeout_ms) &&
+	    (o->ao.lag_policy == SLUICE_LAG_HOLD || o->ao.mode != SLUICE_MODE_BROADCAST))
+		return ctl_usage_error("drain",
+				       "--max-lag and --lag-timeout-ms bound a broadcast reader "
+				       "that does not --hold",
+				       drain_usage);
 	if (o->ao.group && o->ao.mode == SLUICE_MODE_BROADCAST)
 		return ctl_usage_error("drain",
 				       "--group is for split and rank readers (a broadcast "

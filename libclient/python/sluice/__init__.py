@@ -213,7 +213,8 @@ def remove(name, *, socket=None):
 
 
 def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, count=None,
-           group=None, state=None, lag="hold", max_lag=None, reattach_s=None):
+           group=None, state=None, lag=None, max_lag=None, lag_timeout=None,
+           reattach_s=None):
     """Attach to pipeline `name`, or to the pipeline of `spec` (registered if need be).
 
     mode: "broadcast" (every reader sees every batch), "split" (each batch goes to one
@@ -223,9 +224,14 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
     pipeline's default group; the first member sets the group's mode and count. A batch that a
     member took and never released (it died) goes to another member with
     Batch.redelivered set. state: bytes from
-    Reader.state() to resume there. lag (broadcast): "hold" (a slow reader holds the others
-    back) or "catch_up" (past `max_lag` batches behind, default half the daemon's ring, it
-    goes on from a pipeline of its own, without a gap, and the others no longer wait).
+    Reader.state() to resume there. lag (broadcast, DESIGN.md §5): None (the default: the
+    daemon's policy, under which a reader that stopped does not stall the others: once it is
+    more than `max_lag` batches behind the leading other reader, default half the daemon's
+    ring, or has held the others back without taking or releasing a batch for `lag_timeout`
+    seconds, default 300, it is moved off the shared stream and goes on from a pipeline of
+    its own, without a gap or a repeat, and the others no longer wait), "catch_up" (the same
+    with `max_lag` counted behind the newest batch) or "hold" (a slow reader holds the others
+    back, however long).
     socket: sluiced's control socket (default: as sluice.h says, $SLUICE_SOCKET first).
     reattach_s: how long the reader tries to re-attach after sluiced went away (a restart:
     it resumes where it was), in seconds; default $SLUICE_REATTACH_S, else 60; 0: never.
@@ -247,11 +253,18 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
         raise ValueError("attach: group %r: a broadcast reader is a group of its own; a named "
                          "group reads in mode \"split\" or \"rank\"" % group)
     if lag not in _lib.LAGS:
-        raise ValueError("attach: lag %r is not one of %s" % (lag, ", ".join(_lib.LAGS)))
-    if lag != "hold" and mode != "broadcast":
+        raise ValueError("attach: lag %r is not None, \"catch_up\" or \"hold\"" % (lag,))
+    if lag == "catch_up" and mode != "broadcast":
         raise ValueError("attach: lag %r is for broadcast readers" % lag)
-    if max_lag is not None and (lag != "catch_up" or max_lag < 1):
-        raise ValueError("attach: max_lag (>= 1) goes with lag=\"catch_up\"")
+    if (max_lag is not None or lag_timeout is not None) and (lag == "hold"
+                                                            or mode != "broadcast"):
+        raise ValueError("attach: max_lag and lag_timeout bound a broadcast reader that does "
+                         "not hold the others back (lag None or \"catch_up\")")
+    if max_lag is not None and max_lag < 1:
+        raise ValueError("attach: max_lag %r: expected at least 1 batch" % (max_lag,))
+    if lag_timeout is not None and not 0.001 <= lag_timeout <= 86400 * 365:
+        raise ValueError("attach: lag_timeout %r: expected 0.001 to a year of seconds"
+                         % (lag_timeout,))
     if reattach_s is not None and not 0 <= reattach_s <= 86400:
         raise ValueError("attach: reattach_s %r is not 0 to 86400 seconds" % (reattach_s,))
     L = _lib.lib()
@@ -266,6 +279,7 @@ def attach(name=None, *, spec=None, socket=None, mode="broadcast", index=None, c
     opts.mode = _lib.MODES[mode]
     opts.lag_policy = _lib.LAGS[lag]
     opts.max_lag = max_lag or 0
+    opts.lag_timeout_ms = int(math.ceil(lag_timeout * 1000)) if lag_timeout is not None else 0
     if reattach_s is not None:  # attempts 100 ms apart, as the library makes them
         opts.reconnect_tries = int(math.ceil(reattach_s * 10))
     if mode == "rank":

@@ -21,7 +21,7 @@ DTYPE_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
                "float16", "float32", "float64", "bool", "string", "bfloat16")
 
 MODES = {"broadcast": 0, "split": 1, "rank": 2}
-LAGS = {"hold": 0, "catch_up": 1}
+LAGS = {None: 0, "catch_up": 1, "hold": 2}  # None: the daemon's default policy
 
 
 class Error(ctypes.Structure):
@@ -41,7 +41,8 @@ class AttachOpts(ctypes.Structure):
                 ("lag_policy", ctypes.c_uint),
                 ("max_lag", ctypes.c_uint64),
                 ("spec_dir", ctypes.c_char_p),
-                ("group", ctypes.c_char_p)]
+                ("group", ctypes.c_char_p),
+                ("lag_timeout_ms", ctypes.c_uint64)]
 
 
 class Tensor(ctypes.Structure):

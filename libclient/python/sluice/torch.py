@@ -321,12 +321,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
     mode: None picks broadcast in the main process, rank among DataLoader workers (worker w
     takes batches w, w + n, ...: the order the DataLoader hands them on). device: where
     to_torch puts the tensors (with workers, keep "cpu"). state (bytes from state_dict)
-    resumes the first attach. lag and max_lag (broadcast only): as sluice.attach.
+    resumes the first attach. lag, max_lag and lag_timeout (broadcast only): as sluice.attach
+    (the default, None: the daemon's policy; a reader that stops does not stall the others).
     """
 
     def __init__(self, name_or_spec, *, socket=None, mode=None, index=None, count=None,
                  group=None, state=None, device="cpu", non_blocking=True, timeout=None,
-                 lag="hold", max_lag=None, rank=None, num_replicas=None, drop_last=False):
+                 lag=None, max_lag=None, rank=None, num_replicas=None, drop_last=False,
+                 lag_timeout=None):
         super().__init__()
         if (rank is None) != (num_replicas is None):
             raise ValueError("IterableDataset: give rank and num_replicas together")
@@ -338,7 +340,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.group = group
         self.state, self.device, self.non_blocking = state, device, non_blocking
         self.timeout = timeout
-        self.lag, self.max_lag = lag, max_lag
+        self.lag, self.max_lag, self.lag_timeout = lag, max_lag, lag_timeout
         self.rank, self.num_replicas, self.drop_last = rank, num_replicas, bool(drop_last)
         self._want = None  # set_epoch's
         self._name = None
@@ -462,8 +464,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
         else:
             how = dict(mode="broadcast", index=None, count=None, group=None)
             equal = False
-        if self.lag != "hold" and how["mode"] != "broadcast":
-            raise ValueError("IterableDataset: lag=%r is for a broadcast reader; this one "
+        bounded = self.max_lag is not None or self.lag_timeout is not None
+        if (self.lag == "catch_up" or bounded) and how["mode"] != "broadcast":
+            raise ValueError("IterableDataset: lag=%r (max_lag, lag_timeout) is for a "
+                             "broadcast reader; this one "
                              "reads in %s mode (%d DataLoader workers%s)" % (
                                  self.lag, how["mode"], workers,
                                  ", data-parallel" if dist else ""))
@@ -495,7 +499,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         target, how, self._lay = self._how()
         state, self.state = self.state, None
         self._reader = sluice.attach(**target, socket=self.socket, state=state,
-                                     lag=self.lag, max_lag=self.max_lag, **how)
+                                     lag=self.lag, max_lag=self.max_lag,
+                                     lag_timeout=self.lag_timeout, **how)
         return self._reader
 
     # ---- the stream, batch by batch ----

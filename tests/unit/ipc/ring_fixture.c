@@ -61,6 +61,23 @@ struct ipc_ring_client *add_lag(struct ipc_ring *r, uint32_t rank, uint64_t max_
 	return add_in(r, 0, rank, max_lag, ret_id);
 }
 
+struct ipc_ring_client *add_policy(struct ipc_ring *r, const struct ipc_ring_lag *lag,
+				   unsigned *ret_id)
+{
+	struct ipc_ring_client *c = NULL;
+	char msg[256] = "";
+	unsigned id;
+	int cb_fd;
+
+	assert_int_equal(ipc_ring_add_reader(r, 0, &id, &cb_fd), 0);
+	assert_int_equal(ipc_ring_set_lag(r, id, lag), 0);
+	if (ipc_ring_client_attach(ipc_ring_data_fd(r), cb_fd, &c, msg, sizeof(msg)))
+		fail_msg("attach: %s", msg);
+	if (ret_id)
+		*ret_id = id;
+	return c;
+}
+
 struct ipc_ring_client *add_to(struct ipc_ring *r, unsigned gid, uint32_t rank, unsigned *ret_id)
 {
 	return add_in(r, gid, rank, 0, ret_id);

@@ -19,6 +19,9 @@ struct ipc_ring *make_ring(enum ipc_ring_mode mode, uint64_t data, uint32_t slot
 /* A reader; max_lag > 0 sets its lag limit, as the daemon does, before its client attaches. */
 struct ipc_ring_client *add_lag(struct ipc_ring *r, uint32_t rank, uint64_t max_lag,
 				unsigned *ret_id);
+/* A broadcast reader of group 0 with lag policy lag (ipc_ring_set_lag), set before it attaches. */
+struct ipc_ring_client *add_policy(struct ipc_ring *r, const struct ipc_ring_lag *lag,
+				   unsigned *ret_id);
 /* A reader in consumer group gid (ipc_ring_group_open), without a lag limit. */
 struct ipc_ring_client *add_to(struct ipc_ring *r, unsigned gid, uint32_t rank, unsigned *ret_id);
 /* A reader without a lag limit. */

@@ -121,6 +121,7 @@ static void test_attach(void **state)
 	in.state_len = sizeof(st);
 	in.lag_policy = IPC_CTL_LAG_CATCH_UP;
 	in.max_lag = 1ull << 40;
+	in.lag_timeout_ms = 1ull << 35;
 	snprintf(in.group, sizeof(in.group), "torch:run-7");
 	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 77, &in, &len), 0);
 	m = parse_ok(buf, len, IPC_CTL_ATTACH, 77);
@@ -135,6 +136,7 @@ static void test_attach(void **state)
 	assert_memory_equal(out.state, st, sizeof(st));
 	assert_int_equal(out.lag_policy, IPC_CTL_LAG_CATCH_UP);
 	assert_true(out.max_lag == 1ull << 40);
+	assert_true(out.lag_timeout_ms == 1ull << 35);
 	assert_string_equal(out.group, "torch:run-7");
 	assert_int_equal(out.resume_len, 0); /* optional: a first attach */
 	assert_true(out.resume_seq == 0);
@@ -168,7 +170,22 @@ static void test_attach(void **state)
 	assert_null(out.state);
 	assert_int_equal(out.state_len, 0);
 	assert_int_equal(out.max_lag, 0);
+	assert_int_equal(out.lag_policy, IPC_CTL_LAG_DEFAULT); /* optional: the daemon's policy */
+	assert_int_equal(out.lag_timeout_ms, 0);
 	assert_string_equal(out.group, ""); /* optional: the default group */
+
+	/* An explicit hold is its own value, not the default; it takes no bounds. */
+	in.lag_policy = IPC_CTL_LAG_HOLD;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 80, &in, &len), 0);
+	m = parse_ok(buf, len, IPC_CTL_ATTACH, 80);
+	assert_int_equal(ipc_ctl_decode_attach(&m, &out, emsg, sizeof(emsg)), 0);
+	assert_int_equal(out.lag_policy, IPC_CTL_LAG_HOLD);
+	in.lag_timeout_ms = 1000;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 81, &in, &len), -EINVAL);
+	in.lag_timeout_ms = 0;
+	in.lag_policy = IPC_CTL_LAG_COUNT_;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 82, &in, &len), -EINVAL);
+	in.lag_policy = IPC_CTL_LAG_DEFAULT;
 
 	/* Split mode. */
 	in.mode = IPC_CTL_MODE_SPLIT;

@@ -637,6 +637,164 @@ static void test_lag_late_reader_full_ring(void **state)
 }
 
 /*
+ * The default policy counts a reader's lag from the leading other reader, not from head: the
+ * writer running ahead of a reader alone (or of the leader) is no lag; a reader more than
+ * max_lag behind the leader is moved off, with IPC_RING_MOVED_LAG.
+ */
+static void test_lag_behind_others(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	const struct ipc_ring_lag pol = { .max_lag = 2, .behind_others = true };
+	unsigned a_id, b_id;
+	struct ipc_ring_client *a = add_policy(r, &pol, &a_id);
+	struct ipc_ring_batch x;
+	uint64_t end;
+
+	(void)state;
+	for (int i = 0; i < 6; i++)
+		put(r, 5000); /* 6 > 2 behind head: alone, it holds nobody back */
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 0);
+	struct ipc_ring_client *b = add_policy(r, &pol, &b_id); /* starts at low, seq 0 */
+	take_release(b, 0);
+	take_release(b, 1);
+	ipc_ring_collect(r, NULL);
+	put(r, 5000); /* b 2 ahead of a: within the limit; b, the leader, 5 behind head */
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 0);
+	assert_int_equal(ipc_ring_reader_moved(r, b_id), 0);
+	take_release(b, 2);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_reader_moved_why(r, a_id), 0);
+	put(r, 5000); /* 3 behind b: moved off */
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 1);
+	assert_int_equal(ipc_ring_reader_moved_why(r, a_id), IPC_RING_MOVED_LAG);
+	assert_int_equal(ipc_ring_reader_moved(r, b_id), 0);
+	assert_int_equal(ipc_ring_move_reader(r, a_id, &end), 0);
+	assert_int_equal(end, 0);
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -EXDEV);
+	/* b, alone on the stream now, is never moved however far the writer runs ahead */
+	for (uint64_t s = 3; s < 30; s++) {
+		take_release(b, s);
+		ipc_ring_collect(r, NULL);
+		put(r, 5000);
+	}
+	assert_int_equal(ipc_ring_reader_moved(r, b_id), 0);
+	assert_int_equal(ipc_ring_set_lag(r, 63, &pol), -ENOENT);
+	ipc_ring_client_detach(a);
+	ipc_ring_client_detach(b);
+	ipc_ring_destroy(r);
+}
+
+static _Atomic uint64_t fake_ns;
+
+static uint64_t fake_clock(void)
+{
+	return atomic_load(&fake_ns);
+}
+
+/* A reserve that finds no room; fails the test if it did. */
+static void no_room(struct ipc_ring *r)
+{
+	struct ipc_ring_extent e;
+
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_reserve(r, 5000, &e), -EAGAIN);
+}
+
+static uint64_t holding(struct ipc_ring *r, unsigned id)
+{
+	uint64_t ns = UINT64_MAX;
+
+	assert_int_equal(ipc_ring_reader_holding(r, id, &ns), 0);
+	return ns;
+}
+
+/*
+ * The time bound (on a clock of the test's): a reader that holds the oldest batch, which the
+ * other reader released, while the writer finds no room, is moved off once it made no progress
+ * (no take, no release) for timeout_ns; progress starts its clock again. A reader without a
+ * policy (an explicit hold) is timed too (holding_ns) and never moved; a reader alone holds
+ * nobody back.
+ */
+static void test_lag_time_bound(void **state)
+{
+	const struct ipc_ring_lag pol = { .max_lag = 100,
+					  .behind_others = true,
+					  .timeout_ns = 1000 * MS };
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 4, 0);
+	unsigned a_id, b_id, h_id;
+	struct ipc_ring_client *a = add_policy(r, &pol, &a_id);
+	struct ipc_ring_client *b = add_policy(r, &pol, &b_id);
+	struct ipc_ring_batch held0, held1, x;
+	struct ipc_ring_extent e;
+
+	(void)state;
+	r->clock_ns_ = fake_clock;
+	atomic_store(&fake_ns, 1000000 * MS);
+	for (int i = 0; i < 4; i++)
+		put(r, 5000);
+	for (uint64_t s = 0; s < 4; s++)
+		take_release(b, s);
+	held0 = take(a, 0); /* a keeps seq 0, the oldest, and stops */
+	no_room(r);	    /* the clock starts */
+	assert_int_equal(holding(r, a_id), 0);
+	assert_int_equal(holding(r, b_id), 0);
+	atomic_fetch_add(&fake_ns, 600 * MS);
+	no_room(r);
+	assert_int_equal(holding(r, a_id), 600 * MS);
+	held1 = take(a, 1); /* progress: the clock starts again at the next look */
+	atomic_fetch_add(&fake_ns, 300 * MS);
+	no_room(r);
+	atomic_fetch_add(&fake_ns, 999 * MS);
+	no_room(r); /* 999 ms since its progress: within the bound */
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 0);
+	assert_int_equal(holding(r, a_id), 999 * MS);
+	atomic_fetch_add(&fake_ns, 1 * MS);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_reserve(r, 5000, &e), 0); /* a moved off: its room is free */
+	assert_int_equal(ipc_ring_reader_moved_why(r, a_id), IPC_RING_MOVED_TIME);
+	assert_int_equal(ipc_ring_reader_moved(r, b_id), 0);
+	assert_int_equal(holding(r, a_id), 0);
+	assert_int_equal(ipc_ring_cancel(r, &e), 0);
+	assert_true(check(&held0, 0) && check(&held1, 1)); /* what it took stays held for it */
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -EXDEV);
+	assert_int_equal(ipc_ring_client_release(a, &held0), 0);
+	assert_int_equal(ipc_ring_client_release(a, &held1), 0);
+	assert_int_equal(ipc_ring_remove_reader(r, a_id), 0);
+	ipc_ring_client_detach(a);
+
+	/* an explicit hold (no policy) is timed, never moved */
+	struct ipc_ring_client *h = add(r, 0, &h_id); /* starts at low: holds every batch */
+	while (ipc_ring_collect(r, NULL), ipc_ring_reserve(r, 5000, &e) == 0) {
+		fill(e.mem, 5000, r->head);
+		assert_int_equal(ipc_ring_publish(r, &e, 5000, 7, 0, NULL), 0);
+		take_release(b, r->head - 1);
+	}
+	no_room(r);
+	atomic_fetch_add(&fake_ns, 3600000 * MS);
+	no_room(r);
+	assert_int_equal(holding(r, h_id), 3600000 * MS);
+	assert_int_equal(ipc_ring_reader_moved(r, h_id), 0);
+	assert_int_equal(ipc_ring_remove_reader(r, h_id), 0);
+	ipc_ring_client_detach(h);
+	ipc_ring_client_detach(b);
+	ipc_ring_destroy(r);
+
+	/* a reader alone holds nobody back: the writer waits for it, however long */
+	r = make_ring(IPC_RING_BROADCAST, 1 << 20, 4, 0);
+	r->clock_ns_ = fake_clock;
+	a = add_policy(r, &pol, &a_id);
+	for (int i = 0; i < 4; i++)
+		put(r, 5000);
+	no_room(r);
+	atomic_fetch_add(&fake_ns, 3600000 * MS);
+	no_room(r);
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 0);
+	assert_int_equal(holding(r, a_id), 0);
+	ipc_ring_client_detach(a);
+	ipc_ring_destroy(r);
+}
+
+/*
  * The move races the reader's takes: whatever it took before it learnt it was moved is still
  * held for it (its bytes never change while it reads them), and nothing after the end.
  */
@@ -756,6 +914,8 @@ int main(void)
 		cmocka_unit_test(test_threads_groups),
 		cmocka_unit_test(test_lag_policy),
 		cmocka_unit_test(test_lag_late_reader_full_ring),
+		cmocka_unit_test(test_lag_behind_others),
+		cmocka_unit_test(test_lag_time_bound),
 		cmocka_unit_test(test_lag_race),
 	};
 
