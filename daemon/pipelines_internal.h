@@ -63,6 +63,12 @@ uint64_t dmn_budget_ring_bytes(struct dmn_registry *d, const struct dmn_pipeline
 /* The accounts' root (--memory: cfg.total_bytes), at the start; and at the end. */
 void dmn_budget_init(struct dmn_registry *d);
 void dmn_budget_fini(struct dmn_registry *d);
+/*
+ * Make the shared record cache of cfg.cache_bytes under --memory (after dmn_budget_init): charged
+ * to no user, the first thing a charge that --memory refuses evicts. 0 (also with no cache) or
+ * -ENOMEM.
+ */
+int dmn_budget_cache(struct dmn_registry *d);
 /* What --memory holds now: every pipeline's reservation or use, the record cache's. */
 uint64_t dmn_budget_used(struct dmn_registry *d);
 /* Open pl's account under its owner's (before its engine is made): 0 or -ENOMEM. */

@@ -53,7 +53,7 @@ struct dmn_config {
 	unsigned ring_slots;
 	bool direct_io;		 /* every pipeline reads with O_DIRECT (no page cache) */
 	bool autotune;		 /* tune.c moves "auto" knobs and the pool's weights */
-	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none) */
+	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none; UINT64_MAX: auto) */
 	bool cache_uncompressed; /* ... for uncompressed files too */
 	uint64_t lease_ns;	 /* split/rank: a batch held longer goes to the group (0: never) */
 	uint64_t linger_ns;	 /* an ended pipeline without readers is dropped after this */
@@ -227,6 +227,7 @@ struct dmn_registry {
 	 * other than root that registered a pipeline (--user-memory, kept until the end)
 	 */
 	struct pl_mem mem;
+	struct pl_mem cache_mem; /* the record cache's, under mem: no user's (dmn_budget_cache) */
 	struct dmn_umem {
 		uid_t uid;
 		struct pl_mem m;

@@ -655,6 +655,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "cache_memory_used", (int64_t)cs.bytes },
 		{ "cache_entries", (int64_t)cs.entries },
 		{ "cache_evictions", (int64_t)cs.evictions },
+		{ "cache_reclaims", (int64_t)cs.reclaims },
 		{ "cache_invalidations", (int64_t)cs.invalidations },
 		{ "skipped_records", (int64_t)st.skipped_records },
 		{ "skipped_files", (int64_t)st.skipped_files },
