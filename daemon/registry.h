@@ -294,6 +294,8 @@ void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl, 
  * linger_ns (logged; the config dir's stay: the administrator's). Server thread, each tick.
  */
 void dmn_pipelines_expire(struct dmn_registry *d);
+/* Log the pipelines dropped more than DMN_REAP_REPORT_MS ago that have not stopped (once). */
+void dmn_reap_report(void);
 /*
  * A broadcast reader's position as a pipeline state (what pl_pipeline_save() writes): right after
  * the last batch it took (the caller checks that it reads in broadcast mode: a split or rank

@@ -963,4 +963,5 @@ void dmn_server_collect(struct dmn *d)
 	}
 	dmn_pipelines_retry_ends(&d->reg);
 	dmn_pipelines_expire(&d->reg);
+	dmn_reap_report();
 }
