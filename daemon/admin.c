@@ -23,12 +23,15 @@
 
 void dmn_pipeline_remove(struct dmn_registry *d, struct dmn_pipeline *pl, uid_t by, bool drain)
 {
+	/*
+	 * Stopped: its driver publishes nothing from here (pub_deliver and pub_end look under
+	 * pl->lock), and is joined when the pipeline is dropped, on a thread of its own
+	 * (reaper.c), not here: a driver stuck in a read must not hold the server.
+	 */
 	atomic_store(&pl->stop, true);
 	pthread_mutex_lock(&pl->lock);
 	pthread_cond_broadcast(&pl->attach_cond);
 	pthread_mutex_unlock(&pl->lock);
-	pl_pipeline_destroy(pl->pl); /* joins the driver: nobody publishes but us from here */
-	pl->pl = NULL;
 	pl->removed = true;
 	pl->private_ = true;
 	pl->from_config = false;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "daemon/pipeline/cache.h"
 #include "log.h"
 
 /* Whether pl ended and nobody reads it (the config dir's never count). Server thread. */
@@ -39,12 +40,16 @@ void dmn_pipelines_expire(struct dmn_registry *d)
 }
 
 /*
- * Room for need more ring bytes under --memory: drop ended pipelines without readers, the
- * least recently used first, until there is. Whether there is.
+ * Room for need more bytes under --memory: evict the record cache's unread entries, then drop
+ * ended pipelines without readers, the least recently used first, until there is. Whether
+ * there is.
  */
 static bool reclaim_idle(struct dmn_registry *d, uint64_t need)
 {
-	while (dmn_budget_used(d) + need > d->cfg.total_bytes) {
+	for (uint64_t used; (used = dmn_budget_used(d)) + need > d->cfg.total_bytes;) {
+		/* the cache's unread entries first (a pipeline dropped may leave more of them) */
+		if (d->cache && pl_cache_reclaim(d->cache, used + need - d->cfg.total_bytes))
+			continue;
 		struct dmn_pipeline *oldest = NULL;
 		for (struct dmn_pipeline *pl = d->pipelines; pl; pl = pl->next)
 			if (ended_idle(pl) && (!oldest || pl->last_used < oldest->last_used))
@@ -71,6 +76,17 @@ static unsigned reserve_pipelines(const struct dmn_registry *d)
 {
 	unsigned r = d->cfg.max_pipelines / 8;
 	return r > 1 ? r : 1;
+}
+
+/* For a refusal: what the record cache holds that it could not give back (entries being read). */
+static const char *cache_held(struct dmn_registry *d, char *buf, size_t cap)
+{
+	uint64_t n = d->cache ? pl_mem_used(&d->cache_mem) : 0;
+	if (!n)
+		return "";
+	snprintf(buf, cap, " (%llu of them the record cache's, read by running pipelines)",
+		 (unsigned long long)n);
+	return buf;
 }
 
 int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_cap)
@@ -122,12 +138,13 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 			return -EDQUOT;
 		}
 	}
+	char held[96];
 	if (!reclaim_idle(d, d->cfg.pipeline_bytes)) {
 		snprintf(msg, msg_cap,
-			 "memory budget: %llu of %llu bytes in use, a pipeline takes %llu "
+			 "memory budget: %llu of %llu bytes in use%s, a pipeline takes %llu "
 			 "(--memory, --pipeline-memory)",
 			 (unsigned long long)dmn_budget_used(d),
-			 (unsigned long long)d->cfg.total_bytes,
+			 (unsigned long long)d->cfg.total_bytes, cache_held(d, held, sizeof(held)),
 			 (unsigned long long)d->cfg.pipeline_bytes);
 		return -ENOSPC;
 	}
@@ -139,13 +156,14 @@ int dmn_budget_admit(struct dmn_registry *d, uid_t owner, char *msg, size_t msg_
 		uint64_t need = d->cfg.pipeline_bytes, res = reserve_bytes(d);
 		if (!reclaim_idle(d, res + (n ? 2 * need : need))) {
 			snprintf(msg, msg_cap,
-				 "uid %u's fair share: %llu of %llu bytes are free, %llu of them "
-				 "kept for root and the config dir; a pipeline takes %llu, and a "
-				 "uid that holds some (it holds %llu) may take at most half of the "
-				 "rest (--memory)",
+				 "uid %u's fair share: %llu of %llu bytes are free%s, %llu of "
+				 "them kept for root and the config dir; a pipeline takes %llu, "
+				 "and a uid that holds some (it holds %llu) may take at most half "
+				 "of the rest (--memory)",
 				 (unsigned)owner,
 				 (unsigned long long)(d->cfg.total_bytes - dmn_budget_used(d)),
-				 (unsigned long long)d->cfg.total_bytes, (unsigned long long)res,
+				 (unsigned long long)d->cfg.total_bytes,
+				 cache_held(d, held, sizeof(held)), (unsigned long long)res,
 				 (unsigned long long)need, (unsigned long long)bytes);
 			return -EDQUOT;
 		}
@@ -165,8 +183,9 @@ uint64_t dmn_budget_ring_bytes(struct dmn_registry *d, const struct dmn_pipeline
 	uint64_t batch = pl_pipeline_batch_bytes(pl->pl, &prefetch);
 	uint64_t want = batch * (prefetch + 2);
 	want = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+	uint64_t spare = d->cache ? pl_cache_reclaimable(d->cache) : 0; /* it goes first */
 	if (batch == 0 || want <= d->cfg.pipeline_bytes ||
-	    dmn_budget_used(d) + want > d->cfg.total_bytes)
+	    dmn_budget_used(d) + want > d->cfg.total_bytes + spare)
 		return d->cfg.pipeline_bytes; /* an unknown size, or no room: the engine will say */
 	dmn_log("pipeline %s: a ring of %llu bytes for %u + 2 batches of %llu bytes (over "
 		"--pipeline-memory %llu)",
@@ -180,8 +199,34 @@ void dmn_budget_init(struct dmn_registry *d)
 	pl_mem_init(&d->mem, NULL, d->cfg.total_bytes, "sluiced's --memory");
 }
 
+static uint64_t reclaim_cache(void *ctx, uint64_t need)
+{
+	return pl_cache_reclaim(ctx, need);
+}
+
+int dmn_budget_cache(struct dmn_registry *d)
+{
+	if (!d->cfg.cache_bytes)
+		return 0;
+	int r = pl_cache_create(d->cfg.cache_bytes, &d->cache);
+	if (r < 0)
+		return r;
+	pl_mem_init(&d->cache_mem, &d->mem, 0, "the record cache");
+	d->cache_mem.no_reclaim = true; /* it evicts for itself, under its own lock */
+	pl_cache_set_account(d->cache, &d->cache_mem);
+	d->mem.reclaim = reclaim_cache;
+	d->mem.reclaim_ctx = d->cache;
+	return 0;
+}
+
 void dmn_budget_fini(struct dmn_registry *d)
 {
+	if (d->cache) {
+		pl_cache_destroy(d->cache); /* every pipeline that read it is gone */
+		d->cache = NULL;
+		d->mem.reclaim = NULL;
+		pl_mem_fini(&d->cache_mem);
+	}
 	while (d->umems) {
 		struct dmn_umem *u = d->umems;
 		d->umems = u->next;

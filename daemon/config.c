@@ -78,11 +78,12 @@ const struct dmn_opt dmn_opts[] = {
 	  "kernel copy (for datasets on NVMe that do not fit in\n"
 	  "memory; where the file system refuses it, reads stay\n"
 	  "buffered)" },
-	{ "cache-memory", DMN_OPT_BYTES, OFF(cache_bytes), 0, false, "B", "0",
+	{ "cache-memory", DMN_OPT_BYTES, OFF(cache_bytes), 0, false, "B", NULL,
 	  "the shared record cache: files framed once are kept\n"
 	  "(after decompression) for every pipeline and epoch\n"
-	  "that reads them again, within B bytes (default 0:\n"
-	  "off)" },
+	  "that reads them again, within B bytes of --memory,\n"
+	  "given back first when pipelines need them (default\n"
+	  "half of --memory, also its most; 0: off)" },
 	{ "cache-uncompressed", DMN_OPT_BOOL, OFF(cache_uncompressed), 0, false, NULL, "true",
 	  "cache uncompressed files too (default true; false:\n"
 	  "compressed files only, and each job reads and parses\n"
@@ -115,7 +116,8 @@ void dmn_config_defaults(struct dmn_config *cfg)
 		.pipeline_bytes = 256ull << 20,
 		.total_bytes = UINT64_MAX, /* main.c: half of the cgroup's or the host's memory */
 		.user_pipelines = 16,
-		.user_bytes = UINT64_MAX, /* dmn_config_split_memory: half of the rings' */
+		.user_bytes = UINT64_MAX,  /* dmn_config_split_memory: half of --memory */
+		.cache_bytes = UINT64_MAX, /* dmn_config_split_memory: half of --memory */
 		.max_pipelines = 64,
 		.max_readers = IPC_RING_MAX_READERS,
 		.ring_slots = 64,
@@ -393,11 +395,12 @@ int dmn_config_load(const char *path, struct dmn_config *cfg, char **ret_text, c
 bool dmn_config_split_memory(struct dmn_config *cfg)
 {
 	bool cut = false;
-	if (cfg->cache_bytes > cfg->total_bytes / 2) {
+	if (cfg->cache_bytes == UINT64_MAX) { /* the default: half, given back first */
+		cfg->cache_bytes = cfg->total_bytes / 2;
+	} else if (cfg->cache_bytes > cfg->total_bytes / 2) {
 		cfg->cache_bytes = cfg->total_bytes / 2;
 		cut = true;
 	}
-	cfg->total_bytes -= cfg->cache_bytes;
 	/* a small cgroup: rings grow by use, so a ring as large as the budget is fine */
 	if (cfg->pipeline_bytes > cfg->total_bytes)
 		cfg->pipeline_bytes = cfg->total_bytes;

@@ -85,10 +85,11 @@ int dmn_config_load(const char *path, struct dmn_config *cfg, char **ret_text, c
 		    size_t cap);
 
 /*
- * --memory split between the record cache and the rings (cfg->total_bytes set): the cache
- * takes at most half, the rings the rest; a ring is at most the rings' budget; --user-memory
- * unset (UINT64_MAX) becomes half of the rings'. Returns true when --cache-memory was cut to
- * half of --memory (the caller says so).
+ * The budgets within --memory (cfg->total_bytes set): the record cache may hold at most half of
+ * it (unset, UINT64_MAX: half), within the same --memory as the pipelines, which it gives its
+ * unread entries back to first (docs/security.md, "Memory"); a ring is at most --memory;
+ * --user-memory unset (UINT64_MAX) becomes half of --memory. Returns true when --cache-memory
+ * was cut to half of --memory (the caller says so).
  */
 bool dmn_config_split_memory(struct dmn_config *cfg);
 

@@ -381,14 +381,14 @@ int main(int argc, char **argv)
 	char mem_from[160] = "--memory";
 	if (d.reg.cfg.total_bytes == UINT64_MAX)
 		d.reg.cfg.total_bytes = default_memory(mem_from, sizeof(mem_from));
-	/* --memory is everything the daemon holds for data: the record cache takes its part
-	   first (at most half), the rings share the rest */
-	uint64_t all_bytes = d.reg.cfg.total_bytes, cache_asked = d.reg.cfg.cache_bytes;
+	/* --memory is everything the daemon holds for data: the record cache may hold up to
+	   half of it, and gives it back first when pipelines need it */
+	uint64_t cache_asked = d.reg.cfg.cache_bytes;
 	if (dmn_config_split_memory(&d.reg.cfg))
 		dmn_warn("--cache-memory %llu is more than half of the memory budget (%llu bytes, "
 			 "%s): the cache gets %llu",
-			 (unsigned long long)cache_asked, (unsigned long long)all_bytes, mem_from,
-			 (unsigned long long)d.reg.cfg.cache_bytes);
+			 (unsigned long long)cache_asked, (unsigned long long)d.reg.cfg.total_bytes,
+			 mem_from, (unsigned long long)d.reg.cfg.cache_bytes);
 	dmn_budget_init(&d.reg);
 	d.reg.cfg.cpus = host_cpus_allowed();
 	if (d.reg.cfg.cpus_limit > 0 && d.reg.cfg.cpus_limit < d.reg.cfg.cpus)
@@ -421,7 +421,7 @@ int main(int argc, char **argv)
 		dmn_err("cannot start the parse pool: %s", strerror(-r));
 		return 1;
 	}
-	if (d.reg.cfg.cache_bytes && pl_cache_create(d.reg.cfg.cache_bytes, &d.reg.cache) < 0) {
+	if (dmn_budget_cache(&d.reg) < 0) {
 		dmn_err("cannot make the record cache: out of memory");
 		sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
 		return 1;
@@ -439,7 +439,7 @@ int main(int argc, char **argv)
 		if (d.listen_fd >= 0 && path)
 			unlink(path);
 		sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
-		pl_cache_destroy(d.reg.cache);
+		dmn_budget_fini(&d.reg);
 		return 1;
 	}
 	dmn_server_init(&d);
@@ -455,17 +455,18 @@ int main(int argc, char **argv)
 			"they hold more",
 			(unsigned long long)(d.reg.cfg.pipeline_bytes >> 10),
 			(unsigned long long)(d.reg.cfg.ring_commit >> 10));
-	dmn_log("memory: %llu KiB for rings (%s%s), %llu KiB and %u pipelines per uid other than "
-		"root",
+	dmn_log("memory: %llu KiB for rings, engines and the record cache (%s), %llu KiB and %u "
+		"pipelines per uid other than root",
 		(unsigned long long)(d.reg.cfg.total_bytes >> 10), mem_from,
-		d.reg.cache ? ", less the record cache's" : "",
 		(unsigned long long)(d.reg.cfg.user_bytes >> 10), d.reg.cfg.user_pipelines);
 	if (d.reg.cache)
-		dmn_log("record cache: up to %llu KiB of framed records of %s files, shared by "
-			"every "
-			"pipeline",
+		dmn_log("record cache: up to %llu KiB of framed records of %s files (%s), shared "
+			"by every pipeline, given back first when pipelines need the memory",
 			(unsigned long long)(d.reg.cfg.cache_bytes >> 10),
-			d.reg.cfg.cache_uncompressed ? "all" : "compressed");
+			d.reg.cfg.cache_uncompressed ? "all" : "compressed",
+			cache_asked == UINT64_MAX ? "half of --memory" : "--cache-memory");
+	else
+		dmn_log("record cache: off (--cache-memory 0)");
 	char sdbuf[4096]; /* systemd's StateDirectory= (the first where it lists several) */
 	if (!d.reg.cfg.state_dir &&
 	    dmn_first_dir(getenv("STATE_DIRECTORY"), sdbuf, sizeof(sdbuf)) == 0)
@@ -539,15 +540,21 @@ int main(int argc, char **argv)
 	while (d.reg.pipelines) {
 		struct dmn_pipeline *pl = d.reg.pipelines;
 		d.reg.pipelines = pl->next;
-		dmn_pipeline_destroy(&d.reg, pl);
+		dmn_reap(&d.reg, pl, NULL, false); /* their records stay for the restart */
+	}
+	if (!dmn_reap_wait(DMN_STOP_WAIT_MS)) {
+		/* a thread is stuck in a pipeline's engine: what it may still use stays, and the
+		   process ends without freeing it (nor running the leak checker over it) */
+		dmn_log("stopped, leaving the stuck pipelines above");
+		fflush(stderr);
+		_exit(0);
 	}
 	close(d.listen_fd);
 	close(d.signal_fd);
 	close(d.epoll_fd);
 	dmn_server_fini(&d);
 	sched_pool_destroy(d.reg.pool, SCHED_SHUTDOWN_CANCEL);
-	pl_cache_destroy(d.reg.cache); /* every pipeline that read it is gone */
-	dmn_budget_fini(&d.reg);
+	dmn_budget_fini(&d.reg);    /* and the cache: every pipeline that read it is gone */
 	pl_own_index_fini();	    /* writes what it has not written yet */
 	dmn_keep_fini(&d.reg.keep); /* its files stay: the restart reads them */
 	dmn_log("stopped");

@@ -50,6 +50,21 @@ void dmn_pipeline_drop(struct dmn_registry *d, struct dmn_pipeline *pl, const ch
  */
 void dmn_pipeline_engine_opts(struct dmn_pipeline *pl, struct pl_pipeline_opts *po);
 
+/* reaper.c: dropped pipelines destroyed on threads of their own. */
+#define DMN_REAP_WAIT_MS   1000u /* a drop waits this long for it (the common case: ms) */
+#define DMN_REAP_REPORT_MS 2000u /* one still not stopped after this is logged */
+#define DMN_STOP_WAIT_MS   5000u /* sluiced's stop waits this long for them all */
+/*
+ * Destroy pl (off the registry already) on a thread of its own, then forget its kept record in
+ * keep (NULL: none), or keep it for a reader that may come back (resumable). Waits up to
+ * DMN_REAP_WAIT_MS for it: a driver that does not stop (a read that never returns) is left to
+ * its thread, and the caller goes on. Server thread.
+ */
+void dmn_reap(struct dmn_registry *d, struct dmn_pipeline *pl, struct dmn_keep *keep,
+	      bool resumable);
+/* Wait up to timeout_ms for every drop to be done: false (each left one logged) if not. */
+bool dmn_reap_wait(uint64_t timeout_ms);
+
 /* budget.c: what pipelines may cost, and what they hold. Server thread. */
 /*
  * May owner ((uid_t)-1: the config dir) start one more pipeline of --pipeline-memory bytes?
@@ -63,6 +78,12 @@ uint64_t dmn_budget_ring_bytes(struct dmn_registry *d, const struct dmn_pipeline
 /* The accounts' root (--memory: cfg.total_bytes), at the start; and at the end. */
 void dmn_budget_init(struct dmn_registry *d);
 void dmn_budget_fini(struct dmn_registry *d);
+/*
+ * Make the shared record cache of cfg.cache_bytes under --memory (after dmn_budget_init): charged
+ * to no user, the first thing a charge that --memory refuses evicts. 0 (also with no cache) or
+ * -ENOMEM.
+ */
+int dmn_budget_cache(struct dmn_registry *d);
 /* What --memory holds now: every pipeline's reservation or use, the record cache's. */
 uint64_t dmn_budget_used(struct dmn_registry *d);
 /* Open pl's account under its owner's (before its engine is made): 0 or -ENOMEM. */

@@ -326,7 +326,8 @@ static void pub_deliver(void *ctx, struct pl_batch *b)
 	for (i = 0; i < pl->n_resv && pl->resv[i].mem != b->mem; i++)
 		;
 	bool first = false;
-	if (i < pl->n_resv) {
+	/* stopped (removed): the server publishes the end; the extent goes back in ring_free */
+	if (i < pl->n_resv && !atomic_load(&pl->stop)) {
 		uint64_t rseq;
 		/* restarts: the kept record's bounds cover every batch published (positions.c) */
 		if (pl->keep && (b->seq >= pl->keep_bound || b->epoch >= pl->keep_epochs))

@@ -71,17 +71,9 @@ static void drop(struct dmn_registry *d, struct dmn_pipeline *pl, const char *wh
 				pthread_mutex_unlock(&o->lock);
 			}
 			/* no reader left to resume it: its record goes, once its driver (which
-			   writes it) is joined; or, when one may come back, after --linger */
-			struct dmn_keep *keep = d->stopping ? NULL : pl->keep;
-			uint8_t fp[16];
-			char name[sizeof(pl->name)];
-			memcpy(fp, pl->fp, 16);
-			memcpy(name, pl->name, sizeof(name));
-			dmn_pipeline_destroy(d, pl);
-			if (keep && resumable)
-				dmn_keep_orphan(keep, fp, name, dmn_now_ns());
-			else if (keep)
-				dmn_keep_forget(keep, fp, name);
+			   writes it) is joined; or, when one may come back, after --linger. Its
+			   driver is joined on a thread of its own (reaper.c). */
+			dmn_reap(d, pl, d->stopping ? NULL : pl->keep, resumable);
 			return;
 		}
 	}

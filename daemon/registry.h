@@ -53,7 +53,7 @@ struct dmn_config {
 	unsigned ring_slots;
 	bool direct_io;		 /* every pipeline reads with O_DIRECT (no page cache) */
 	bool autotune;		 /* tune.c moves "auto" knobs and the pool's weights */
-	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none) */
+	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none; UINT64_MAX: auto) */
 	bool cache_uncompressed; /* ... for uncompressed files too */
 	uint64_t lease_ns;	 /* split/rank: a batch held longer goes to the group (0: never) */
 	uint64_t linger_ns;	 /* an ended pipeline without readers is dropped after this */
@@ -227,6 +227,7 @@ struct dmn_registry {
 	 * other than root that registered a pipeline (--user-memory, kept until the end)
 	 */
 	struct pl_mem mem;
+	struct pl_mem cache_mem; /* the record cache's, under mem: no user's (dmn_budget_cache) */
 	struct dmn_umem {
 		uid_t uid;
 		struct pl_mem m;
@@ -293,6 +294,8 @@ void dmn_pipeline_drop_private(struct dmn_registry *d, struct dmn_pipeline *pl, 
  * linger_ns (logged; the config dir's stay: the administrator's). Server thread, each tick.
  */
 void dmn_pipelines_expire(struct dmn_registry *d);
+/* Log the pipelines dropped more than DMN_REAP_REPORT_MS ago that have not stopped (once). */
+void dmn_reap_report(void);
 /*
  * A broadcast reader's position as a pipeline state (what pl_pipeline_save() writes): right after
  * the last batch it took (the caller checks that it reads in broadcast mode: a split or rank

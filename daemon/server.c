@@ -678,6 +678,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "cache_memory_used", (int64_t)cs.bytes },
 		{ "cache_entries", (int64_t)cs.entries },
 		{ "cache_evictions", (int64_t)cs.evictions },
+		{ "cache_reclaims", (int64_t)cs.reclaims },
 		{ "cache_invalidations", (int64_t)cs.invalidations },
 		{ "skipped_records", (int64_t)st.skipped_records },
 		{ "skipped_files", (int64_t)st.skipped_files },
@@ -991,4 +992,5 @@ void dmn_server_collect(struct dmn *d)
 	}
 	dmn_pipelines_retry_ends(&d->reg);
 	dmn_pipelines_expire(&d->reg);
+	dmn_reap_report();
 }

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mem.h"
+
 /*
  * An entry's bytes are segments of mapped pages of its own: the budget counts exactly the pages
  * an entry holds, and an evicted entry's memory goes back to the system at once. A segment never
@@ -81,6 +83,7 @@ struct pl_cache {
 	struct pl_cache_entry *head; /* every linked entry: ready or being filled */
 	uint64_t tick;
 	struct pl_cache_stats st;
+	struct pl_mem *acct; /* charged with st.bytes too (pl_cache_set_account), or NULL */
 };
 
 int pl_cache_create(uint64_t budget, struct pl_cache **ret)
@@ -106,6 +109,11 @@ static void entry_free(struct pl_cache_entry *e)
 	free(e);
 }
 
+void pl_cache_set_account(struct pl_cache *c, struct pl_mem *acct)
+{
+	c->acct = acct;
+}
+
 void pl_cache_destroy(struct pl_cache *c)
 {
 	if (!c)
@@ -115,6 +123,7 @@ void pl_cache_destroy(struct pl_cache *c)
 		c->head = e->next;
 		entry_free(e);
 	}
+	pl_mem_uncharge(c->acct, c->st.bytes);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -166,6 +175,7 @@ static void unlink_entry(struct pl_cache *c, struct pl_cache_entry *e)
 	}
 	e->linked = false;
 	c->st.bytes -= e->charged;
+	pl_mem_uncharge(c->acct, e->charged);
 	e->charged = 0;
 	if (state_of(e) == READY)
 		c->st.entries--;
@@ -173,24 +183,28 @@ static void unlink_entry(struct pl_cache *c, struct pl_cache_entry *e)
 		entry_free(e);
 }
 
-/* Evict the least recently used entry nobody reads. false: there is none. Under lock. */
-static bool evict_one(struct pl_cache *c)
+/* Evict the least recently used entry nobody reads: the bytes it held, 0 when there is none. */
+static uint64_t evict_one(struct pl_cache *c)
 {
 	struct pl_cache_entry *lru = NULL;
 	for (struct pl_cache_entry *e = c->head; e; e = e->next)
 		if (state_of(e) == READY && !e->users && (!lru || e->last_use < lru->last_use))
 			lru = e;
 	if (!lru)
-		return false;
+		return 0;
+	uint64_t held = lru->charged;
 	c->st.evictions++;
 	unlink_entry(c, lru);
-	return true;
+	return held ? held : 1;
 }
 
-/* Count delta more bytes against the budget, evicting for room. 0 or -ENOSPC. Under lock. */
+/*
+ * Count delta more bytes against the budget and the account, evicting for room. 0 or -ENOSPC.
+ * Under lock.
+ */
 static int charge(struct pl_cache *c, struct pl_cache_entry *e, uint64_t delta)
 {
-	while (c->st.bytes + delta > c->st.budget)
+	while (c->st.bytes + delta > c->st.budget || pl_mem_charge(c->acct, delta, NULL) < 0)
 		if (e->no_evict || !evict_one(c))
 			return -ENOSPC;
 	c->st.bytes += delta;
@@ -200,9 +214,37 @@ static int charge(struct pl_cache *c, struct pl_cache_entry *e, uint64_t delta)
 
 static void uncharge(struct pl_cache *c, struct pl_cache_entry *e, uint64_t delta)
 {
-	if (e->linked)
-		c->st.bytes -= delta;
+	if (!e->linked)
+		return; /* unlink_entry gave back all it held */
+	c->st.bytes -= delta;
+	pl_mem_uncharge(c->acct, delta);
 	e->charged -= delta;
+}
+
+uint64_t pl_cache_reclaim(struct pl_cache *c, uint64_t need)
+{
+	uint64_t freed = 0;
+	pthread_mutex_lock(&c->lock);
+	while (freed < need) {
+		uint64_t n = evict_one(c);
+		if (!n)
+			break;
+		freed += n;
+		c->st.reclaims++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return freed;
+}
+
+uint64_t pl_cache_reclaimable(struct pl_cache *c)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock(&c->lock);
+	for (struct pl_cache_entry *e = c->head; e; e = e->next)
+		if (state_of(e) == READY && !e->users)
+			n += e->charged;
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 struct pl_cache_entry *pl_cache_get(struct pl_cache *c, const struct pl_cache_key *key,

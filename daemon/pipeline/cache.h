@@ -9,6 +9,8 @@
 #include "io/creds.h"
 #include "io/tfr.h"
 
+struct pl_mem;
+
 /*
  * One cache serves every pipeline of a process (sluiced makes one with --cache-memory; `sluicectl
  * run --cache-memory` one for its pipeline's epochs). An entry is one file's records as the
@@ -87,7 +89,8 @@ struct pl_cache_stats {
 	uint64_t follows;	/* hits on a file being filled */
 	uint64_t fills;		/* files cached */
 	uint64_t fill_aborts;	/* fills given up (over the budget, an error in the file) */
-	uint64_t evictions;	/* entries dropped for room */
+	uint64_t evictions;	/* entries dropped for room (reclaims included) */
+	uint64_t reclaims;	/* of them, dropped for a pipeline's memory (pl_cache_reclaim) */
 	uint64_t invalidations; /* entries dropped because their file changed */
 };
 
@@ -95,6 +98,20 @@ struct pl_cache_stats {
 int pl_cache_create(uint64_t budget, struct pl_cache **ret);
 /* Frees every entry: call once no pipeline uses the cache any more. NULL is fine. */
 void pl_cache_destroy(struct pl_cache *c);
+/*
+ * Charge what the cache holds to acct too (sluiced's: an account under --memory that no user
+ * owns, with no_reclaim set): a fill that acct refuses evicts unused entries, least recently used
+ * first, and is given up when none is left. Before the first fill; acct outlives the cache.
+ */
+void pl_cache_set_account(struct pl_cache *c, struct pl_mem *acct);
+/*
+ * Evict entries that nobody reads, least recently used first, until they gave back need bytes or
+ * none is left: for a pipeline's charge that --memory refused (the cache goes first). The bytes
+ * given back. Any thread that holds no cache lock.
+ */
+uint64_t pl_cache_reclaim(struct pl_cache *c, uint64_t need);
+/* Bytes of entries that pl_cache_reclaim could give back now (ready and unread). */
+uint64_t pl_cache_reclaimable(struct pl_cache *c);
 
 /*
  * The key of the file at path as it is now, read with compression. The file is opened with

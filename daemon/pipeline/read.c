@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PL_READ_POLL_MS 100
 
@@ -123,8 +124,25 @@ static int make_iox(struct pl_read *rd, struct io_error *err)
 	return 0;
 }
 
+/*
+ * Fault injection for tests (daemon/README.md): a file whose path holds SLUICED_TEST_STALL_OPEN's
+ * text is never opened; the thread waits here for good, as in a read of a dead NFS server's that
+ * never returns, and says so once on stderr.
+ */
+static void test_stall(const char *path)
+{
+	const char *s = getenv("SLUICED_TEST_STALL_OPEN");
+	if (!s || !*s || !strstr(path, s))
+		return;
+	fprintf(stderr, "sluiced: test: the open of %s stalls for good (SLUICED_TEST_STALL_OPEN)\n",
+		path);
+	for (;;)
+		pause();
+}
+
 int pl_read_open(struct pl_read *rd, const char *path, struct io_error *err)
 {
+	test_stall(path);
 	unsigned prev = pl_prof_enter(rd->o.prof, PL_STAGE_READ);
 	size_t want = rd->o.chunk_live
 			      ? atomic_load_explicit(rd->o.chunk_live, memory_order_relaxed)

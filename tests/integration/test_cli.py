@@ -580,7 +580,7 @@ def test_config_file(tmp, data):
         check(slots == 16, "the file's socket, config-dir and ring-slots = 16 take effect "
               "(ring_slots %s)" % slots)
         lines = open(os.path.join(cf, "file.log")).read()
-        check("memory: 98304 KiB for rings (--memory)" in lines and
+        check("memory: 98304 KiB for rings, engines and the record cache (--memory)" in lines and
               "settings: %s, then the command line's" % path in lines,
               "... and memory = 96M; the log names the file (%r)" % lines[-400:])
         with open(path, "a") as f:

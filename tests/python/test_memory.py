@@ -9,6 +9,7 @@ Each test waits on what it checks (a reader's error, the daemon's reply), never 
 """
 
 import errno
+import json
 import os
 import struct
 
@@ -151,3 +152,67 @@ def test_sparse_255_mib_records_are_refused_before_they_are_read(mem_daemon, tmp
     assert "bytes more would pass" in msg, msg
     assert _hwm(mem_daemon) < MEMORY + 64 * MB, _hwm(mem_daemon)
     _others_read_on(mem_daemon, tmp_path)
+
+
+def _listed(d):
+    """The names of sluiced's pipelines."""
+    r = ctl("--socket", d.sock, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    return [p["name"] for p in json.loads(r.stdout)["pipelines"]]
+
+
+def test_the_record_cache_gives_its_memory_back_to_pipelines(tmp_path):
+    """The record cache is on by default, half of --memory, charged to no user: what finished
+    pipelines left in it is evicted (its unread entries, least recently used first) for the
+    rings of later pipelines, before any ended pipeline is dropped; and a later job over the
+    same files reads them from the cache while it holds them."""
+    conf = tmp_path / "conf"
+    os.makedirs(str(conf))
+    d = test_daemon.Daemon(str(tmp_path), str(conf),
+                           ["--memory", "96M", "--pipeline-memory", "16M", "--linger", "600"])
+    assert d.ready, "sluiced did not say READY=1"
+    try:
+        data = _gen(tmp_path, "img", 1500)  # 1500 x 16 KiB: about 24 MB cached
+        first = sluice.register(_spec(data, "first"), socket=d.sock)
+        n, err = _drain(d, first)
+        assert err is None and n == 188, (n, err)
+        st = sluice.stats(first, socket=d.sock)
+        assert st["cache_memory"] == MEMORY // 2, st  # the default: half of --memory
+        assert st["cache_filled"] == 4 and st["cache_memory_used"] > 20 * MB, st
+        # a second job over the same files reads them from the cache
+        again = sluice.register(_spec(data, "again", target_batch_size=16), socket=d.sock)
+        n, err = _drain(d, again)
+        assert err is None and n == 94, (n, err)
+        st = sluice.stats(again, socket=d.sock)
+        assert st["cache_files"] == 4 and st["cache_filled"] == 0, st
+        held = st["cache_memory_used"]
+        # rings of 16 MiB: two fit beside the ended pipelines' 32 MiB and the cache's 24; for
+        # the third the cache gives back the entries nobody reads, and the ended pipelines stay
+        small = _gen(tmp_path, "small", 40, files=1)
+
+        def ring(k):
+            return sluice.register(_spec(small, "ring%d" % k, epochs=None,
+                                         target_batch_size=4 + k), socket=d.sock)
+
+        for k in range(3):
+            ring(k)
+        st = sluice.stats("ring2", socket=d.sock)
+        assert st["cache_reclaims"] >= 1 and st["cache_evictions"] >= 1, st
+        assert st["cache_memory_used"] < held, (held, st)  # what was needed, not all
+        listed = _listed(d)
+        assert "first" in listed and "again" in listed, listed
+        # once the cache has nothing more to give (the rings read what it holds now), the
+        # ended pipelines are dropped for the next rings, then a ring is refused
+        made = 3
+        with pytest.raises(sluice.SluiceError) as ei:
+            while made < 8:
+                ring(made)
+                made += 1
+        assert made in (5, 6), made  # six rings of 16 MiB, or five beside what the cache holds
+        assert ei.value.errno == errno.ENOSPC, ei.value
+        assert "memory budget:" in str(ei.value), ei.value
+        listed = _listed(d)
+        assert "first" not in listed and "again" not in listed, listed
+        assert _hwm(d) < MEMORY + 64 * MB, _hwm(d)
+    finally:
+        assert d.stop() == 0, "sluiced did not exit cleanly"

@@ -21,6 +21,12 @@ these figures, so that builds from before it cache the uncompressed dataset too)
    (the daemon then waits for room in the ring, as it does under real jobs). Prints
    `bench=cache_jobs compression=C cache=0|1 rate=R one_job_cpu_s=... four_jobs_cpu_s=...
    ratio=...` (rate=0: as fast as they read).
+
+With --acceptance CGROUP_BYTES, issue 37's run instead: the same 4 jobs against one, on a
+sluiced started with no flags in a v1 memory cgroup of that size made by hand, over a CTR
+dataset twice the size of its default record cache, and again with --cache-memory 0; with the
+cgroup's peak (memory.max_usage_in_bytes) and its oom_kill count. Prints
+`bench=cache_acceptance ...`.
 """
 
 import argparse
@@ -152,6 +158,96 @@ def jobs_once(build, tmp, data, budget, gap, rate=0):
     return out
 
 
+def start_bare(build, tmp, extra, cgroup):
+    """A fresh sluiced as installed (no tuning flag: only its socket and an empty config dir),
+    inside the v1 memory cgroup directory cgroup."""
+    conf = tempfile.mkdtemp(dir=tmp)
+    sock = os.path.join(conf, "s.sock")
+
+    def join():
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    p = subprocess.Popen([os.path.join(build, "daemon", "sluiced"), "--no-config", "--socket", sock,
+                          "--config-dir", conf] + list(extra),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=join)
+    for _ in range(500):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.01)
+    return p, sock
+
+
+def cg_read(cgroup, name):
+    with open(os.path.join(cgroup, name)) as f:
+        return f.read()
+
+
+def acceptance(build, tmp, comp, cg_bytes, repeat, rate, gap):
+    """Issue 37's acceptance: four jobs over one dataset twice the size of the default record
+    cache (a quarter of the cgroup: sluiced takes half of it as --memory, the cache half of that),
+    batches 256 - 4096 and 4 seeds started gap s apart, on a sluiced started with no flags in a
+    v1 memory cgroup of cg_bytes; against one such job, and against the same with
+    --cache-memory 0; the cgroup's peak and whether anything was OOM-killed."""
+    base = "/sys/fs/cgroup/memory"
+    if not os.path.isdir(base) or os.geteuid() != 0:
+        raise SystemExit("cache.py --acceptance: needs root and cgroup v1's memory controller")
+    cache = cg_bytes // 4
+    data = os.path.join(tmp, "acc-" + comp)
+    per = 817  # a CTR record's bytes on disk, uncompressed, header and footer included
+    subprocess.run([os.path.join(build, "tools", "sluicectl"), "gen", "ctr", data, "--files",
+                    "16", "--records", str(2 * cache // per), "--seed", "5", "--compression",
+                    comp], check=True, stdout=subprocess.DEVNULL)
+    size = sum(os.path.getsize(os.path.join(data, f)) for f in os.listdir(data))
+    runs = {}
+    for _ in range(repeat):
+        for extra in ([], ["--cache-memory", "0"]):
+            for n in (1, 4):
+                cg = os.path.join(base, "sluice-acc-%d" % os.getpid())
+                os.mkdir(cg)
+                try:
+                    with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
+                        f.write(str(cg_bytes))
+                    d, sock = start_bare(build, tmp, extra, cg)
+                    try:
+                        c0 = task_cpu_ns(d.pid, {}) / 1e9
+                        procs = []
+                        for k, (b, seed) in enumerate(zip((256, 512, 1024, 4096), (1, 2, 3, 4))):
+                            if k == n:
+                                break
+                            if k:
+                                time.sleep(gap)
+                            procs += readers(build, sock, [{"spec": json.dumps(
+                                spec(data, 1, b, seed)), "rate": rate}])
+                            procs[-1].stdin.write("go\n")
+                            procs[-1].stdin.flush()
+                        rows = finish(procs, go=False)
+                    finally:
+                        d.terminate()
+                        _, status, ru = os.wait4(d.pid, 0)
+                    oom = [line for line in cg_read(cg, "memory.oom_control").splitlines()
+                           if line.startswith("oom_kill ")]
+                    peak = int(cg_read(cg, "memory.max_usage_in_bytes"))
+                finally:
+                    os.rmdir(cg)
+                if len(set(rows)) != 1 or not os.WIFEXITED(status) or os.WEXITSTATUS(status):
+                    raise SystemExit("cache.py: rows %s, sluiced's status %#x" % (rows, status))
+                key = (bool(extra), n)
+                r = runs.setdefault(key, {"cpu": [], "peak": [], "oom": 0})
+                r["cpu"].append(ru.ru_utime + ru.ru_stime - c0)
+                r["peak"].append(peak)
+                r["oom"] += int(oom[0].split()[1]) if oom else 0
+    for off in (False, True):
+        one, four = runs[(off, 1)], runs[(off, 4)]
+        c1, c4 = statistics.median(one["cpu"]), statistics.median(four["cpu"])
+        print("bench=cache_acceptance compression=%s cache=%s cgroup_bytes=%d data_bytes=%d "
+              "rate=%d one_job_cpu_s=%.3f four_jobs_cpu_s=%.3f ratio=%.2f peak_bytes=%d "
+              "oom_kills=%d runs=%d" % (
+                  comp, "off" if off else "default", cg_bytes, size, rate, c1, c4, c4 / c1,
+                  max(one["peak"] + four["peak"]), one["oom"] + four["oom"], repeat),
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.dirname(HERE)),
@@ -165,8 +261,17 @@ def main():
     ap.add_argument("--rate", type=float, action="append", default=[],
                     help="also the jobs with readers paced at this many rows a second each")
     ap.add_argument("--compression", choices=("none", "gzip"), action="append")
+    ap.add_argument("--acceptance", type=int, metavar="CGROUP_BYTES",
+                    help="issue 37's run instead: a sluiced with no flags in a v1 memory cgroup "
+                         "of this many bytes, a dataset twice its default cache")
     a = ap.parse_args()
     ctl = os.path.join(a.build, "tools", "sluicectl")
+    if a.acceptance:
+        with tempfile.TemporaryDirectory(prefix="sluice-acc-") as tmp:
+            for comp in a.compression or ("none",):
+                for rate in [0] + a.rate:
+                    acceptance(a.build, tmp, comp, a.acceptance, a.repeat, rate, a.gap)
+        return
     with tempfile.TemporaryDirectory(prefix="sluice-cache-") as tmp:
         for comp in a.compression or ("none", "gzip"):
             data = os.path.join(tmp, comp)

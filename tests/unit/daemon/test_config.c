@@ -286,20 +286,29 @@ static void test_split_memory(void **state)
 	(void)state;
 	struct dmn_config cfg;
 	dmn_config_defaults(&cfg);
+	/* the defaults: the cache and each uid half of --memory, which the cache shares */
+	cfg.total_bytes = 1ull << 30;
+	assert_false(dmn_config_split_memory(&cfg));
+	assert_true(cfg.total_bytes == 1ull << 30 && cfg.cache_bytes == 512ull << 20);
+	assert_true(cfg.pipeline_bytes == 256ull << 20);
+	assert_true(cfg.user_bytes == 512ull << 20);
+	/* set: kept, 0 too (off) */
+	dmn_config_defaults(&cfg);
 	cfg.total_bytes = 1ull << 30;
 	cfg.cache_bytes = 256ull << 20;
 	assert_false(dmn_config_split_memory(&cfg));
-	assert_true(cfg.total_bytes == 768ull << 20 && cfg.cache_bytes == 256ull << 20);
-	assert_true(cfg.pipeline_bytes == 256ull << 20);
-	assert_true(cfg.user_bytes == 384ull << 20); /* half of the rings' */
-	/* the cache gets at most half; a ring is at most the rings' budget */
+	assert_true(cfg.total_bytes == 1ull << 30 && cfg.cache_bytes == 256ull << 20);
+	cfg.cache_bytes = 0;
+	assert_false(dmn_config_split_memory(&cfg));
+	assert_true(cfg.cache_bytes == 0);
+	/* the cache gets at most half; a ring is at most --memory */
 	dmn_config_defaults(&cfg);
-	cfg.total_bytes = 256ull << 20;
+	cfg.total_bytes = 96ull << 20;
 	cfg.cache_bytes = 1ull << 30;
 	cfg.user_bytes = 0; /* set: no cap, kept */
 	assert_true(dmn_config_split_memory(&cfg));
-	assert_true(cfg.cache_bytes == 128ull << 20 && cfg.total_bytes == 128ull << 20);
-	assert_true(cfg.pipeline_bytes == 128ull << 20);
+	assert_true(cfg.cache_bytes == 48ull << 20 && cfg.total_bytes == 96ull << 20);
+	assert_true(cfg.pipeline_bytes == 96ull << 20);
 	assert_true(cfg.user_bytes == 0);
 }
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "daemon/pipeline/cache.h"
+#include "daemon/pipeline/mem.h"
 
 static struct pl_cache_key key(uint64_t ino, int64_t mtime)
 {
@@ -315,6 +316,80 @@ static void test_budget_lru(void **state)
 	pl_cache_destroy(c);
 }
 
+static uint64_t reclaim_cb(void *ctx, uint64_t need)
+{
+	return pl_cache_reclaim(ctx, need);
+}
+
+/*
+ * The cache charged to an account under a root it shares with a pipeline (sluiced's --memory):
+ * what it holds is in the account; a pipeline's charge that the root refuses evicts unread
+ * entries, least recently used first and no more than it needs, but never one that is read; a
+ * fill the root refuses evicts the cache's own unread entries, then is given up.
+ */
+static void test_account(void **state)
+{
+	struct pl_mem root, acct, pipe;
+	struct pl_cache *c;
+	struct pl_cache_stats st;
+	int add;
+
+	(void)state;
+	pl_mem_init(&root, NULL, 64 << 10, "--memory");
+	pl_mem_init(&acct, &root, 0, "the record cache");
+	acct.no_reclaim = true;
+	pl_mem_init(&pipe, &root, 0, "a pipeline");
+	assert_int_equal(pl_cache_create(1 << 20, &c), 0);
+	pl_cache_set_account(c, &acct);
+	root.reclaim = reclaim_cb;
+	root.reclaim_ctx = c;
+	for (uint64_t k = 1; k <= 3; k++) /* 12 KiB each (3 pages) */
+		assert_true(fill(c, key(k, 0), 10, 1000, 10100, NULL));
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(pl_mem_used(&acct), st.bytes);
+	assert_int_equal(pl_cache_reclaimable(c), st.bytes);
+	uint64_t three = st.bytes;
+	/* 1 is read; 36 KiB for the pipeline: 64 less the cache's 40.5 does not hold it, so 2
+	   (the least recently used of the unread) goes, and nothing more */
+	struct pl_cache_entry *a =
+		pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 1, .size = 1000 }, NULL);
+	assert_non_null(a);
+	assert_int_equal(pl_cache_reclaimable(c), three / 3 * 2);
+	assert_int_equal(pl_mem_charge(&pipe, 36 << 10, NULL), 0);
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.reclaims, 1);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(pl_mem_used(&acct), st.bytes);
+	assert_null(
+		pl_cache_get(c, &(struct pl_cache_key){ .dev = 7, .ino = 2, .size = 1000 }, NULL));
+	/* 12 KiB more: 3 goes too; then 12 more cannot be had: 1 is read */
+	assert_int_equal(pl_mem_charge(&pipe, 12 << 10, NULL), 0);
+	struct pl_mem_full f;
+	assert_int_equal(pl_mem_charge(&pipe, 12 << 10, &f), -ENOMEM);
+	assert_ptr_equal(f.at, &root);
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.reclaims, 2);
+	assert_int_equal(st.entries, 1);
+	check_entry(a, 1, 10, 1000); /* untouched */
+	/* the root is full: a fill evicts nothing read and is given up */
+	assert_false(fill(c, key(4, 0), 10, 1000, 10100, &add));
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(st.entries, 1);
+	assert_int_equal(pl_mem_used(&acct), st.bytes);
+	/* the pipeline gives back: the cache fills again, and its bytes are the account's */
+	pl_mem_uncharge(&pipe, 48 << 10);
+	assert_true(fill(c, key(4, 0), 10, 1000, 10100, NULL));
+	pl_cache_get_stats(c, &st);
+	assert_int_equal(pl_mem_used(&acct), st.bytes);
+	pl_cache_put(a);
+	pl_cache_destroy(c);
+	assert_int_equal(pl_mem_fini(&acct), 0);
+	assert_int_equal(pl_mem_fini(&pipe), 0);
+	assert_int_equal(pl_mem_used(&root), 0);
+	pl_mem_fini(&root);
+}
+
 /*
  * A file that changed (size or mtime) is a new key: the old entry is dropped at its next
  * lookup, at once when nobody reads it, else when its last reader puts it (ASan: no leak, no
@@ -591,6 +666,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),    cmocka_unit_test(test_budget_lru),
 		cmocka_unit_test(test_invalidation), cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_follow),	     cmocka_unit_test(test_follow_cycle),
+		cmocka_unit_test(test_account),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
