@@ -92,6 +92,12 @@ const struct dmn_opt dmn_opts[] = {
 	  "a split or rank reader that holds a batch (handed to\n"
 	  "it, taken or not) longer than S seconds is removed and\n"
 	  "its batches go to its group (default 600; 0: never)" },
+	{ "lag-timeout", DMN_OPT_SECONDS, OFF(lag_timeout_ns), 0, false, "S", "300",
+	  "a broadcast reader that holds the others back (takes\n"
+	  "and releases nothing while they wait for it) longer\n"
+	  "than S seconds is moved off the shared stream, unless\n"
+	  "it asked to hold them (default 300, longer than a\n"
+	  "checkpoint's save; 0: never by time)" },
 	{ "linger", DMN_OPT_SECONDS, OFF(linger_ns), 0, false, "S", "60",
 	  "a pipeline that ended (finished or failed) is dropped\n"
 	  "once it has had no reader for S seconds, and at once\n"
@@ -124,6 +130,7 @@ void dmn_config_defaults(struct dmn_config *cfg)
 		.autotune = true,
 		.cache_uncompressed = true,
 		.lease_ns = 600 * SECOND_NS,
+		.lag_timeout_ns = DMN_LAG_TIMEOUT_S * SECOND_NS,
 		.linger_ns = 60 * SECOND_NS,
 		.ring_commit = IPC_RING_COMMIT_DEFAULT,
 		.idle_timeout_s = 60,

@@ -35,6 +35,13 @@ static inline uint64_t dmn_now_ms(void)
 	return dmn_now_ns() / 1000000;
 }
 
+/*
+ * The default of --lag-timeout (DESIGN.md §5): a broadcast reader that has held the others back
+ * this long, taking and releasing nothing, is moved off the shared stream. Longer than a
+ * checkpoint's save, which a training loop does without reading.
+ */
+#define DMN_LAG_TIMEOUT_S 300u
+
 /* Daemon-wide settings (command line). */
 struct dmn_config {
 	const char *socket_path;
@@ -56,7 +63,9 @@ struct dmn_config {
 	uint64_t cache_bytes;	 /* the shared record cache's budget (0: none; UINT64_MAX: auto) */
 	bool cache_uncompressed; /* ... for uncompressed files too */
 	uint64_t lease_ns;	 /* split/rank: a batch held longer goes to the group (0: never) */
-	uint64_t linger_ns;	 /* an ended pipeline without readers is dropped after this */
+	/* broadcast: one that holds the others back longer is moved off (0: never by time) */
+	uint64_t lag_timeout_ns;
+	uint64_t linger_ns; /* an ended pipeline without readers is dropped after this */
 	/* what one uid other than root may hold (0: no cap): pipelines, and their rings' bytes */
 	unsigned user_pipelines;
 	uint64_t user_bytes;

@@ -302,7 +302,7 @@ static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
  * The lag policy of broadcast reader ring_id (DESIGN.md §5), not HOLD: moved off the shared
  * stream past max_lag (default half the ring; below the ring's size, or it could never
  * trigger) behind the leading other reader (CATCH_UP: behind head), or once it held the
- * others back for lag_timeout_ms (default d->lag_timeout_ms, else DMN_LAG_TIMEOUT_MS). Under
+ * others back for lag_timeout_ms (default sluiced's --lag-timeout; 0 there: no bound). Under
  * pl->lock, before its fds go out.
  */
 static void set_lag(struct dmn *d, struct dmn_pipeline *pl, unsigned ring_id,
@@ -315,9 +315,7 @@ static void set_lag(struct dmn *d, struct dmn_pipeline *pl, unsigned ring_id,
 	ml = m->max_lag ? m->max_lag : ri.n_slots / 2;
 	if (ml >= ri.n_slots)
 		ml = ri.n_slots - 1;
-	ms = m->lag_timeout_ms	 ? m->lag_timeout_ms
-	     : d->lag_timeout_ms ? d->lag_timeout_ms
-				 : DMN_LAG_TIMEOUT_MS;
+	ms = m->lag_timeout_ms ? m->lag_timeout_ms : d->reg.cfg.lag_timeout_ns / 1000000;
 	if (ms > UINT64_MAX / 1000000)
 		ms = UINT64_MAX / 1000000;
 	ipc_ring_set_lag(pl->ring, ring_id,

@@ -68,19 +68,7 @@ struct dmn {
 	size_t n_uids, cap_uids;
 	struct dmn_notice fd_limit, accept_error, over_cap, idle;
 	uint64_t tune_at_ns; /* the tuner's last window (tune.c) */
-	/*
-	 * The lag policy's time bound for broadcast readers that give none (ATTACH lag_timeout_ms
-	 * 0), in ms: 0 is DMN_LAG_TIMEOUT_MS. A place for a sluiced option to set (not one yet).
-	 */
-	uint64_t lag_timeout_ms;
 };
-
-/*
- * The default time bound of the lag policy (DESIGN.md §5): a broadcast reader that has held
- * the others back this long, taking and releasing nothing, is moved off the shared stream.
- * Longer than a checkpoint's save, which a training loop does without reading.
- */
-#define DMN_LAG_TIMEOUT_MS 300000u
 
 /* conns.c: admitting connections. The server's own descriptors (the spare one); call once
    before serving. */

@@ -160,6 +160,21 @@ def test_stopped_reader_moved_off_by_its_time_bound(roomy):
     run_stopped(roomy, name, ["--max-lag", 63, "--lag-timeout", 1], MOVED_TIME)
 
 
+def test_sluiceds_lag_timeout_is_the_default_time_bound(tmp_path, data):
+    """sluiced --lag-timeout 1: a reader that gives no time bound (max_lag out of reach) is
+    moved off by time once it has held the other back for a second."""
+    conf = str(tmp_path / "conf")
+    os.makedirs(conf)
+    d = test_daemon.Daemon(str(tmp_path), conf, ["--pipeline-memory", "16M", "--lag-timeout", "1"])
+    assert d.ready, "sluiced did not say READY=1"
+    try:
+        name = sluice.register(image_spec(data, name="lag-opt", epochs=EPOCHS, **shuffled(7)),
+                               socket=d.sock)
+        run_stopped(d, name, ["--max-lag", 63], MOVED_TIME)
+    finally:
+        assert d.stop() == 0
+
+
 def test_stopped_reader_moved_off_by_max_lag(roomy):
     """SIGSTOPped with the default policy, max_lag 4 and the default time bound (300 s): it is
     moved off once the other reader is 5 batches ahead of it."""
