@@ -47,7 +47,7 @@ def _wait_log(d, text, seconds):
     while text not in _log(d):
         assert d.p.poll() is None, "sluiced exited: " + _log(d)[-2000:]
         assert time.monotonic() < end, "no %r in the log: %s" % (text, _log(d)[-2000:])
-        time.sleep(0.02)
+        time.sleep(0.02)  # polls the log for the line
 
 
 def _timed(fn):
