@@ -11,8 +11,9 @@
 
 #include "names.h"
 
-#define SECOND_NS  1000000000ull
-#define OFF(field) offsetof(struct dmn_config, field)
+#define SECOND_NS	   1000000000ull
+#define DMN_PIPELINE_BYTES (256ull << 20) /* --pipeline-memory's default on a host with room */
+#define OFF(field)	   offsetof(struct dmn_config, field)
 
 /*
  * The rows in --help's order. help: lines of at most 56 columns (--help indents them by 23,
@@ -49,10 +50,12 @@ const struct dmn_opt dmn_opts[] = {
 	  "flight, read size) and every pipeline's share of the\n"
 	  "pool from the measured rates, within --cpus (default\n"
 	  "true; false: \"auto\" is a fixed value)" },
-	{ "pipeline-memory", DMN_OPT_BYTES, OFF(pipeline_bytes), 0, false, "B", "256M",
-	  "the shared memory of one pipeline's ring (default\n"
-	  "256M; more for batches of a known size that need\n"
-	  "it: num_prefetch + 2 of them, within --memory)" },
+	{ "pipeline-memory", DMN_OPT_BYTES, OFF(pipeline_bytes), 0, false, "B", NULL,
+	  "what one pipeline takes, its ring and its engine's\n"
+	  "fixed needs (default 256M, or an eighth of --memory\n"
+	  "when that is less; more for batches of a known size\n"
+	  "that need it: num_prefetch + 2 of them, within\n"
+	  "--memory)" },
 	{ "memory", DMN_OPT_BYTES, OFF(total_bytes), 0, false, "B", NULL,
 	  "the record cache and all rings' --pipeline-memory\n"
 	  "together (default half the tightest of sluiced's\n"
@@ -119,7 +122,7 @@ _Static_assert(sizeof(dmn_opts) / sizeof(dmn_opts[0]) <= DMN_OPTS_MAX, "dmn_opts
 void dmn_config_defaults(struct dmn_config *cfg)
 {
 	*cfg = (struct dmn_config){
-		.pipeline_bytes = 256ull << 20,
+		.pipeline_bytes = UINT64_MAX, /* dmn_config_split_memory: 256M or --memory / 8 */
 		.total_bytes = UINT64_MAX, /* main.c: half of the cgroup's or the host's memory */
 		.user_pipelines = 16,
 		.user_bytes = UINT64_MAX,  /* dmn_config_split_memory: half of --memory */
@@ -409,6 +412,13 @@ bool dmn_config_split_memory(struct dmn_config *cfg)
 		cut = true;
 	}
 	/* a small cgroup: rings grow by use, so a ring as large as the budget is fine */
+	/* unset: 256 MiB, or an eighth of --memory on a small host: eight jobs fit, with the
+	   cache, where four rings of 256 MiB filled a 2 GiB cgroup's --memory */
+	if (cfg->pipeline_bytes == UINT64_MAX) {
+		uint64_t eighth = cfg->total_bytes / 8 & ~(uint64_t)4095;
+		cfg->pipeline_bytes =
+			eighth && eighth < DMN_PIPELINE_BYTES ? eighth : DMN_PIPELINE_BYTES;
+	}
 	if (cfg->pipeline_bytes > cfg->total_bytes)
 		cfg->pipeline_bytes = cfg->total_bytes;
 	if (cfg->user_bytes == UINT64_MAX)

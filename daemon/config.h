@@ -87,7 +87,9 @@ int dmn_config_load(const char *path, struct dmn_config *cfg, char **ret_text, c
 /*
  * The budgets within --memory (cfg->total_bytes set): the record cache may hold at most half of
  * it (unset, UINT64_MAX: half), within the same --memory as the pipelines, which it gives its
- * unread entries back to first (docs/security.md, "Memory"); a ring is at most --memory;
+ * unread entries back to first (docs/security.md, "Memory"); --pipeline-memory unset
+ * (UINT64_MAX) becomes 256 MiB, or an eighth of --memory when that is less; a ring is at most
+ * --memory;
  * --user-memory unset (UINT64_MAX) becomes half of --memory. Returns true when --cache-memory
  * was cut to half of --memory (the caller says so).
  */

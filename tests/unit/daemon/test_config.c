@@ -290,8 +290,17 @@ static void test_split_memory(void **state)
 	cfg.total_bytes = 1ull << 30;
 	assert_false(dmn_config_split_memory(&cfg));
 	assert_true(cfg.total_bytes == 1ull << 30 && cfg.cache_bytes == 512ull << 20);
-	assert_true(cfg.pipeline_bytes == 256ull << 20);
+	assert_true(cfg.pipeline_bytes == 128ull << 20); /* an eighth of --memory */
 	assert_true(cfg.user_bytes == 512ull << 20);
+	dmn_config_defaults(&cfg);
+	cfg.total_bytes = 12ull << 30; /* a host with room: 256 MiB */
+	assert_false(dmn_config_split_memory(&cfg));
+	assert_true(cfg.pipeline_bytes == 256ull << 20);
+	dmn_config_defaults(&cfg);
+	cfg.total_bytes = 1ull << 30;
+	cfg.pipeline_bytes = 512ull << 20; /* set: kept */
+	assert_false(dmn_config_split_memory(&cfg));
+	assert_true(cfg.pipeline_bytes == 512ull << 20);
 	/* set: kept, 0 too (off) */
 	dmn_config_defaults(&cfg);
 	cfg.total_bytes = 1ull << 30;
@@ -306,6 +315,7 @@ static void test_split_memory(void **state)
 	cfg.total_bytes = 96ull << 20;
 	cfg.cache_bytes = 1ull << 30;
 	cfg.user_bytes = 0; /* set: no cap, kept */
+	cfg.pipeline_bytes = 256ull << 20;
 	assert_true(dmn_config_split_memory(&cfg));
 	assert_true(cfg.cache_bytes == 48ull << 20 && cfg.total_bytes == 96ull << 20);
 	assert_true(cfg.pipeline_bytes == 96ull << 20);
