@@ -175,6 +175,17 @@ int ipc_ring_group_close(struct ipc_ring *ring, unsigned gid);
 /* ipc_ring_add_reader into group gid (-ENOENT: not open). */
 int ipc_ring_add_reader_to(struct ipc_ring *ring, unsigned gid, uint32_t rank_index,
 			   unsigned *ret_id, int *ret_cb_fd);
+/*
+ * ipc_ring_add_reader_to for a broadcast group, the reader starting at seq (the first batch it
+ * takes) instead of at low: a reader that resumes from a position the ring still holds, such as
+ * one moved off the shared stream that caught up on its own (docs/ring.md, "Joining at a
+ * seq"). It holds every batch from seq on, as a late reader holds every batch from low on.
+ * -ERANGE when the ring no longer holds seq (below low, or below the group's from) or it is
+ * past head (head itself is fine: the next batch published); -EINVAL (not a broadcast group);
+ * otherwise as ipc_ring_add_reader_to.
+ */
+int ipc_ring_add_reader_at(struct ipc_ring *ring, unsigned gid, uint64_t seq, unsigned *ret_id,
+			   int *ret_cb_fd);
 /* The mode of group gid, or -ENOENT. */
 int ipc_ring_group_mode(const struct ipc_ring *ring, unsigned gid);
 /*
@@ -233,6 +244,13 @@ int ipc_ring_oldest(const struct ipc_ring *ring, uint64_t *ret_seq, uint64_t *re
  * the last collect. 0, or -ENOENT.
  */
 int ipc_ring_reader_lag(const struct ipc_ring *ring, unsigned id, uint64_t *ret_lag);
+/*
+ * The cursor of the leading broadcast reader still on the stream (not moved off, not marked
+ * bad), reader except left out (IPC_RING_MAX_READERS: none), as of the last collect: where a
+ * reader would be counted behind from by a lag policy with behind_others. 0, or -ENOENT (no
+ * such reader).
+ */
+int ipc_ring_lead_cursor(const struct ipc_ring *ring, unsigned except, uint64_t *ret_cursor);
 /*
  * Broadcast lag policy (DESIGN.md §5) of reader id; set before its fds are handed out. Unset
  * (all zero, the default of a new reader) it holds the others back for as long as it lags.

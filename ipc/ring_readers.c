@@ -401,8 +401,27 @@ int ipc_ring_add_reader(struct ipc_ring *r, uint32_t rank_index, unsigned *ret_i
 	return ipc_ring_add_reader_to(r, 0, rank_index, ret_id, ret_cb_fd);
 }
 
+static int add_reader(struct ipc_ring *r, unsigned gid, uint32_t rank_index, const uint64_t *at,
+		      unsigned *ret_id, int *ret_cb_fd);
+
 int ipc_ring_add_reader_to(struct ipc_ring *r, unsigned gid, uint32_t rank_index, unsigned *ret_id,
 			   int *ret_cb_fd)
+{
+	return add_reader(r, gid, rank_index, NULL, ret_id, ret_cb_fd);
+}
+
+int ipc_ring_add_reader_at(struct ipc_ring *r, unsigned gid, uint64_t seq, unsigned *ret_id,
+			   int *ret_cb_fd)
+{
+	return add_reader(r, gid, 0, &seq, ret_id, ret_cb_fd);
+}
+
+/*
+ * Add a reader to group gid; a broadcast member starts at *at when given (checked: every batch
+ * from there on must still be in the ring), else where its group does, or at low.
+ */
+static int add_reader(struct ipc_ring *r, unsigned gid, uint32_t rank_index, const uint64_t *at,
+		      unsigned *ret_id, int *ret_cb_fd)
 {
 	struct reader *rd;
 	struct ipc_ring_cb *cb;
@@ -416,6 +435,12 @@ int ipc_ring_add_reader_to(struct ipc_ring *r, unsigned gid, uint32_t rank_index
 	if (gid >= IPC_RING_MAX_GROUPS || !r->grp[gid].open)
 		return -ENOENT;
 	g = &r->grp[gid];
+	/* a start of its own: only where every batch from there on is in the ring ([low, head)),
+	   or at head (the next one published); the group's own start is a floor too */
+	if (at && g->mode != IPC_RING_BROADCAST)
+		return -EINVAL;
+	if (at && (*at < r->low || *at < g->from || *at > r->head))
+		return -ERANGE;
 	if (r->attached == UINT64_MAX)
 		return -EUSERS;
 	id = (unsigned)__builtin_ctzll(~r->attached);
@@ -448,7 +473,7 @@ int ipc_ring_add_reader_to(struct ipc_ring *r, unsigned gid, uint32_t rank_index
 	cb->rel_off = sizeof(struct ipc_ring_cb);
 	cb->asg_off = cb->rel_off + sizeof(struct ipc_ring_ent) * r->n_slots;
 	/* a broadcast member starts where its group does, or at low when that is gone */
-	start = g->from > r->low ? g->from : r->low;
+	start = at ? *at : g->from > r->low ? g->from : r->low;
 	cb->start = g->mode == IPC_RING_BROADCAST ? start : 0;
 	atomic_store_explicit(&cb->cursor, cb->start, memory_order_relaxed);
 	/* The reader may write it, but it must not shrink it under us (SIGBUS). */
@@ -670,6 +695,26 @@ int ipc_ring_oldest(const struct ipc_ring *r, uint64_t *ret_seq, uint64_t *ret_h
 		return -ENOENT;
 	*ret_seq = best;
 	*ret_holders = holders;
+	return 0;
+}
+
+int ipc_ring_lead_cursor(const struct ipc_ring *r, unsigned except, uint64_t *ret_cursor)
+{
+	uint64_t on = r->broadcast & good_readers(r) & ~r->moved, top = 0;
+	bool any = false;
+
+	if (except < IPC_RING_MAX_READERS)
+		on &= ~(1ull << except);
+	for (; on; on &= on - 1) {
+		const struct reader *rd = &r->rd[__builtin_ctzll(on)];
+
+		if (!any || rd->cursor > top)
+			top = rd->cursor;
+		any = true;
+	}
+	if (!any)
+		return -ENOENT;
+	*ret_cursor = top;
 	return 0;
 }
 

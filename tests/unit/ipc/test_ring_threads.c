@@ -902,6 +902,145 @@ static void test_lag_race(void **state)
 	assert_true(total > 0);
 }
 
+/* ---- joining at a seq (a reader that comes back to the shared stream) ---- */
+
+/* A broadcast reader of group 0 that starts at seq; fails the test if the ring refuses. */
+static struct ipc_ring_client *add_at(struct ipc_ring *r, uint64_t seq, unsigned *ret_id)
+{
+	struct ipc_ring_client *c = NULL;
+	char msg[256] = "";
+	int cb_fd;
+
+	assert_int_equal(ipc_ring_add_reader_at(r, 0, seq, ret_id, &cb_fd), 0);
+	if (ipc_ring_client_attach(ipc_ring_data_fd(r), cb_fd, &c, msg, sizeof(msg)))
+		fail_msg("attach: %s", msg);
+	return c;
+}
+
+/*
+ * A reader added at a seq the ring holds starts exactly there and holds every batch from there
+ * on (the ring reclaims none of them for the others); a seq the ring no longer holds (below
+ * low) or has not published (past head) is refused with -ERANGE, and only broadcast readers
+ * start at a seq of their own.
+ */
+static void test_join_at_seq(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	unsigned a_id, b_id, c_id, id;
+	struct ipc_ring_client *b = add(r, 0, &b_id), *a, *c;
+	struct ipc_ring_batch held, x;
+	struct ipc_ring_info info;
+	uint64_t seq, holders, lead;
+	int cb_fd;
+
+	(void)state;
+	for (int i = 0; i < 6; i++)
+		put(r, 5000);
+	for (uint64_t s = 0; s < 6; s++)
+		take_release(b, s);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(ipc_ring_lead_cursor(r, IPC_RING_MAX_READERS, &lead), 0);
+	assert_int_equal(lead, 6);
+	assert_int_equal(ipc_ring_lead_cursor(r, b_id, &lead), -ENOENT);	 /* nobody else */
+	assert_int_equal(ipc_ring_add_reader_at(r, 0, 7, &id, &cb_fd), -ERANGE); /* past head */
+	a = add_at(r, 3, &a_id);
+	/* b released everything: the oldest batch anything holds is a's first */
+	assert_int_equal(ipc_ring_oldest(r, &seq, &holders), 0);
+	assert_int_equal(seq, 3);
+	assert_int_equal(holders, 1ull << a_id);
+	take_release(a, 3);
+	held = take(a, 4); /* kept */
+	take_release(a, 5);
+	/* 7 more: the ring reclaims what nobody holds, never 4, nor what a has not taken */
+	for (uint64_t s = 6; s < 13; s++) {
+		assert_int_equal(put(r, 5000), s);
+		take_release(b, s);
+		ipc_ring_collect(r, NULL);
+	}
+	assert_true(check(&held, 4));
+	assert_int_equal(ipc_ring_client_next(b, 0, &x), -EAGAIN);
+	ipc_ring_get_info(r, &info);
+	assert_true(info.low > 4 && info.low <= 6); /* 5 was reclaimed: from 4 on is not whole */
+	assert_int_equal(ipc_ring_add_reader_at(r, 0, 4, &id, &cb_fd), -ERANGE);
+	assert_int_equal(ipc_ring_add_reader_at(r, 0, info.low - 1, &id, &cb_fd), -ERANGE);
+	c = add_at(r, info.low, &c_id);
+	for (uint64_t s = info.low; s < 13; s++) {
+		take_release(c, s);
+		take_release(a, s);
+	}
+	assert_int_equal(ipc_ring_client_next(c, 0, &x), -EAGAIN);
+	assert_int_equal(ipc_ring_client_release(a, &held), 0);
+	/* at head: its first batch is the next one published */
+	ipc_ring_client_detach(c);
+	assert_int_equal(ipc_ring_remove_reader(r, c_id), 0);
+	c = add_at(r, 13, &c_id);
+	assert_int_equal(ipc_ring_client_next(c, 0, &x), -EAGAIN);
+	ipc_ring_collect(r, NULL);
+	assert_int_equal(put(r, 5000), 13);
+	take_release(c, 13);
+	ipc_ring_client_detach(a);
+	ipc_ring_client_detach(b);
+	ipc_ring_client_detach(c);
+	ipc_ring_destroy(r);
+
+	/* split: no seq of its own */
+	r = make_ring(IPC_RING_SPLIT, 1 << 20, 8, 0);
+	assert_int_equal(ipc_ring_add_reader_at(r, 0, 0, &id, &cb_fd), -EINVAL);
+	ipc_ring_destroy(r);
+}
+
+/*
+ * What the daemon does when a reader moved off the shared stream has caught up: the moved
+ * reader's end is the first seq it did not get here; a reader added at that seq, while the
+ * ring still holds it, takes exactly the batches the moved one would have, in order, none
+ * twice, none left out, while the others go on.
+ */
+static void test_join_after_move(void **state)
+{
+	struct ipc_ring *r = make_ring(IPC_RING_BROADCAST, 1 << 20, 8, 0);
+	const struct ipc_ring_lag pol = { .max_lag = 2, .behind_others = true };
+	unsigned a_id, b_id, c_id;
+	struct ipc_ring_client *b = add(r, 0, &b_id);
+	struct ipc_ring_client *a = add_policy(r, &pol, &a_id), *c;
+	struct ipc_ring_batch x;
+	uint64_t end, lead;
+
+	(void)state;
+	for (int i = 0; i < 4; i++)
+		put(r, 5000);
+	take_release(a, 0);
+	for (uint64_t s = 0; s < 4; s++)
+		take_release(b, s);
+	ipc_ring_collect(r, NULL);
+	put(r, 5000); /* a: 3 behind b, past its 2: moved off after seq 0 */
+	assert_int_equal(ipc_ring_reader_moved(r, a_id), 1);
+	assert_int_equal(ipc_ring_move_reader(r, a_id, &end), 0);
+	assert_int_equal(end, 1);
+	assert_int_equal(ipc_ring_client_next(a, 0, &x), -EXDEV);
+	/* the moved reader is nobody's leader: the lead is b's */
+	assert_int_equal(ipc_ring_lead_cursor(r, IPC_RING_MAX_READERS, &lead), 0);
+	assert_int_equal(lead, 4);
+	ipc_ring_client_detach(a);
+	assert_int_equal(ipc_ring_remove_reader(r, a_id), 0);
+	/* back where it left: the ring still holds seq 1 (nothing needed room since) */
+	c = add_at(r, end, &c_id);
+	assert_int_equal(ipc_ring_set_lag(r, c_id, &pol), 0);
+	for (uint64_t s = end; s < 5; s++)
+		take_release(c, s);
+	take_release(b, 4);
+	for (uint64_t s = 5; s < 30; s++) { /* both go on, c not moved again */
+		assert_int_equal(put(r, 5000), s);
+		take_release(b, s);
+		take_release(c, s);
+		ipc_ring_collect(r, NULL);
+	}
+	assert_int_equal(ipc_ring_reader_moved(r, c_id), 0);
+	assert_int_equal(ipc_ring_client_next(c, 0, &x), -EAGAIN);
+	ipc_ring_client_detach(b);
+	ipc_ring_client_detach(c);
+	ipc_ring_destroy(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -917,6 +1056,8 @@ int main(void)
 		cmocka_unit_test(test_lag_behind_others),
 		cmocka_unit_test(test_lag_time_bound),
 		cmocka_unit_test(test_lag_race),
+		cmocka_unit_test(test_join_at_seq),
+		cmocka_unit_test(test_join_after_move),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
