@@ -12,7 +12,9 @@
 #include "log.h"
 
 /*
- * May a reader resuming at state share pl? Only if pl started at that very state, and either
+ * May a reader resuming at state share pl? A broadcast reader that may join at its position
+ * (q->at_position): if pl's ring holds it (dmn_pipeline_at_state). Else only if pl started at
+ * that very state, and either
  * its first batch is still in the ring (a reader that attaches starts at the oldest batch the
  * ring holds) or the reader joins a group of pl that resumed there: the other members of a
  * rank or split group that resumes together (DataLoader workers, data-parallel ranks) attach
@@ -23,6 +25,17 @@ static bool shares_state(struct dmn_pipeline *pl, const struct dmn_get_req *q)
 	struct ipc_ring_info info;
 	bool member = false;
 
+	if (q->at_position && q->mode == IPC_RING_BROADCAST && !pl->private_) {
+		/* a shared stream that still holds its position, close enough to the others:
+		   it joins there (dmn_join.at_state) rather than computing it all again */
+		uint64_t at;
+		pthread_mutex_lock(&pl->lock);
+		int r = dmn_pipeline_at_state(pl, q->state, q->state_len, q->max_lag, q->from_head,
+					      &at);
+		pthread_mutex_unlock(&pl->lock);
+		if (r == 0)
+			return true;
+	}
 	if (pl->start_state_len != q->state_len ||
 	    memcmp(pl->start_state, q->state, q->state_len) != 0)
 		return false;

@@ -116,12 +116,36 @@ int dmn_pipeline_join(struct dmn_pipeline *pl, const struct dmn_join *j, unsigne
 			}
 			pl->bcast_gid = (int)gid;
 		}
-		r = ipc_ring_add_reader_to(pl->ring, (unsigned)pl->bcast_gid, 0, ret_ring_id,
-					   ret_cb_fd);
+		if (j->at_state) {
+			uint64_t at = 0;
+			bool started = pl->start_state_len == j->at_state_len &&
+				       memcmp(pl->start_state, j->at_state, j->at_state_len) == 0;
+			/* its next batch in the ring (docs/ring.md), or the start of a pipeline
+			   started at its state; else the caller starts a private one */
+			r = dmn_pipeline_at_state(pl, j->at_state, j->at_state_len, j->max_lag,
+						  j->from_head, &at);
+			if (r < 0 && started)
+				r = 0;
+			if (r == 0)
+				r = ipc_ring_add_reader_at(pl->ring, (unsigned)pl->bcast_gid, at,
+							   ret_ring_id, ret_cb_fd);
+			if (r == 0 && !started)
+				pl->rejoins++;
+		} else {
+			r = ipc_ring_add_reader_to(pl->ring, (unsigned)pl->bcast_gid, 0,
+						   ret_ring_id, ret_cb_fd);
+		}
+		*ret_group = -1;
+		if (j->at_state && (r == -ENOENT || r == -ERANGE)) {
+			snprintf(msg, msg_cap,
+				 "pipeline \"%s\" no longer holds this reader's position within "
+				 "its lag bound",
+				 pl->name);
+			return -ERANGE;
+		}
 		if (r < 0)
 			snprintf(msg, msg_cap, "pipeline \"%s\": %s", pl->name,
 				 r == -EUSERS ? "too many readers" : strerror(-r));
-		*ret_group = -1;
 		return r;
 	}
 	int i = dmn_pipeline_group_find(pl, name);

@@ -279,7 +279,10 @@ static void capture_moved(struct dmn_pipeline *pl)
 				 ? -ENOENT
 				 : dmn_pipeline_state_at(pl, info.head - lag, m->state,
 							 PL_STATE_MAX);
-		if (ipc_ring_reader_moved_why(pl->ring, id) == IPC_RING_MOVED_TIME) {
+		int why = ipc_ring_reader_moved_why(pl->ring, id);
+		if (why == IPC_RING_MOVED_CALL) {
+			/* dmn_pipeline_move_reader: its caller says why */
+		} else if (why == IPC_RING_MOVED_TIME) {
 			dmn_log("pipeline %s: reader %u held the others back without reading for "
 				"longer than its lag timeout (%llu batches behind): moved off the "
 				"shared stream to catch up on its own",
@@ -290,6 +293,47 @@ static void capture_moved(struct dmn_pipeline *pl)
 				pl->name, id, (unsigned long long)lag);
 		}
 	}
+}
+
+int dmn_pipeline_at_state(struct dmn_pipeline *pl, const void *state, size_t len, uint64_t max_lag,
+			  bool from_head, uint64_t *ret_seq)
+{
+	struct ipc_ring_info info;
+	uint8_t buf[PL_STATE_MAX];
+	uint64_t lead, ml;
+
+	if (!pl->ring || !pl->pl || pl->sloppy || !len || len > sizeof(buf))
+		return -ENOENT;
+	ipc_ring_get_info(pl->ring, &info);
+	/* newest first: a reader that caught up is near head */
+	for (uint64_t s = info.head + 1; s-- > info.low;) {
+		int n = dmn_pipeline_state_at(pl, s, buf, sizeof(buf));
+
+		if (n < 0 || (size_t)n != len || memcmp(buf, state, len) != 0)
+			continue;
+		if (from_head)
+			lead = info.head;
+		else if (ipc_ring_lead_cursor(pl->ring, IPC_RING_MAX_READERS, &lead) < 0)
+			lead = s; /* nobody on the stream: behind nobody */
+		ml = max_lag ? max_lag : info.n_slots / 2;
+		if (ml >= info.n_slots)
+			ml = info.n_slots - 1;
+		if (lead > s && lead - s > ml)
+			return -ERANGE;
+		*ret_seq = s;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int dmn_pipeline_move_reader(struct dmn_pipeline *pl, unsigned ring_id)
+{
+	uint64_t end;
+	int r = ipc_ring_move_reader(pl->ring, ring_id, &end);
+
+	if (r == 0)
+		capture_moved(pl);
+	return r;
 }
 
 void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id)

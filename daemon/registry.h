@@ -111,6 +111,15 @@ struct dmn_pipeline {
 	char *spec_dir;	      /* the request's, or NULL */
 	uint8_t *start_state; /* the state it was started at (NULL: the beginning) */
 	size_t start_state_len;
+	/*
+	 * private_, started for a broadcast reader the lag policy moved off the shared stream
+	 * (ATTACH move): the server moves that reader back once the shared pipeline of its
+	 * fingerprint holds its next batch, within rejoin_max_lag (its max_lag, 0: the default)
+	 * of the others (dmn_server_rejoin). Server thread.
+	 */
+	bool rejoin;
+	uint64_t rejoin_max_lag;
+	uint64_t rejoins; /* readers that joined its ring at a saved position (under lock) */
 
 	struct pl_pipeline *pl;
 	struct ipc_ring *ring;
@@ -263,14 +272,24 @@ struct dmn_get_req {
 	bool fresh;	   /* never share a running pipeline: a private one when one runs */
 	const void *state; /* a reader's saved position, or NULL */
 	size_t state_len;
+	/*
+	 * A broadcast reader with a state may share a running shared pipeline whose ring still
+	 * holds its position (dmn_pipeline_at_state), at most max_lag behind (0: the pipeline's
+	 * default, half its ring) the leading reader (from_head: behind head): the caller then
+	 * joins it there (dmn_join.at_state).
+	 */
+	bool at_position;
+	uint64_t max_lag;
+	bool from_head;
 };
 
 /*
  * Find a pipeline with the same fingerprint, or create and start one from spec JSON text.
  * origin names the text in messages. With a saved state (a reader resuming), a pipeline of the
  * same fingerprint is shared only if it started at that very state and still holds its first
- * batch; otherwise, when one of that fingerprint runs, a private pipeline is started at the
- * state for this reader (docs/DECISIONS.md, "Resuming"). Errors: -EINVAL (the spec or the
+ * batch, or (req->at_position) its ring still holds that position; otherwise, when one of that
+ * fingerprint runs, a private pipeline is started at the state for this reader
+ * (docs/DECISIONS.md, "Resuming"). Errors: -EINVAL (the spec or the
  * state; msg says why), -EEXIST (the name is taken by another spec), -ENOSPC (memory budget),
  * -EUSERS (too many pipelines), -errno.
  */
@@ -314,6 +333,21 @@ int dmn_pipeline_reader_state(struct dmn_pipeline *pl, unsigned ring_id, void *b
 /* The state of position (epoch, index in it, stream seq there) of pl: its length, or -errno. */
 int dmn_pipeline_state_of(struct dmn_pipeline *pl, uint64_t epoch, uint64_t index, uint64_t seq,
 			  void *buf, size_t cap);
+/*
+ * Where a broadcast reader resuming at state (len bytes) would join pl's ring: the ring seq of
+ * its next batch (*ret_seq), if the ring holds it (in [low, head]) and it is at most max_lag
+ * (0: the default, half the ring; at most the ring's slots - 1) behind the leading reader on
+ * the stream (from_head: behind head), so that the lag policy would not move it off at once; a
+ * sloppy pipeline's positions say nothing of its batches: never. 0, -ENOENT (not held), -ERANGE
+ * (held, too far behind). Under pl->lock.
+ */
+int dmn_pipeline_at_state(struct dmn_pipeline *pl, const void *state, size_t len, uint64_t max_lag,
+			  bool from_head, uint64_t *ret_seq);
+/*
+ * Move broadcast reader ring_id of pl off its ring now (ipc_ring_move_reader; its position kept
+ * as the lag policy's moves keep it, for its SAVE_STATE). Under pl->lock. 0 or -errno.
+ */
+int dmn_pipeline_move_reader(struct dmn_pipeline *pl, unsigned ring_id);
 /* Forget what was kept for ring reader id (it is being removed). Under pl->lock. */
 void dmn_pipeline_forget_reader(struct dmn_pipeline *pl, unsigned ring_id);
 
@@ -323,6 +357,14 @@ struct dmn_join {
 	const char *group; /* split/rank: the group's name ("" or NULL: the default group) */
 	uint32_t rank_index, rank_n;
 	uint64_t first_epoch; /* for a group it opens: the first epoch its members get */
+	/*
+	 * Broadcast: start at this saved position, where the ring holds it within max_lag
+	 * (dmn_pipeline_at_state), or at low when the pipeline was started at it; -ERANGE else.
+	 */
+	const void *at_state;
+	size_t at_state_len;
+	uint64_t max_lag;
+	bool from_head;
 };
 
 /*

@@ -276,6 +276,28 @@ static int whole_epochs(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_
 static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg,
 		     const struct ipc_ctl_attach *am, struct dmn_resume *rs);
 
+/*
+ * A private pipeline of pl's computation at broadcast reader m's saved state (*ret_pl), for a
+ * reader whose position pl's ring no longer holds. 0, or -errno with emsg.
+ */
+static int private_at(struct dmn *d, struct dmn_conn *c, struct dmn_pipeline *pl,
+		      const struct ipc_ctl_attach *m, struct dmn_pipeline **ret_pl, char *emsg,
+		      size_t cap)
+{
+	bool created;
+	struct dmn_get_req req = { .spec = pl->spec_json,
+				   .spec_len = strlen(pl->spec_json),
+				   .origin = pl->name,
+				   .spec_dir = pl->spec_dir,
+				   .owner = c->uid,
+				   .creds = pl->creds, /* what its owner granted, read as it */
+				   .mode = IPC_RING_BROADCAST,
+				   .state = m->state,
+				   .state_len = m->state_len,
+				   .fresh = true };
+	return dmn_pipeline_get(&d->reg, &req, ret_pl, &created, emsg, cap);
+}
+
 /* ATTACH; one that resumes after a restart (a token) from where the daemon kept it. */
 static int on_attach(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg *msg)
 {
@@ -335,6 +357,14 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 	struct dmn_pipeline *pl;
 	bool created = false;
 	int r;
+	/*
+	 * A broadcast reader with a state joins a running shared pipeline at its position when
+	 * that ring still holds it (docs/DECISIONS.md, "Readers that cannot hold others"),
+	 * unless it holds the others back (it would hold them from behind) or the lag policy has
+	 * just moved it off (MOVE_OFF: a private pipeline, which moves it back once caught up).
+	 */
+	bool at_position = mode == IPC_RING_BROADCAST && m.state_len &&
+			   m.lag_policy != IPC_CTL_LAG_HOLD && m.move != IPC_CTL_MOVE_OFF;
 	if (rs->join) {
 		pl = rs->join; /* its group resumed there */
 	} else if (m.spec) {
@@ -350,7 +380,11 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 					   .rank_n = m.rank_count,
 					   .group = m.group,
 					   .state = m.state,
-					   .state_len = m.state_len };
+					   .state_len = m.state_len,
+					   .fresh = m.move == IPC_CTL_MOVE_OFF,
+					   .at_position = at_position,
+					   .max_lag = m.max_lag,
+					   .from_head = m.lag_policy == IPC_CTL_LAG_CATCH_UP };
 		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
 		if (r == -EBADMSG && rs->on) /* the kept state is another pipeline's now */
 			return reply_error(c, msg->req_id, -ESTALE,
@@ -397,7 +431,11 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 					   .rank_n = m.rank_count,
 					   .group = m.group,
 					   .state = m.state,
-					   .state_len = m.state_len };
+					   .state_len = m.state_len,
+					   .fresh = m.move == IPC_CTL_MOVE_OFF,
+					   .at_position = at_position,
+					   .max_lag = m.max_lag,
+					   .from_head = m.lag_policy == IPC_CTL_LAG_CATCH_UP };
 		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
 		if (r < 0)
 			return reply_error(c, msg->req_id, r, "%s", emsg);
@@ -425,13 +463,44 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				 .rank_index = m.rank_index,
 				 .rank_n = m.rank_count,
 				 .first_epoch = first_epoch };
+	if (at_position && !pl->private_) {
+		join.at_state = m.state;
+		join.at_state_len = m.state_len;
+		join.max_lag = m.max_lag;
+		join.from_head = m.lag_policy == IPC_CTL_LAG_CATCH_UP;
+	}
 	rd->attached_ns = dmn_now_ns();
+	uint64_t rejoins = pl->rejoins;
 	r = dmn_pipeline_join(pl, &join, &rd->ring_id, &rd->group, &cb_fd, emsg, sizeof(emsg));
+	if (r == -ERANGE && join.at_state) {
+		/* the ring moved on since it was found: a private pipeline at the state, then */
+		pthread_mutex_unlock(&pl->lock);
+		struct dmn_pipeline *np;
+		r = private_at(d, c, pl, &m, &np, emsg, sizeof(emsg));
+		if (r < 0) {
+			free(rd);
+			return reply_error(c, msg->req_id, r, "%s", emsg);
+		}
+		pl = np;
+		join.at_state = NULL;
+		pthread_mutex_lock(&pl->lock);
+		rejoins = pl->rejoins;
+		r = dmn_pipeline_join(pl, &join, &rd->ring_id, &rd->group, &cb_fd, emsg,
+				      sizeof(emsg));
+	}
 	rd->mode = mode;
+	rd->rejoined = r == 0 && pl->rejoins != rejoins;
 	if (r == 0 && rd->group >= 0) /* its group's (an elastic restart may have moved it) */
 		first_epoch = pl->groups[rd->group].first_epoch;
-	if (r == 0 && mode == IPC_RING_BROADCAST && m.lag_policy != IPC_CTL_LAG_HOLD)
+	/* a moved reader alone on a private pipeline holds nobody back: no policy there */
+	bool moved_private = m.move != IPC_CTL_MOVE_NONE && pl->private_;
+	if (r == 0 && mode == IPC_RING_BROADCAST && m.lag_policy != IPC_CTL_LAG_HOLD &&
+	    !moved_private)
 		set_lag(d, pl, rd->ring_id, &m);
+	if (r == 0 && moved_private && pl->n_readers == 0) {
+		pl->rejoin = true; /* started for it: it may go back (dmn_server_rejoin) */
+		pl->rejoin_max_lag = m.moved_max_lag;
+	}
 	if (r == 0) {
 		pl->n_readers++;
 		pl->last_used = dmn_now_ns();
@@ -497,8 +566,16 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 		remove_reader(d, rd, true);
 		return r;
 	}
-	dmn_log("reader %llu (pid %d, uid %u) attached to %s (%s)", (unsigned long long)rd->id,
-		(int)c->pid, (unsigned)c->uid, pl->name, mode_name(mode));
+	if (rd->rejoined)
+		dmn_log("reader %llu (pid %d, uid %u) attached to %s (%s) at its saved position, "
+			"which its ring still holds%s",
+			(unsigned long long)rd->id, (int)c->pid, (unsigned)c->uid, pl->name,
+			mode_name(mode),
+			m.move == IPC_CTL_MOVE_BACK ? ": back on the shared stream" : "");
+	else
+		dmn_log("reader %llu (pid %d, uid %u) attached to %s (%s)",
+			(unsigned long long)rd->id, (int)c->pid, (unsigned)c->uid, pl->name,
+			mode_name(mode));
 	return 0;
 }
 
@@ -653,6 +730,9 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		/* memory by use (docs/ring.md): allocated now, the extents lie inside */
 		{ "ring_bytes_committed", (int64_t)info.committed },
 		{ "ring_commit_failures", (int64_t)info.commit_fails },
+		/* readers that joined this ring at a saved position it still held: moved back
+		   after catching up on their own, or resumed only a little behind */
+		{ "rejoins", (int64_t)pl->rejoins },
 		{ "producer_waits", (int64_t)pl->reserve_waits },
 		{ "producer_wait_ns", (int64_t)pl->wait_ns },
 		{ "records", (int64_t)st.records },
@@ -739,7 +819,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	enum {
 		N_PIPE = sizeof(s) / sizeof(s[0]),
 		N_STAGE = PL_STAGE_COUNT_ * 16,
-		MAX_RD = 6 * IPC_RING_MAX_READERS
+		MAX_RD = 7 * IPC_RING_MAX_READERS
 	};
 	struct ipc_ctl_stat all[N_PIPE + N_STAGE + MAX_RD];
 	memcpy(all, s, sizeof(s));
@@ -759,19 +839,21 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 	for (struct dmn_conn *cc = d->conns; cc; cc = cc->next) {
 		for (struct dmn_reader *rd = cc->readers; rd; rd = rd->next) {
 			uint64_t taken = 0, wait_ns = 0, lag = 0, holding = 0;
-			if (rd->pl != pl || n + 6 > n_base + MAX_RD ||
+			if (rd->pl != pl || n + 7 > n_base + MAX_RD ||
 			    ipc_ring_reader_counters(pl->ring, rd->ring_id, &taken, &wait_ns) < 0)
 				continue;
 			ipc_ring_reader_lag(pl->ring, rd->ring_id, &lag);
 			/* how long it has held the others back; why it was moved off (0: not) */
 			ipc_ring_reader_holding(pl->ring, rd->ring_id, &holding);
 			int why = ipc_ring_reader_moved_why(pl->ring, rd->ring_id);
-			const char *what[6] = { "taken",       "wait_ns",    "lag",
-						"attached_ns", "holding_ns", "moved" };
-			uint64_t val[6] = { taken,   wait_ns,
-					    lag,     dmn_now_ns() - rd->attached_ns,
-					    holding, why > 0 ? (uint64_t)why : 0 };
-			for (int k = 0; k < 6; k++) {
+			/* rejoined: it joined this ring at its saved position (moved back) */
+			const char *what[7] = { "taken",      "wait_ns", "lag",	    "attached_ns",
+						"holding_ns", "moved",	 "rejoined" };
+			uint64_t val[7] = { taken,	 wait_ns,
+					    lag,	 dmn_now_ns() - rd->attached_ns,
+					    holding,	 why > 0 ? (uint64_t)why : 0,
+					    rd->rejoined };
+			for (int k = 0; k < 7; k++) {
 				snprintf(all[n].key, sizeof(all[n].key), "reader.%llu.%s",
 					 (unsigned long long)rd->id, what[k]);
 				all[n++].value = (int64_t)(val[k] > INT64_MAX ? INT64_MAX : val[k]);
@@ -951,6 +1033,71 @@ static uint64_t orphaned_groups(struct dmn *d, struct dmn_pipeline *pl)
 	return out;
 }
 
+/*
+ * The move back (docs/DECISIONS.md, "Readers that cannot hold others"): a private pipeline that
+ * was started for a broadcast reader the lag policy moved off (pl->rejoin) costs a second
+ * computation for as long as it runs. Once the shared pipeline of its fingerprint holds that
+ * reader's next batch, within half its max_lag of the leading reader there (room for the
+ * shared stream to go on while it comes over), the reader is moved off its private ring as the
+ * lag policy moves one (the same handshake: its next sluice_next saves its state and attaches
+ * with MOVE_BACK, and dmn_pipeline_join puts it on the shared ring at exactly that batch).
+ * The private pipeline is dropped when its last reader, the old one, detaches.
+ */
+static void rejoin_pass(struct dmn *d)
+{
+	for (struct dmn_pipeline *pl = d->reg.pipelines; pl; pl = pl->next) {
+		struct dmn_reader *rd = NULL;
+		struct dmn_conn *rc = NULL;
+		struct dmn_pipeline *sh = NULL;
+		struct ipc_ring_info si;
+		uint8_t st[PL_STATE_MAX];
+		uint64_t at, ml;
+		int n, r;
+
+		if (!pl->private_ || !pl->rejoin || pl->removed || pl->n_readers != 1 ||
+		    pl->status != DMN_RUNNING)
+			continue;
+		for (struct dmn_conn *c = d->conns; c && !rd; c = c->next)
+			for (struct dmn_reader *x = c->readers; x && !rd; x = x->next)
+				if (x->pl == pl) {
+					rd = x;
+					rc = c;
+				}
+		if (!rd || rd->mode != IPC_RING_BROADCAST)
+			continue;
+		for (struct dmn_pipeline *o = d->reg.pipelines; o && !sh; o = o->next)
+			if (o != pl && !o->private_ && !o->removed &&
+			    memcmp(o->fp, pl->fp, 16) == 0 && may_read(rc, o))
+				sh = o;
+		if (!sh)
+			continue;
+		pthread_mutex_lock(&pl->lock);
+		r = ipc_ring_reader_moved(pl->ring, rd->ring_id);
+		pthread_mutex_unlock(&pl->lock);
+		if (r != 0)
+			continue; /* on its way already */
+		n = dmn_pipeline_reader_state(pl, rd->ring_id, st, sizeof(st));
+		if (n <= 0)
+			continue;
+		pthread_mutex_lock(&sh->lock);
+		ipc_ring_get_info(sh->ring, &si);
+		ml = pl->rejoin_max_lag ? pl->rejoin_max_lag : si.n_slots / 2;
+		if (ml >= si.n_slots)
+			ml = si.n_slots - 1;
+		r = dmn_pipeline_at_state(sh, st, (size_t)n, ml / 2 ? ml / 2 : 1, false, &at);
+		pthread_mutex_unlock(&sh->lock);
+		if (r < 0)
+			continue;
+		pthread_mutex_lock(&pl->lock);
+		r = dmn_pipeline_move_reader(pl, rd->ring_id);
+		pthread_mutex_unlock(&pl->lock);
+		if (r == 0)
+			dmn_log("pipeline %s: reader %llu caught up with %s (which holds its next "
+				"batch): moved back to the shared stream",
+				pl->name, (unsigned long long)rd->id, sh->name);
+	}
+}
+
 /* Take in the releases of every pipeline, and evict readers whose control block is corrupt. */
 void dmn_server_collect(struct dmn *d)
 {
@@ -988,6 +1135,7 @@ void dmn_server_collect(struct dmn *d)
 			}
 		}
 	}
+	rejoin_pass(d);
 	dmn_pipelines_retry_ends(&d->reg);
 	dmn_pipelines_expire(&d->reg);
 	dmn_reap_report();

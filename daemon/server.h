@@ -14,8 +14,9 @@ struct dmn_reader {
 	struct dmn_pipeline *pl;
 	unsigned ring_id;
 	enum ipc_ring_mode mode;
-	int group;			   /* its index in pl->groups[], -1: broadcast */
-	uint64_t attached_ns;		   /* dmn_now_ns() at its attach */
+	int group;	      /* its index in pl->groups[], -1: broadcast */
+	uint64_t attached_ns; /* dmn_now_ns() at its attach */
+	bool rejoined;	      /* broadcast: it joined a shared ring at its saved position */
 	uint64_t tune_taken, tune_wait_ns; /* its counters at the tuner's last window */
 	struct dmn_reader *next;
 };

@@ -215,6 +215,24 @@ struct ipc_ctl_attach {
 	const void *resume;
 	uint32_t resume_len;
 	uint64_t resume_seq;
+	/*
+	 * A broadcast reader that the lag policy moves (docs/DECISIONS.md, "Readers that cannot
+	 * hold others"): MOVE_OFF, it was moved off the shared stream and attaches (with its
+	 * state) to a private pipeline that moves it back once it has caught up, back within
+	 * moved_max_lag (its max_lag; 0: the pipeline's default) of the others; MOVE_BACK, that
+	 * private pipeline moved it back and it attaches (with its state and its own lag policy)
+	 * to the shared ring at its position. 0: neither.
+	 */
+	uint32_t move; /* enum ipc_ctl_move */
+	uint64_t moved_max_lag;
+};
+
+/* ATTACH's move (field 14). */
+enum ipc_ctl_move {
+	IPC_CTL_MOVE_NONE = 0,
+	IPC_CTL_MOVE_OFF = 1,
+	IPC_CTL_MOVE_BACK = 2,
+	IPC_CTL_MOVE_COUNT_ = 3,
 };
 
 /* One output tensor of a pipeline's schema (the order of ipc_batch_tensor.schema_index). */

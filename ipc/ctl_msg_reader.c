@@ -60,6 +60,18 @@ static int check_attach(const void *v, const char *what, char *emsg, size_t cap)
 				  "%s: max_lag/lag_timeout_ms given with lag_policy 2 (hold): a "
 				  "reader that holds the others back has no bound",
 				  what);
+	if (m->move >= IPC_CTL_MOVE_COUNT_)
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: move: expected 0 (none), 1 (moved off) or 2 (moved back), "
+				  "got %u",
+				  what, m->move);
+	if (m->move && (m->mode != IPC_CTL_MODE_BROADCAST || !m->state_len))
+		return ipc_errmsg(-EBADMSG, emsg, cap,
+				  "%s: move %u: only a broadcast reader with a state is moved",
+				  what, m->move);
+	if (m->moved_max_lag && !m->move)
+		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: moved_max_lag given without move",
+				  what);
 	if (m->spec_dir_len && !has_spec)
 		return ipc_errmsg(-EBADMSG, emsg, cap, "%s: spec_dir given without a spec", what);
 	return check_spec_dir(m->spec_dir, m->spec_dir_len, what, emsg, cap);
@@ -126,6 +138,8 @@ static const struct fdesc attach_f[] = {
 	VIEW(11, K_BYTES, 0, struct ipc_ctl_attach, resume, resume_len, IPC_CTL_TOKEN_MAX),
 	NUM(12, K_U64, 0, struct ipc_ctl_attach, resume_seq),
 	NUM(13, K_U64, 0, struct ipc_ctl_attach, lag_timeout_ms),
+	NUM(14, K_U32, 0, struct ipc_ctl_attach, move),
+	NUM(15, K_U64, 0, struct ipc_ctl_attach, moved_max_lag),
 };
 static const struct fdesc tensor_f[] = {
 	STR(1, F_REQ | F_NONEMPTY, struct ipc_ctl_tensor_info, name),

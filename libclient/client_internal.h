@@ -82,6 +82,9 @@ struct lc_ring {
 	_Atomic int cuda_reg; /* cuda.c: is the data area registered with CUDA */
 };
 
+/* Readers a move left behind whose batches the caller still holds (a move off, then back). */
+#define LC_OLD_MAX 4
+
 struct sluice_reader {
 	struct sluice_client *c;
 	struct sluice_reader *prev, *next;
@@ -102,12 +105,20 @@ struct sluice_reader {
 	uint32_t lag_policy; /* enum sluice_lag, broadcast */
 	uint64_t max_lag;
 	uint64_t lag_timeout_ms;
-	/* Moved off the shared stream (lag policy): on its own pipeline now; the old reader is
-	 * detached once no batch of it is held any more. */
+	/*
+	 * Moved off the shared stream (lag policy): on its own pipeline now, until the daemon
+	 * moves it back (it caught up). The readers it was moved from (the shared one, then the
+	 * private one, ...) are detached once no batch of theirs is held any more; move: the
+	 * ATTACH of a move says which (enum ipc_ctl_move; 0 otherwise).
+	 */
 	bool moved;
-	struct lc_ring *old_ring;
-	uint64_t old_reader_id;
-	uint64_t old_gen;
+	uint32_t move;
+	struct lc_old {
+		struct lc_ring *ring;
+		uint64_t reader_id;
+		uint64_t gen;
+	} old[LC_OLD_MAX];
+	unsigned n_old;
 	/* A late reader's first whole epoch (ATTACHED): batches of earlier ones are skipped. */
 	uint64_t first_epoch;
 	/*

@@ -270,6 +270,8 @@ static int attach_locked(struct sluice_reader *r, struct sluice_error *err)
 	a.lag_policy = r->moved ? IPC_CTL_LAG_HOLD : r->lag_policy;
 	a.max_lag = r->moved ? 0 : r->max_lag;
 	a.lag_timeout_ms = r->moved ? 0 : r->lag_timeout_ms;
+	a.move = r->move;
+	a.moved_max_lag = r->move ? r->max_lag : 0; /* where it may come back within */
 	req = lc_req_id_locked(c);
 	rc_ = ipc_ctl_encode_attach(c->sbuf, IPC_CTL_MAX_MSG, req, &a, &len);
 	if (rc_ < 0)
@@ -385,10 +387,12 @@ void sluice_detach(struct sluice_reader *r)
 		r->next->prev = r->prev;
 	if (r->ring && conn_is_locked(c, r->gen))
 		detach_remote_locked(c, r->reader_id);
-	if (r->old_ring && conn_is_locked(c, r->old_gen))
-		detach_remote_locked(c, r->old_reader_id);
+	for (unsigned i = 0; i < r->n_old; i++)
+		if (conn_is_locked(c, r->old[i].gen))
+			detach_remote_locked(c, r->old[i].reader_id);
 	pthread_mutex_unlock(&c->lock);
-	lc_ring_unref(r->old_ring);
+	for (unsigned i = 0; i < r->n_old; i++)
+		lc_ring_unref(r->old[i].ring);
 	lc_ring_unref(r->ring);
 	free(r->spec);
 	free(r->spec_dir);
@@ -547,25 +551,38 @@ static int take(struct sluice_reader *r, const struct ipc_ring_batch *rb,
 static int save_locked(struct sluice_reader *r, const struct ipc_ctl_reader_ref *at, void *buf,
 		       size_t cap, size_t *ret_len, struct sluice_error *err);
 
-/* The old reader of a move, once none of its batches is held: detach it. */
-static void drop_old_reader(struct sluice_reader *r, bool force)
+/*
+ * The old readers of moves, once none of their batches is held: detach them (force: the oldest
+ * one too, whatever it holds, to make room for one more: LC_OLD_MAX moves whose batches are
+ * all still held).
+ */
+static void drop_old_readers(struct sluice_reader *r, bool force)
 {
 	struct sluice_client *c = r->c;
+	unsigned k = 0;
 
-	if (!r->old_ring || (!force && ring_batches_out(r->old_ring)))
-		return;
-	pthread_mutex_lock(&c->lock);
-	if (conn_is_locked(c, r->old_gen))
-		detach_remote_locked(c, r->old_reader_id);
-	pthread_mutex_unlock(&c->lock);
-	lc_ring_unref(r->old_ring);
-	r->old_ring = NULL;
+	for (unsigned i = 0; i < r->n_old; i++) {
+		struct lc_old o = r->old[i];
+
+		if (!(force && i == 0) && ring_batches_out(o.ring)) {
+			r->old[k++] = o;
+			continue;
+		}
+		pthread_mutex_lock(&c->lock);
+		if (conn_is_locked(c, o.gen))
+			detach_remote_locked(c, o.reader_id);
+		pthread_mutex_unlock(&c->lock);
+		lc_ring_unref(o.ring);
+	}
+	r->n_old = k;
 }
 
 /*
  * The daemon moved this reader off the shared stream (lag policy): ask where it is, and attach
- * to a pipeline of its own started there (the daemon makes it private). Batches of the old ring
- * that the caller still holds stay valid: the old reader is detached when they are all back.
+ * to a pipeline of its own started there (the daemon makes it private); or, on that private
+ * pipeline, moved it back (it caught up): attach to the shared ring at that position. Batches
+ * of the old ring that the caller still holds stay valid: the old reader is detached when they
+ * are all back.
  */
 static int move_off(struct sluice_reader *r, struct sluice_error *err)
 {
@@ -576,7 +593,9 @@ static int move_off(struct sluice_reader *r, struct sluice_error *err)
 	size_t n;
 	int rc;
 
-	drop_old_reader(r, true); /* a second move: cannot happen (its own pipeline holds) */
+	bool back = r->moved; /* on its own pipeline: this move is the one back */
+
+	drop_old_readers(r, r->n_old == LC_OLD_MAX);
 	pthread_mutex_lock(&c->lock);
 	rc = save_locked(r, &(struct ipc_ctl_reader_ref){ 0 }, st, sizeof(st), &n, err);
 	if (rc < 0) {
@@ -586,27 +605,30 @@ static int move_off(struct sluice_reader *r, struct sluice_error *err)
 	old = r->ring;
 	old_id = r->reader_id;
 	old_gen = r->gen;
-	r->moved = true;
+	r->moved = !back;
 	r->ring = NULL;
 	size_t token_len = r->token_len;
 	uint64_t first_epoch = r->first_epoch;
 	r->token_len = 0; /* from the state just saved, not a resume */
+	/* the daemon's default policy brings it back once caught up (catch up: never) */
+	r->move = back					 ? IPC_CTL_MOVE_BACK
+		  : r->lag_policy == IPC_CTL_LAG_DEFAULT ? IPC_CTL_MOVE_OFF
+							 : IPC_CTL_MOVE_NONE;
 	rc = attach_locked(r, err);
+	r->move = IPC_CTL_MOVE_NONE;
 	/* a late reader moved before its first whole epoch still skips what precedes it */
 	if (r->first_epoch < first_epoch)
 		r->first_epoch = first_epoch;
 	if (rc < 0) {
 		r->token_len = token_len;
 		r->ring = old;
-		r->moved = false;
+		r->moved = back;
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
-	r->old_ring = old;
-	r->old_reader_id = old_id;
-	r->old_gen = old_gen;
+	r->old[r->n_old++] = (struct lc_old){ .ring = old, .reader_id = old_id, .gen = old_gen };
 	pthread_mutex_unlock(&c->lock);
-	drop_old_reader(r, false);
+	drop_old_readers(r, false);
 	return 0;
 }
 
@@ -625,8 +647,8 @@ int sluice_next(struct sluice_reader *r, int timeout_ms, struct sluice_batch **r
 		return lc_fail(err, r->error, "%s", r->error_msg);
 	if (r->eos)
 		return 0;
-	if (r->old_ring)
-		drop_old_reader(r, false);
+	if (r->n_old)
+		drop_old_readers(r, false);
 	for (;;) {
 		struct ipc_ring_batch rb;
 		int64_t slice = 0, now;

@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """A broadcast reader process that stops itself, for the lag-policy tests (test_lag.py).
 
-    lag_reader.py SOCKET NAME [--lag hold|catch_up] [--max-lag N] [--lag-timeout S] --stop-after K
+    lag_reader.py SOCKET NAME [--lag hold|catch_up] [--max-lag N] [--lag-timeout S]
+                  [--pace-ms MS] --stop-after K
 
 Attaches to pipeline NAME (lag None unless --lag: the daemon's default policy), prints
 {"attached": true} and waits for a line on stdin; then takes batches, printing {"seq", "digest"} for each, until it has taken
 K; it prints {"stopped": seq of the last one}, holding that batch, and stops itself with
 SIGSTOP (as a job an operator or a debugger stopped). After SIGCONT it releases it and reads
-on to the end of the stream, printing each batch, then {"end": n batches}.
+on to the end of the stream, printing each batch, then {"end": n batches}; with --pace-ms
+it takes one batch every MS ms after SIGCONT (a job paced by its training step).
 """
 
 import argparse
@@ -16,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "libclient", "python"))
@@ -46,6 +49,7 @@ def main():
     ap.add_argument("--lag")
     ap.add_argument("--max-lag", type=int)
     ap.add_argument("--lag-timeout", type=float)
+    ap.add_argument("--pace-ms", type=float)
     ap.add_argument("--stop-after", type=int, required=True)
     a = ap.parse_args()
     r = sluice.attach(a.name, socket=a.socket, lag=a.lag, max_lag=a.max_lag,
@@ -63,6 +67,8 @@ def main():
             out({"stopped": b.seq})
             os.kill(os.getpid(), signal.SIGSTOP)  # here until SIGCONT, holding b
         b.release()
+        if a.pace_ms and n > a.stop_after:
+            time.sleep(a.pace_ms / 1000)  # the pace of a training step: the workload
     out({"end": n})
     r.close()
 

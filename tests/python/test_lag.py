@@ -2,7 +2,8 @@
 """The broadcast lag policy (DESIGN.md §5, docs/DECISIONS.md "Readers that cannot hold
 others"): with the default policy a reader that stopped (SIGSTOP, a pause) is moved off the
 shared stream, by its time bound or by max_lag, so that the others go on past what the ring
-holds; after it goes on it gets every batch, once, the same as the shared stream. An explicit
+holds; after it goes on it gets every batch, once, the same as the shared stream, and once it
+has caught up on its private pipeline it is moved back onto the shared ring. An explicit
 lag="hold" still holds the others back. A real sluiced, real reader processes."""
 
 import hashlib
@@ -18,7 +19,7 @@ import pytest
 
 import sluice
 import test_daemon
-from conftest import image_spec, shuffled, wait_for
+from conftest import ctl, image_spec, shuffled, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EPOCHS = 40  # 8 batches an epoch (60 records of 8): 320 batches, five times the ring's 64
@@ -292,4 +293,101 @@ def test_late_reader_moved_before_its_first_epoch_gets_whole_epochs(roomy):
     with late.next(timeout=60) as b:
         assert b.epoch >= 1 and b.seq == 8 * b.epoch, "a whole epoch, from its start"
     late.close()
+    first.close()
+
+
+def listed(d):
+    r = ctl("--socket", d.sock, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    return [p["name"] for p in json.loads(r.stdout)["pipelines"]]
+
+
+def log_text(tmp_path):
+    with open(os.path.join(str(tmp_path), "sluiced.log")) as f:
+        return f.read()
+
+
+def test_moved_reader_rejoins_the_shared_stream_once_caught_up(roomy, tmp_path):
+    """SIGSTOPped, moved off by a time bound of 1 s, SIGCONTed: the reader (paced at 2 ms a
+    batch) catches up on its private pipeline while the other reader (lag="hold") waits at
+    128, so that the shared ring holds [128, 192); once the shared ring holds its next batch
+    it is moved back (the same MOVED handshake): the shared pipeline's stats say it rejoined
+    (rejoins, reader.<id>.rejoined), its private pipeline is dropped, gone from sluicectl
+    list, and it got every batch once, in order, each the shared stream's."""
+    name = sluice.register(image_spec(roomy.data, name="lag-rejoin", epochs=EPOCHS,
+                                      **shuffled(9)), socket=roomy.sock)
+    child = lag_reader(roomy, name, "--stop-after", 3, "--max-lag", 63, "--lag-timeout", 1,
+                       "--pace-ms", 2)
+    try:
+        child.expect("attached")
+        fast = sluice.attach(name, socket=roomy.sock, lag="hold")
+        go(child)
+        _, before = child.expect("stopped")
+        wait_for("the reader to stop", child.stopped, timeout=30)
+        slots = sluice.stats(name, socket=roomy.sock)["ring_slots"]
+        seen = {}
+        for _ in range(2 * slots):  # past the ring: the stopped reader was moved off
+            with fast.next(timeout=60) as b:
+                seen[b.seq] = digest(b)
+        st = sluice.stats(name, socket=roomy.sock)
+        cid, _ = reader_ids(st)
+        assert st["reader.%d.moved" % cid] == MOVED_TIME, st
+        assert st["rejoins"] == 0
+        os.kill(child.p.pid, signal.SIGCONT)
+
+        def back():  # a reader of the shared ring again, at its saved position
+            st = sluice.stats(name, socket=roomy.sock)
+            ids = [i for i in reader_ids(st) if st.get("reader.%d.rejoined" % i) == 1]
+            return st["rejoins"] == 1 and ids and st
+        st = wait_for("the moved reader to be moved back", back, timeout=120)
+        log = log_text(tmp_path)
+        assert "moved back to the shared stream" in log, log
+        private = name + "@1"
+        assert "attached to %s" % private in log, "it read a private pipeline meanwhile"
+        wait_for("its private pipeline to be dropped", lambda: private not in listed(roomy),
+                 timeout=60)
+        assert listed(roomy) == [name]
+        read_all(fast, seen)
+        assert sorted(seen) == list(range(BATCHES))
+        n, after = child.expect("end", timeout=120)
+        assert n == BATCHES
+        check_moved_reader_gets_everything(before + after, seen)
+        assert child.p.wait(timeout=60) == 0
+        st = sluice.stats(name, socket=roomy.sock)
+        assert st["rejoins"] == 1, "moved back once, never off again"
+        fast.close()
+    finally:
+        child.close()
+
+
+def test_restarted_reader_a_little_behind_shares_again(roomy):
+    """A reader that resumes from a saved state that the running shared pipeline's ring still
+    holds joins that ring at exactly its next batch (no private pipeline: sluicectl list shows
+    one; stats rejoins, reader.<id>.rejoined), and reads on the same batches as the stream."""
+    name = sluice.register(image_spec(roomy.data, name="lag-resume", epochs=4,
+                                      **shuffled(10)), socket=roomy.sock)
+    first = sluice.attach(name, socket=roomy.sock)
+    seen = {}
+    for _ in range(20):
+        with first.next(timeout=60) as b:
+            seen[b.seq] = digest(b)
+    r = sluice.attach(name, socket=roomy.sock)
+    for s in range(12):
+        with r.next(timeout=60) as b:
+            assert b.seq == s
+    state = r.state()
+    r.close()
+    again = sluice.attach(name, socket=roomy.sock, state=state)
+    st = sluice.stats(name, socket=roomy.sock)
+    assert st["rejoins"] == 1, st
+    assert [i for i in reader_ids(st) if st["reader.%d.rejoined" % i] == 1]
+    assert listed(roomy) == [name], "no private pipeline"
+    got = []
+    for b in again:
+        with b:
+            got.append((b.seq, digest(b)))
+    read_all(first, seen)
+    assert [s for s, _ in got] == list(range(12, 32)), "from its next batch, each once"
+    assert all(seen[s] == dg for s, dg in got), "the shared stream's batches"
+    again.close()
     first.close()

@@ -186,6 +186,37 @@ static void test_attach(void **state)
 	in.lag_policy = IPC_CTL_LAG_COUNT_;
 	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 82, &in, &len), -EINVAL);
 	in.lag_policy = IPC_CTL_LAG_DEFAULT;
+	assert_int_equal(out.move, IPC_CTL_MOVE_NONE); /* optional: no move */
+	assert_true(out.moved_max_lag == 0);
+
+	/* Moved off by the lag policy: a hold on its private pipeline, its own bound to come
+	   back within (field 15 travels with a hold: it is not the private ring's bound). */
+	in.state = st;
+	in.state_len = sizeof(st);
+	in.lag_policy = IPC_CTL_LAG_HOLD;
+	in.move = IPC_CTL_MOVE_OFF;
+	in.moved_max_lag = 1ull << 36;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 83, &in, &len), 0);
+	m = parse_ok(buf, len, IPC_CTL_ATTACH, 83);
+	assert_int_equal(ipc_ctl_decode_attach(&m, &out, emsg, sizeof(emsg)), 0);
+	assert_int_equal(out.move, IPC_CTL_MOVE_OFF);
+	assert_true(out.moved_max_lag == 1ull << 36);
+	in.lag_policy = IPC_CTL_LAG_DEFAULT;
+	in.move = IPC_CTL_MOVE_BACK;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 84, &in, &len), 0);
+	m = parse_ok(buf, len, IPC_CTL_ATTACH, 84);
+	assert_int_equal(ipc_ctl_decode_attach(&m, &out, emsg, sizeof(emsg)), 0);
+	assert_int_equal(out.move, IPC_CTL_MOVE_BACK);
+	/* refused: an unknown move, a move without a state, a bound without a move */
+	in.move = IPC_CTL_MOVE_COUNT_;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 85, &in, &len), -EINVAL);
+	in.move = IPC_CTL_MOVE_OFF;
+	in.state = NULL;
+	in.state_len = 0;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 86, &in, &len), -EINVAL);
+	in.move = IPC_CTL_MOVE_NONE;
+	assert_int_equal(ipc_ctl_encode_attach(buf, sizeof(buf), 87, &in, &len), -EINVAL);
+	in.moved_max_lag = 0;
 
 	/* Split mode. */
 	in.mode = IPC_CTL_MODE_SPLIT;
