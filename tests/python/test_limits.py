@@ -59,7 +59,9 @@ def test_max_readers_refuses_the_one_past_the_limit_and_takes_one_after_a_detach
     readers = []
     try:
         name = sluice.register(spec, socket=d.sock)
-        a, b = (sluice.attach(name, socket=d.sock) for _ in range(2))
+        # they hold each other (as before the default lag policy): the one read ahead of the
+        # other stays a reader of this pipeline (test_lag.py: the default moves it off)
+        a, b = (sluice.attach(name, socket=d.sock, lag="hold") for _ in range(2))
         readers += [a, b]
         got_a, got_b = _read(a, 4), _read(b, 4)
         with pytest.raises(sluice.SluiceError) as ei:
