@@ -195,6 +195,25 @@ static int on_register(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_m
 }
 
 /*
+ * A request for pl's own computation (its spec, read with what its owner granted) for a reader
+ * of c's in mode from state (NULL: its start); the caller sets the rest.
+ */
+static struct dmn_get_req computation_of(const struct dmn_pipeline *pl, const struct dmn_conn *c,
+					 enum ipc_ring_mode mode, const void *state,
+					 size_t state_len)
+{
+	return (struct dmn_get_req){ .spec = pl->spec_json,
+				     .spec_len = strlen(pl->spec_json),
+				     .origin = pl->name,
+				     .spec_dir = pl->spec_dir,
+				     .owner = c->uid,
+				     .creds = pl->creds,
+				     .mode = mode,
+				     .state = state,
+				     .state_len = state_len };
+}
+
+/*
  * DESIGN.md §5: a reader of a new group (a broadcast reader is a group of its own) receives
  * whole epochs, never a silent partial one. A member of a group that exists starts where its
  * group is (on the private pipeline its group moved to, if it did). Otherwise the pipeline
@@ -232,18 +251,11 @@ static int whole_epochs(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_
 		return 0;
 	bool created;
 	struct dmn_pipeline *np;
-	struct dmn_get_req req = { .spec = pl->spec_json,
-				   .spec_len = strlen(pl->spec_json),
-				   .origin = pl->name,
-				   .spec_dir = pl->spec_dir,
-				   .owner = c->uid,
-				   .creds = pl->creds, /* what its owner granted, read as it */
-				   .mode = mode,
-				   .rank_n = m->rank_count,
-				   .group = m->group,
-				   .state = jp.state_len ? jp.state : NULL,
-				   .state_len = (size_t)jp.state_len,
-				   .fresh = true };
+	struct dmn_get_req req =
+		computation_of(pl, c, mode, jp.state_len ? jp.state : NULL, (size_t)jp.state_len);
+	req.rank_n = m->rank_count;
+	req.group = m->group;
+	req.fresh = true;
 	char why[512];
 	r = dmn_pipeline_get(&d->reg, &req, &np, &created, why, sizeof(why));
 	if (r < 0) {
@@ -285,16 +297,8 @@ static int private_at(struct dmn *d, struct dmn_conn *c, struct dmn_pipeline *pl
 		      size_t cap)
 {
 	bool created;
-	struct dmn_get_req req = { .spec = pl->spec_json,
-				   .spec_len = strlen(pl->spec_json),
-				   .origin = pl->name,
-				   .spec_dir = pl->spec_dir,
-				   .owner = c->uid,
-				   .creds = pl->creds, /* what its owner granted, read as it */
-				   .mode = IPC_RING_BROADCAST,
-				   .state = m->state,
-				   .state_len = m->state_len,
-				   .fresh = true };
+	struct dmn_get_req req = computation_of(pl, c, IPC_RING_BROADCAST, m->state, m->state_len);
+	req.fresh = true;
 	return dmn_pipeline_get(&d->reg, &req, ret_pl, &created, emsg, cap);
 }
 
@@ -421,21 +425,13 @@ static int attach_as(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg
 				   pl->name);
 	if (!m.spec && m.state_len) {
 		/* Resuming by name: the named pipeline if it starts there, else a private one. */
-		struct dmn_get_req req = { .spec = pl->spec_json,
-					   .spec_len = strlen(pl->spec_json),
-					   .origin = pl->name,
-					   .spec_dir = pl->spec_dir,
-					   .owner = c->uid,
-					   .creds = pl->creds, /* its owner's grant */
-					   .mode = mode,
-					   .rank_n = m.rank_count,
-					   .group = m.group,
-					   .state = m.state,
-					   .state_len = m.state_len,
-					   .fresh = m.move == IPC_CTL_MOVE_OFF,
-					   .at_position = at_position,
-					   .max_lag = m.max_lag,
-					   .from_head = m.lag_policy == IPC_CTL_LAG_CATCH_UP };
+		struct dmn_get_req req = computation_of(pl, c, mode, m.state, m.state_len);
+		req.rank_n = m.rank_count;
+		req.group = m.group;
+		req.fresh = m.move == IPC_CTL_MOVE_OFF;
+		req.at_position = at_position;
+		req.max_lag = m.max_lag;
+		req.from_head = m.lag_policy == IPC_CTL_LAG_CATCH_UP;
 		r = dmn_pipeline_get(&d->reg, &req, &pl, &created, emsg, sizeof(emsg));
 		if (r < 0)
 			return reply_error(c, msg->req_id, r, "%s", emsg);

@@ -6,7 +6,6 @@ holds; after it goes on it gets every batch, once, the same as the shared stream
 has caught up on its private pipeline it is moved back onto the shared ring. An explicit
 lag="hold" still holds the others back. A real sluiced, real reader processes."""
 
-import hashlib
 import json
 import os
 import queue
@@ -20,6 +19,7 @@ import pytest
 import sluice
 import test_daemon
 from conftest import ctl, image_spec, shuffled, wait_for
+from lag_reader import digest  # the reader processes' digest: both sides compare the same
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EPOCHS = 40  # 8 batches an epoch (60 records of 8): 320 batches, five times the ring's 64
@@ -38,17 +38,6 @@ def roomy(tmp_path, data):
     d.data = data
     yield d
     d.stop()
-
-
-def digest(b):
-    h = hashlib.sha256()
-    for name in sorted(b):
-        v = b[name]
-        parts = [v.values, v.row_splits] if isinstance(v, sluice.Ragged) else [v]
-        for a in parts:
-            for x in ([a.values, a.offsets] if isinstance(a, sluice.Strings) else [a]):
-                h.update(x.tobytes())
-    return h.hexdigest()
 
 
 class Proc:
