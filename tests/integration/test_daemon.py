@@ -161,11 +161,10 @@ L = ctypes.CDLL(sys.argv[1])
 cl = ctypes.c_void_p(); rd = ctypes.c_void_p(); b = ctypes.c_void_p()
 err = ctypes.create_string_buffer(1024)
 assert L.sluice_connect(sys.argv[2].encode(), ctypes.byref(cl), err) == 0, err.raw
-class Opts(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("spec_json", ctypes.c_char_p),
-                ("mode", ctypes.c_int), ("rank_index", ctypes.c_uint32), ("rank_count", ctypes.c_uint32),
-                ("state", ctypes.c_void_p), ("state_len", ctypes.c_size_t), ("reconnect_tries", ctypes.c_uint)]
-o = Opts(); L.sluice_attach_opts_init(ctypes.byref(o))
+# the package's own mirror of struct sluice_attach_opts: init writes the whole struct
+sys.path.insert(0, sys.argv[4])
+from _lib import AttachOpts
+o = AttachOpts(); L.sluice_attach_opts_init(ctypes.byref(o))
 o.spec_json = open(sys.argv[3], "rb").read(); o.mode = 1
 assert L.sluice_attach(cl, ctypes.byref(o), ctypes.byref(rd), err) == 0, err.raw
 n = 0
@@ -176,7 +175,9 @@ while n < 3:
 print("HOLDING", n, flush=True)
 time.sleep(60)  # the workload: a reader that holds its batches until it is killed
 '''
-        holder = subprocess.Popen([sys.executable, "-c", code, lib, d.sock, sp],
+        holder = subprocess.Popen([sys.executable, "-c", code, lib, d.sock, sp,
+                                   os.path.join(os.environ["SLUICE_SRC_DIR"], "libclient",
+                                                "python", "sluice")],
                                   stdout=subprocess.PIPE, text=True)
         line = holder.stdout.readline()
         check(line.startswith("HOLDING 3"), "split: a reader holds 3 batches (%r)" % line)
