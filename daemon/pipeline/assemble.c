@@ -347,12 +347,14 @@ void pl_rows_drop(struct pl_rows *rows)
 
 /*
  * A fill pass's time per row, smoothed: the driver fills a batch itself when that says its pass
- * takes less than PL_SMALL_FILL_NS, what waking a parked worker and being woken when it is done
- * cost the two threads (measured: about 40 us of CPU a batch on the 2-vCPU VM, where a wake-up
- * is a hypervisor's interrupt; docs/BENCHMARKS.md, "cache acceptance"). Such batches are a
- * cached epoch's compact rows or small records' few features: a few ns a row.
+ * takes less than PL_SMALL_FILL_NS, what the wake-up alone costs the driver (the futex call in
+ * sched_spawn_flags: about 7 us a batch on the 2-vCPU VM, where it is a hypervisor's interrupt;
+ * the woken worker and the driver's own wake-up cost as much again). So the driver spends no
+ * more on such a batch than it did, and a pipeline its driver bounds goes no slower; what the
+ * two threads save is the rest. Such batches are a cached epoch's compact rows or small
+ * records' few features: a few ns a row.
  */
-#define PL_SMALL_FILL_NS 30000.0
+#define PL_SMALL_FILL_NS 8000.0
 #define PL_FILL_BATCHES	 8
 
 static void note_fill(struct pl_asm_ctx *ax, struct pl_bjob *job)
