@@ -765,6 +765,7 @@ static int on_stats(struct dmn *d, struct dmn_conn *c, const struct ipc_ctl_msg 
 		{ "pool_task_ns", (int64_t)st.pool_task_ns },
 		{ "read_wait_ns", (int64_t)st.read_wait_ns },
 		{ "lazy_fills", (int64_t)st.lazy_fills },
+		{ "small_fills", (int64_t)st.small_fills },
 		/* the read engine (once a file was opened): 1 io_uring, 0 the pread fallback */
 		{ "io_uring", st.io_engine ? strcmp(st.io_engine, "io_uring") == 0 : -1 },
 		{ "direct_io", d->reg.cfg.direct_io },

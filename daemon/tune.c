@@ -206,7 +206,7 @@ void dmn_tune_tick(struct dmn *d, uint64_t now)
 	struct dmn_pipeline **pls = n ? calloc(n, sizeof(*pls)) : NULL;
 	size_t k = 0;
 	for (struct dmn_pipeline *pl = d->reg.pipelines; pl; pl = pl->next)
-		if (tune_one(d, pl, now) && pls && pl->tune.cost > 0)
+		if (tune_one(d, pl, now) && pls && pl->tune.cost + pl->tune.drv_cost > 0)
 			pls[k++] = pl;
 	if (k)
 		allocate(d, pls, k);

@@ -69,10 +69,17 @@ struct pl_asm_ctx {
 	uint64_t blocked_ns, alloc_ns, last_blocked_ns, last_t_ns;
 	double slack_blocked, slack_total;
 	bool lazy;
+	/*
+	 * Driver only: a fill pass's time per row, smoothed over the batches (0: none measured
+	 * yet). A batch whose pass would take less than a worker's wake-up costs is filled by the
+	 * driver itself (pl_bjob_start).
+	 */
+	double fill_ns_row;
 	struct pl_prof *prof;	  /* the driver's */
 	struct pl_asm_worker *wk; /* n_workers + 1 ([n_workers]: tasks the driver ran) */
 	struct pl_stage_stats st; /* elements: rows; completions: batches; driver only */
 	uint64_t lazy_fills;	  /* fill passes that woke no worker (lazy); driver only */
+	uint64_t small_fills;	  /* of them, those too small to be worth a wake-up; driver only */
 };
 
 /* Set up the parts of ax the stage owns (after the driver filled its fields). 0 or -ENOMEM. */

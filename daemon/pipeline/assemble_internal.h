@@ -72,6 +72,8 @@ struct pl_bjob {
 	size_t len;
 	bool failed; /* layout or memory failed: err_code/err say why */
 	bool lazy;   /* its fill pass woke no worker: the driver runs it (note_slack) */
+	bool small;  /* so cheap that the driver runs it, in one task (pl_asm_ctx's fill_ns_row) */
+	atomic_uint_fast64_t fill_ns; /* its fill tasks' time, summed (for fill_ns_row) */
 
 	struct sched_group group;
 	struct pl_task *tasks;

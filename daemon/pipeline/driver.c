@@ -46,7 +46,7 @@ struct pl_driver {
 	struct pl_stage_stats st[PL_STAGE_COUNT_];
 	struct pl_chain_totals tot;
 	uint64_t prof_cpu[PL_STAGE_COUNT_], prof_last[PL_STAGE_COUNT_], prof_cpu_at;
-	uint64_t lazy_fills, alloc_ns;
+	uint64_t lazy_fills, small_fills, alloc_ns;
 	uint64_t pub_job_wait_ns, pub_job_ns;
 	char fallback[160]; /* why not io_uring, copied once: readers keep a pointer to it */
 	bool have_fallback;
@@ -76,6 +76,7 @@ static void publish_stats(struct pl_driver *d, bool last)
 	memcpy(d->prof_last, d->prof.last, sizeof(d->prof_last));
 	d->prof_cpu_at = d->prof.cpu_at;
 	d->lazy_fills = d->ax.lazy_fills;
+	d->small_fills = d->ax.small_fills;
 	d->alloc_ns = d->ax.alloc_ns;
 	d->pub_job_wait_ns = d->job_wait_ns;
 	d->pub_job_ns = d->job_ns;
@@ -491,6 +492,7 @@ void pl_driver_get_stats(struct pl_driver *d, struct pl_stats *ret)
 	memcpy(prof_last, d->prof_last, sizeof(prof_last));
 	uint64_t prof_cpu_at = d->prof_cpu_at;
 	ret->lazy_fills = d->lazy_fills;
+	ret->small_fills = d->small_fills;
 	ret->job_wait_ns = d->pub_job_wait_ns;
 	ret->job_ns = d->pub_job_ns;
 	ret->epoch_batches = d->epoch_batches;

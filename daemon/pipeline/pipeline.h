@@ -266,6 +266,7 @@ struct pl_stats {
 	uint64_t pool_task_ns;	/* of parse_ns, the pool's workers' (not the driver's) */
 	uint64_t read_wait_ns;	/* time the driver was blocked waiting for reads */
 	uint64_t lazy_fills;	/* fill passes that woke no worker: the driver had time to spare */
+	uint64_t small_fills;	/* of them, too small to be worth a worker's wake-up */
 	uint64_t next_wait_ns;	/* time pl_pipeline_next() waited */
 	/* batch jobs: the driver's time waiting for (or helping) the oldest one before it was
 	   done, and their latency, started to finished, summed over `batches` */
